@@ -1,0 +1,98 @@
+"""What the runner knows about one run of a task: the ``ctx`` of every task hook."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from herder.objects import TaskEvent
+
+
+@dataclass(frozen=True)
+class TaskDir:
+    """The directories of one task, as paths on the host."""
+
+    dir: Path
+    local_dir: Path
+    secrets_dir: Path
+    tmp_dir: Path
+    alloc_dir: Path
+    logs_dir: Path
+
+
+@dataclass(frozen=True)
+class AllocatedPort:
+    """A port given to an allocation: ``value`` on the host, ``to`` in the task."""
+
+    label: str
+    value: int
+    to: int | None = None
+    host_ip: str = "127.0.0.1"
+
+
+class CreatedResources:
+    """Resources a task made that cleanup must release (containers, images, ...).
+
+    Persisted with the task state, so cleanup after an agent restart still
+    knows them. Thread-safe.
+    """
+
+    def __init__(self, items: list[tuple[str, str]] | None = None) -> None:
+        self._items: list[tuple[str, str]] = list(items or [])
+        self._lock = threading.Lock()
+
+    def add(self, kind: str, value: str) -> None:
+        with self._lock:
+            if (kind, value) not in self._items:
+                self._items.append((kind, value))
+
+    def remove(self, kind: str, value: str) -> None:
+        with self._lock:
+            if (kind, value) in self._items:
+                self._items.remove((kind, value))
+
+    def items(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._items)
+
+
+EventEmitter = Callable[[TaskEvent], None]
+
+
+@dataclass
+class TaskContext:
+    """One run of a task, as the task hooks see it.
+
+    ``env`` is the task's final environment: prestart hooks may add to it, and
+    the driver starts the task with it. ``stdout`` and ``stderr`` are the
+    task's log sinks: binary file objects whose ``fileno()`` a child process
+    can inherit, and whose bytes end up in the rotating log files.
+    """
+
+    alloc_id: str
+    alloc_name: str
+    alloc_index: int
+    job_name: str
+    group_name: str
+    task_name: str
+    env: MutableMapping[str, str]
+    task_dir: TaskDir
+    ports: list[AllocatedPort]
+    stdout: BinaryIO
+    stderr: BinaryIO
+    created: CreatedResources = field(default_factory=CreatedResources)
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("herder.task"))
+    emitter: EventEmitter | None = field(default=None, repr=False)
+
+    def emit_event(self, type: str, message: str = "", **details: Any) -> None:
+        """Record a task event (drivers use type ``Driver`` for progress)."""
+        if self.emitter is not None:
+            self.emitter(TaskEvent(type=type, message=message, details=details))
+
+    def port(self, label: str) -> AllocatedPort | None:
+        """The allocated port with this label, if any."""
+        return next((p for p in self.ports if p.label == label), None)

@@ -1,0 +1,40 @@
+"""Exceptions shared by the core and plugins."""
+
+from __future__ import annotations
+
+
+class HerderError(Exception):
+    """Base class of every error herder raises on purpose."""
+
+
+class DriverError(HerderError):
+    """A driver failed in a way that retrying will not fix.
+
+    Raised from a hook, it fails the task at once (``Driver Failure``, then
+    ``Not Restarting`` with "Error was unrecoverable").
+    """
+
+
+class RecoverableError(HerderError):
+    """A transient failure: the same call may succeed if tried again.
+
+    Raised from ``herder_task_prestart`` or ``herder_task_start``, the start is
+    retried under the task's restart policy; from ``herder_task_cleanup``, the
+    cleanup is retried up to 4 times with growing delays.
+    """
+
+
+class JobError(HerderError):
+    """A job file is invalid. ``errors`` holds one message per problem."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+class ConfigError(HerderError):
+    """The agent configuration file is invalid."""
+
+
+class PlacementError(HerderError):
+    """An allocation cannot be placed (for example, a static port is taken)."""

@@ -1,0 +1,236 @@
+"""The hooks of the herder plugin contract.
+
+This module *is* the plugin author's reference. A plugin is any object (a
+module, an instance) carrying functions marked with :data:`herder.hookimpl`
+whose names and argument names are those below; an implementation may accept
+fewer arguments than the spec offers, never others.
+
+There are two kinds of plugins, found through entry points:
+
+``herder.drivers``
+    A **driver**, named by its entry point (``docker``, ``exec``, ...), the
+    name job files use in ``driver = "..."``. For a given task only that task's
+    driver takes part in a task hook: a driver never sees another driver's
+    tasks.
+
+``herder.plugins``
+    A **lifecycle plugin**. It takes part in every call of every hook it
+    implements, for every task, whatever the driver.
+
+The entry point names a module or object carrying hookimpls, or a callable (a
+class or factory) called with one argument, the plugin's configuration mapping
+(table ``[plugin.NAME]`` of the configuration file, ``{}`` when absent).
+
+Order and errors
+----------------
+Within one call, lifecycle plugins run in pluggy's order (later-registered
+first; ``tryfirst`` and ``trylast`` honoured), and a plugin that needs to wrap
+a call uses ``@hookimpl(wrapper=True)``. Where the driver's part must come at a
+given point, herder makes separate calls, in this order:
+
+* ``herder_task_prestart``: herder's built-in lifecycle plugins, then
+  third-party lifecycle plugins, then the driver;
+* ``herder_task_cleanup``: the driver, then third-party lifecycle plugins,
+  then the built-in ones.
+
+An exception from a hook never crashes herder. :class:`herder.RecoverableError`
+from ``herder_task_prestart``, ``herder_task_start`` or ``herder_task_cleanup``
+means "try again"; any other exception from prestart or start fails the task at
+once. An exception from any other hook is recorded as a ``Task hook failed``
+event naming the plugin, and the task goes on.
+
+Hooks marked *firstresult* stop at the first implementation that returns
+something other than None, and return that value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+from herder.context import TaskContext
+from herder.jobspec.model import Task
+from herder.objects import Alloc, ExecResult, ExitResult, Fingerprint, TaskEvent, TaskHandle
+
+hookspec = pluggy.HookspecMarker("herder")
+
+
+# --------------------------------------------------------------------------
+# Driver description
+# --------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def herder_driver_fingerprint() -> Fingerprint | None:
+    """Describe what the driver finds on this host.
+
+    Called for one driver at a time: when the runner or agent starts, and
+    every 30 seconds after. It must return within a few seconds, and never
+    raise for a missing dependency: report ``detected=False`` (nothing found)
+    or ``healthy=False`` (found but not working) with a ``description`` saying
+    why.
+
+    :returns: a :class:`herder.Fingerprint`; its ``attributes`` (``dict[str,
+        str]``, keys like ``driver.docker.version``) can be used in job files
+        as ``${attr.<key>}``.
+    """
+
+
+@hookspec(firstresult=True)
+def herder_driver_task_schema() -> dict[str, Any] | None:
+    """Give the JSON Schema that a task's ``config`` must satisfy.
+
+    Called for one driver at a time, when a job that uses the driver is
+    validated. Job files are validated against it after interpolation, and
+    every error names the path inside ``config``.
+
+    :returns: a JSON Schema (a dict, draft 2020-12), or None to accept any
+        mapping.
+    """
+
+
+# --------------------------------------------------------------------------
+# Allocation lifecycle
+# --------------------------------------------------------------------------
+
+
+@hookspec
+def herder_alloc_prerun(alloc: Alloc) -> None:
+    """Called once per allocation, after its directory exists and before any of
+    its tasks starts.
+
+    :param alloc: the allocation; ``alloc.dir`` is the shared allocation
+        directory and ``alloc.tasks`` the group's tasks.
+    """
+
+
+@hookspec
+def herder_alloc_postrun(alloc: Alloc) -> None:
+    """Called once per allocation, after every one of its tasks is dead and
+    cleaned up.
+
+    :param alloc: the allocation.
+    """
+
+
+# --------------------------------------------------------------------------
+# Task start
+# --------------------------------------------------------------------------
+
+
+@hookspec
+def herder_task_prestart(task: Task, ctx: TaskContext) -> None:
+    """Prepare a task: called before each start (restarts included), after the
+    task directory and the environment exist.
+
+    Built-in lifecycle plugins run first (artifacts, templates), then
+    third-party lifecycle plugins, then the driver (an image pull, say).
+    Implementations may add to ``ctx.env`` and write into ``ctx.task_dir``.
+
+    :param task: the task, as the job file gives it.
+    :param ctx: this run of the task.
+    :raises RecoverableError: to have the start retried under the restart
+        policy; any other exception fails the task (``Setup Failure``).
+    """
+
+
+@hookspec(firstresult=True)
+def herder_task_start(task: Task, ctx: TaskContext) -> TaskHandle | None:
+    """Start the task. Driver-scoped: implemented by drivers.
+
+    The driver starts the task with ``ctx.env``, sends its output to
+    ``ctx.stdout`` and ``ctx.stderr``, and records what cleanup must remove in
+    ``ctx.created``.
+
+    :param task: the task; ``task.config`` has passed the driver's schema.
+    :param ctx: this run of the task.
+    :returns: a :class:`herder.TaskHandle` for the running task.
+    :raises RecoverableError: to have the start retried under the restart
+        policy; any other exception fails the task at once (``Driver
+        Failure``).
+    """
+
+
+@hookspec
+def herder_task_poststart(task: Task, ctx: TaskContext, handle: TaskHandle) -> None:
+    """Called after every successful start, restarts included (services and
+    checks are registered here).
+
+    :param task: the task.
+    :param ctx: this run of the task.
+    :param handle: the handle the driver returned; ``handle.network`` is the
+        driver's network, if any.
+    """
+
+
+# --------------------------------------------------------------------------
+# Running task
+# --------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def herder_task_exec(
+    task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str], timeout: float
+) -> ExecResult | None:
+    """Run a command inside the running task. Driver-scoped.
+
+    Used by script checks and ``herder alloc exec``. A driver that cannot exec
+    does not implement this hook; herder then answers "driver NAME does not
+    support exec".
+
+    :param command: the program and its arguments.
+    :param timeout: seconds after which the command is killed.
+    :returns: an :class:`herder.ExecResult`: the exit code and stdout and
+        stderr together, capped at 64 KiB.
+    """
+
+
+@hookspec
+def herder_task_event(task: Task, ctx: TaskContext, event: TaskEvent) -> None:
+    """Called for every task event, for observers. Must return quickly.
+
+    :param event: the event just recorded.
+    """
+
+
+# --------------------------------------------------------------------------
+# Task exit and stop
+# --------------------------------------------------------------------------
+
+
+@hookspec
+def herder_task_exited(task: Task, ctx: TaskContext, result: ExitResult) -> None:
+    """Called each time the task exits, before the restart decision.
+
+    :param result: how the task ended.
+    """
+
+
+@hookspec
+def herder_task_prekill(task: Task, ctx: TaskContext) -> None:
+    """Called before herder kills a running task (services are deregistered
+    here), before ``shutdown_delay``.
+    """
+
+
+@hookspec(firstresult=True)
+def herder_task_recover(task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:
+    """Reattach to a task after an agent restart. Driver-scoped.
+
+    :param state: the dict the task's handle returned from ``state()``.
+    :returns: a handle for the still-running task, or None if it is gone (the
+        restart policy then applies).
+    """
+
+
+@hookspec
+def herder_task_cleanup(task: Task, ctx: TaskContext) -> None:
+    """Release what the task created, once, when it is finished for good.
+
+    The driver runs first, then third-party lifecycle plugins, then the
+    built-in ones. ``ctx.created`` lists what was recorded at start.
+
+    :raises RecoverableError: to have cleanup retried (up to 4 times, with
+        growing delays).
+    """

@@ -1,0 +1,138 @@
+"""The job model: what a job file says, after defaults and validation.
+
+These are plain dataclasses built by :func:`herder.jobspec.load_job`; durations
+are seconds (floats), sizes are MB, as in the job file reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    """A port a task asks for: dynamic when ``static`` is None."""
+
+    label: str
+    static: int | None = None
+    to: int | None = None
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpu: int = 100
+    memory: int = 300
+    ports: tuple[PortSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckRestart:
+    limit: int = 0
+    grace: float = 1.0
+    ignore_warnings: bool = False
+
+
+@dataclass(frozen=True)
+class Check:
+    type: str
+    name: str = ""
+    interval: float = 10.0
+    timeout: float = 2.0
+    path: str = ""
+    method: str = "GET"
+    protocol: str = "http"
+    port: str = ""
+    command: str = ""
+    args: tuple[str, ...] = ()
+    address_mode: str = "host"
+    check_restart: CheckRestart | None = None
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    port: str = ""
+    tags: tuple[str, ...] = ()
+    address_mode: str = "auto"
+    meta: dict[str, str] = field(default_factory=dict)
+    checks: tuple[Check, ...] = ()
+
+
+@dataclass(frozen=True)
+class Artifact:
+    source: str
+    destination: str = "local/"
+    mode: str = "any"
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Template:
+    destination: str
+    data: str = ""
+    source: str = ""
+    change_mode: str = "restart"
+    change_signal: str = ""
+    perms: str = "0644"
+    left_delimiter: str = "{{"
+    right_delimiter: str = "}}"
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    max_files: int = 10
+    max_file_size: int = 10  # MB
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    attempts: int
+    interval: float
+    delay: float
+    mode: str  # "fail" | "delay"
+
+
+@dataclass
+class Task:
+    """A task as the job file gives it, after defaults and validation.
+
+    ``kill_signal`` is the signal name given in the job file, or "" for the
+    driver's default (SIGTERM for docker, SIGINT otherwise).
+    """
+
+    name: str
+    driver: str
+    config: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    user: str = ""
+    leader: bool = False
+    kill_timeout: float = 5.0
+    kill_signal: str = ""
+    shutdown_delay: float = 0.0
+    meta: dict[str, str] = field(default_factory=dict)
+    resources: Resources = field(default_factory=Resources)
+    services: tuple[Service, ...] = ()
+    artifacts: tuple[Artifact, ...] = ()
+    templates: tuple[Template, ...] = ()
+    logs: LogConfig = field(default_factory=LogConfig)
+
+
+@dataclass
+class Group:
+    name: str
+    count: int
+    restart: RestartPolicy
+    tasks: list[Task]
+    meta: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Job:
+    name: str
+    type: str  # "service" | "batch"
+    groups: list[Group]
+    datacenters: list[str] = field(default_factory=lambda: ["dc1"])
+    region: str = "global"
+    meta: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)

@@ -1,0 +1,118 @@
+"""The value objects passed between the core and plugins (SPEC §3.3)."""
+
+from __future__ import annotations
+
+import signal as _signal
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from herder.jobspec.model import Task
+
+
+@dataclass(frozen=True)
+class ExitResult:
+    """How a task's process ended."""
+
+    exit_code: int
+    signal: int = 0
+    oom_killed: bool = False
+    error: str | None = None
+
+    @property
+    def successful(self) -> bool:
+        return self.exit_code == 0 and self.signal == 0 and self.error is None
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The result of running a command inside a task.
+
+    ``output`` is stdout and stderr together, capped at :data:`EXEC_OUTPUT_LIMIT`.
+    """
+
+    exit_code: int
+    output: bytes = b""
+
+
+EXEC_OUTPUT_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What a driver found out about this host."""
+
+    detected: bool
+    healthy: bool
+    description: str = ""
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DriverNetwork:
+    """The network a driver gave a task (a container's IP and port map)."""
+
+    ip: str
+    port_map: dict[str, int] = field(default_factory=dict)
+    auto_advertise: bool = False
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """One entry of a task's event history, with Nomad's event type names."""
+
+    type: str
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    time: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+
+@dataclass
+class Alloc:
+    """An allocation: one instance of a task group."""
+
+    id: str
+    name: str
+    index: int
+    job_name: str
+    group_name: str
+    dir: Path
+    tasks: list[Task]
+
+
+@runtime_checkable
+class TaskHandle(Protocol):
+    """A running task, as a driver's ``herder_task_start`` returns it."""
+
+    id: str
+    network: DriverNetwork | None
+
+    def wait(self, timeout: float | None = None) -> ExitResult | None:
+        """Block until the task exits and return how; None if ``timeout`` ran out."""
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the task."""
+
+    def kill(self, timeout: float, sig: int | None) -> None:
+        """Stop the task: send ``sig`` (None: the driver's default stop signal),
+        wait up to ``timeout`` seconds for it to exit, then force it."""
+
+    def stats(self) -> dict[str, Any] | None:
+        """Resource usage, or None when the driver cannot tell."""
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-serialisable dict from which ``herder_task_recover`` can reattach."""
+
+
+def parse_signal(name: str) -> int:
+    """``"SIGINT"``, ``"INT"`` or ``"2"`` -> the signal number."""
+    text = name.strip().upper()
+    if text.isdigit():
+        return int(text)
+    if not text.startswith("SIG"):
+        text = "SIG" + text
+    try:
+        return int(_signal.Signals[text])
+    except KeyError:
+        raise ValueError(f"unknown signal {name!r}") from None
