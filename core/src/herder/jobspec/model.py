@@ -46,6 +46,11 @@ class Check:
     command: str = ""
     args: tuple[str, ...] = ()
     address_mode: str = "host"
+    header: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    tls_skip_verify: bool = False
+    initial_status: str = ""
+    grpc_service: str = ""
+    grpc_use_tls: bool = False
     check_restart: CheckRestart | None = None
 
 
@@ -98,7 +103,9 @@ class Task:
     """A task as the job file gives it, after defaults and validation.
 
     ``kill_signal`` is the signal name given in the job file, or "" for the
-    driver's default (SIGTERM for docker, SIGINT otherwise).
+    driver's default (SIGTERM for docker, SIGINT otherwise). ``restart`` is set
+    when the task has a restart block of its own (applied over its group's
+    policy, as in Nomad); None means the group's policy applies.
     """
 
     name: str
@@ -116,6 +123,7 @@ class Task:
     artifacts: tuple[Artifact, ...] = ()
     templates: tuple[Template, ...] = ()
     logs: LogConfig = field(default_factory=LogConfig)
+    restart: RestartPolicy | None = None
 
 
 @dataclass
@@ -129,6 +137,10 @@ class Group:
 
 @dataclass
 class Job:
+    """A whole job file. ``source`` names the file and ``lines`` maps rendered
+    paths (``job.groups[0].tasks[1]``) to their lines in it, so that later
+    checks can point at the file too; neither takes part in equality."""
+
     name: str
     type: str  # "service" | "batch"
     groups: list[Group]
@@ -136,3 +148,5 @@ class Job:
     region: str = "global"
     meta: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    source: str = field(default="", compare=False)
+    lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)

@@ -1,0 +1,28 @@
+# make run   -- a venv with herder and every driver plugin, then the example job
+# make test  -- the whole test matrix (tox)
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+DISTS  := core $(wildcard plugins/*)
+
+.PHONY: run test bench clean
+
+$(BIN)/herder: $(addsuffix /pyproject.toml,$(DISTS))
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(addprefix -e ./,$(DISTS)) "tox>=4"
+	touch $@
+
+run: $(BIN)/herder
+	$(BIN)/herder run --logs examples/hello.hcl
+
+test: $(BIN)/herder
+	$(BIN)/tox run-parallel --parallel-no-spinner --parallel 2
+
+bench: $(BIN)/herder
+	$(BIN)/python bench/start_overhead.py
+	$(BIN)/python bench/log_throughput.py
+
+clean:
+	rm -rf $(VENV) .tox

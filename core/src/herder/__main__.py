@@ -1,0 +1,3 @@
+from herder.cli.main import main
+
+main()

@@ -1,0 +1,51 @@
+"""``herder run --logs``: the tasks' output, line by line, beside their events."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from herder.runner.job_runner import JobRunner
+from herder.runner.logtail import LogTail
+
+POLL_INTERVAL = 0.2
+
+
+class TaskOutput:
+    """Polls every task's log files and passes each complete line to ``show(prefix, line)``."""
+
+    def __init__(self, runner: JobRunner, show: Callable[[str, str], None]) -> None:
+        self._show = show
+        self._tails: list[tuple[str, LogTail]] = []
+        for alloc in runner.allocs:
+            for task in alloc.tasks:
+                for stream in ("stdout", "stderr"):
+                    prefix = f"{alloc.alloc.name} {task.name}" + (" (stderr)" if stream == "stderr" else "")
+                    self._tails.append((prefix, LogTail(task.ctx.task_dir.logs_dir, task.name, stream)))
+        self._partial: dict[str, bytes] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="task-output", daemon=True)
+
+    def __enter__(self) -> TaskOutput:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._read(final=True)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(POLL_INTERVAL):
+            self._read(final=False)
+
+    def _read(self, final: bool) -> None:
+        for prefix, tail in self._tails:
+            data = self._partial.pop(prefix, b"") + tail.read()
+            *lines, rest = data.split(b"\n")
+            if rest and final:
+                lines.append(rest)
+            elif rest:
+                self._partial[prefix] = rest
+            for line in lines:
+                self._show(prefix, line.decode("utf-8", "replace"))

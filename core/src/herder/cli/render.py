@@ -1,0 +1,147 @@
+"""How ``herder run`` shows task events: a live table, plain lines, or JSON lines."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from datetime import datetime
+from typing import Any, Protocol, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from herder.runner.alloc_runner import EventRecord
+
+_STATE_STYLE = {"pending": "yellow", "running": "green", "dead": "dim"}
+_FAILURES = {"Driver Failure", "Setup Failure", "Failed Validation", "Not Restarting", "Task hook failed",
+             "Failed Artifact Download", "Sibling Task Failed"}
+
+
+def rfc3339(time: datetime) -> str:
+    return time.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def event_json(record: EventRecord) -> dict[str, Any]:
+    """One event in the documented ``herder run --json`` shape."""
+    event = record.event
+    return {"time": rfc3339(event.time), "alloc_id": record.alloc_id, "alloc_name": record.alloc_name,
+            "task": record.task, "type": event.type, "message": event.message,
+            "details": _jsonable(event.details)}
+
+
+def _jsonable(details: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(details, default=str))  # type: ignore[no-any-return]
+
+
+def event_line(record: EventRecord) -> str:
+    event = record.event
+    message = f": {event.message}" if event.message else ""
+    return f"{rfc3339(event.time)} {record.alloc_name} {record.task} {event.type}{message}"
+
+
+class EventView(Protocol):
+    """A way of showing events; used as a context manager around the run."""
+
+    def __enter__(self) -> EventView: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def show(self, record: EventRecord) -> None: ...
+    def message(self, text: str) -> None: ...
+    def output(self, prefix: str, line: str) -> None: ...
+
+
+class _Lines:
+    """Events as lines on a stream; ``--json`` prints JSON objects instead."""
+
+    def __init__(self, stream: TextIO, as_json: bool, messages: TextIO) -> None:
+        self.stream = stream
+        self.as_json = as_json
+        self.messages = messages
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> _Lines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stream.flush()
+
+    def show(self, record: EventRecord) -> None:
+        text = json.dumps(event_json(record)) if self.as_json else event_line(record)
+        with self._lock:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def message(self, text: str) -> None:
+        with self._lock:
+            self.messages.write(text + "\n")
+            self.messages.flush()
+
+    def output(self, prefix: str, line: str) -> None:
+        """A line of task output: on stdout, or on stderr with ``--json``."""
+        stream = self.messages if self.as_json else self.stream
+        with self._lock:
+            stream.write(f"{prefix} | {line}\n")
+            stream.flush()
+
+
+class LiveTable:
+    """On a terminal: events scroll above a live table of every task's state."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._rows: dict[tuple[str, str], dict[str, str]] = {}
+        self._lock = threading.Lock()
+        self._live = Live(self._render(), console=console, refresh_per_second=8, transient=False)
+
+    def __enter__(self) -> LiveTable:
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.update(self._render())
+        self._live.__exit__(None, None, None)
+
+    def show(self, record: EventRecord) -> None:
+        event = record.event
+        with self._lock:
+            row = self._rows.setdefault((record.alloc_name, record.task), {"state": "pending", "restarts": "0"})
+            row["event"] = f"{event.type}: {event.message}" if event.message else event.type
+            if event.type == "Started":
+                row["state"] = "running"
+            elif event.type == "Restarting":
+                row["restarts"] = str(int(row["restarts"]) + 1)
+                row["state"] = "pending"
+            elif event.type in ("Terminated", "Killed", "Not Restarting"):
+                row["state"] = "dead" if event.type != "Terminated" else "exited"
+            style = "red" if event.type in _FAILURES else "cyan"
+            self.console.print(f"[dim]{event.time:%H:%M:%S}[/] [bold]{escape(record.alloc_name)}[/] "
+                               f"{escape(record.task)} [{style}]{event.type}[/] {escape(event.message)}",
+                               highlight=False)
+            self._live.update(self._render())
+
+    def message(self, text: str) -> None:
+        self.console.print(escape(text), highlight=False)
+
+    def output(self, prefix: str, line: str) -> None:
+        self.console.print(f"[bold]{escape(prefix)}[/] | {escape(line)}", highlight=False)
+
+    def _render(self) -> Group:
+        table = Table(expand=False, title=None, show_edge=True)
+        for column in ("Allocation", "Task", "State", "Restarts", "Last event"):
+            table.add_column(column, overflow="fold")
+        for (alloc, task), row in sorted(self._rows.items()):
+            state = row["state"]
+            table.add_row(escape(alloc), escape(task), f"[{_STATE_STYLE.get(state, 'white')}]{state}[/]",
+                          row["restarts"], escape(row.get("event", "")))
+        return Group(table)
+
+
+def make_view(as_json: bool) -> EventView:
+    """JSON lines on stdout with ``--json``; a live table on a terminal; plain lines otherwise."""
+    if as_json:
+        return _Lines(sys.stdout, as_json=True, messages=sys.stderr)
+    if sys.stdout.isatty():
+        return LiveTable(Console(stderr=False))
+    return _Lines(sys.stdout, as_json=False, messages=sys.stderr)

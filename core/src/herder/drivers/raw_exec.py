@@ -1,0 +1,62 @@
+"""raw_exec: runs a command as a plain process, without isolation.
+
+Built into herder, but registered through herder's own ``herder.drivers``
+entry point exactly like an external driver. The task's process leads its own
+process group; it inherits the runner's environment minus secrets.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from herder import DriverError, ExecResult, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
+from herder.env import inherited_environment
+from herder.process import ProcessHandle, run_capped
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "minLength": 1},
+        "args": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+class RawExecDriver:
+    """The ``raw_exec`` driver. Configuration: ``enabled`` (default true)."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.enabled = bool(config.get("enabled", True))
+
+    @hookimpl
+    def herder_driver_fingerprint(self) -> Fingerprint:
+        if not self.enabled:
+            return Fingerprint(detected=True, healthy=False,
+                               description="disabled (set [plugin.raw_exec] enabled = true)")
+        return Fingerprint(detected=True, healthy=True, description="healthy")
+
+    @hookimpl
+    def herder_driver_task_schema(self) -> dict[str, Any]:
+        return SCHEMA
+
+    @hookimpl
+    def herder_task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
+        if not self.enabled:
+            raise DriverError("raw_exec is disabled (set [plugin.raw_exec] enabled = true)")
+        argv = [task.config["command"], *task.config.get("args", [])]
+        env = {**inherited_environment(os.environ), **ctx.env}
+        try:
+            return ProcessHandle.spawn(argv, env=env, cwd=ctx.task_dir.dir, stdout=ctx.stdout,
+                                       stderr=ctx.stderr, user=task.user or None)
+        except (OSError, ValueError, LookupError) as exc:  # LookupError: unknown user
+            raise DriverError(f"cannot start {argv[0]!r}: {exc}") from exc
+
+    @hookimpl
+    def herder_task_exec(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
+                         timeout: float) -> ExecResult:
+        env = {**inherited_environment(os.environ), **ctx.env}
+        return run_capped(command, env=env, cwd=ctx.task_dir.dir, timeout=timeout)

@@ -1,0 +1,20 @@
+"""Job files: HCL (Nomad's jobspec), JSON and YAML, into one validated :class:`Job`."""
+
+from __future__ import annotations
+
+from herder.jobspec.durations import format_duration, parse_duration
+from herder.jobspec.interpolate import interpolate, interpolate_task, task_lookup
+from herder.jobspec.load import load_job, load_job_text
+from herder.jobspec.task_config import validate_config, validate_task_configs
+
+__all__ = [
+    "format_duration",
+    "interpolate",
+    "interpolate_task",
+    "load_job",
+    "load_job_text",
+    "parse_duration",
+    "task_lookup",
+    "validate_config",
+    "validate_task_configs",
+]

@@ -1,0 +1,264 @@
+"""The validated canonical document -> :class:`Job`, with Nomad's defaults.
+
+Also the checks a schema cannot express: unique names, restart policies,
+service and check ports that must name one of the task's ports.
+
+Ports of a group-level ``network`` are given to every task of the group (in
+addition to the task's own), since herder allocates ports per task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from herder.jobspec.durations import format_duration, parse_duration
+from herder.jobspec.model import (
+    Artifact,
+    Check,
+    CheckRestart,
+    Group,
+    Job,
+    LogConfig,
+    PortSpec,
+    Resources,
+    RestartPolicy,
+    Service,
+    Task,
+    Template,
+)
+from herder.jobspec.paths import Path
+
+RESTART_DEFAULTS: dict[str, dict[str, Any]] = {
+    "service": {"attempts": 2, "interval": 30 * 60.0, "delay": 15.0, "mode": "fail"},
+    "batch": {"attempts": 3, "interval": 24 * 3600.0, "delay": 15.0, "mode": "fail"},
+}
+MIN_RESTART_INTERVAL = 5.0
+_PORTED_CHECKS = {"http", "tcp", "grpc"}
+
+
+def build_job(document: dict[str, Any]) -> tuple[Job, list[tuple[Path, str]]]:
+    """Build the job from a document that passed the job schema."""
+    builder = _Builder(document["job"])
+    return builder.job(), builder.problems
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _texts(mapping: dict[str, Any] | None) -> dict[str, str]:
+    return {key: _text(value) for key, value in (mapping or {}).items()}
+
+
+def _duration(spec: dict[str, Any], key: str, default: float) -> float:
+    return parse_duration(spec[key]) if key in spec else default
+
+
+@dataclass(frozen=True)
+class _GroupContext:
+    """What a group passes down to its tasks."""
+
+    name: str
+    restart: dict[str, Any]
+    ports: list[tuple[dict[str, Any], Path]]
+
+
+class _Builder:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.problems: list[tuple[Path, str]] = []
+
+    def problem(self, path: Path, message: str) -> None:
+        self.problems.append((path, message))
+
+    def unique(self, names: list[str], path: Path, key: str, what: str) -> None:
+        seen: set[str] = set()
+        for index, name in enumerate(names):
+            if name in seen:
+                self.problem((*path, index, key), f"duplicate {what} {name!r}")
+            seen.add(name)
+
+    def job(self) -> Job:
+        spec = self.spec
+        job_type = spec.get("type", "service")
+        path: Path = ("job", "groups")
+        groups = [self.group(group, (*path, index), job_type) for index, group in enumerate(spec["groups"])]
+        self.unique([group.name for group in groups], path, "name", "group name")
+        return Job(
+            name=spec["name"],
+            type=job_type,
+            groups=groups,
+            datacenters=list(spec.get("datacenters", ["dc1"])),
+            region=spec.get("region", "global"),
+            meta=_texts(spec.get("meta")),
+        )
+
+    def group(self, spec: dict[str, Any], path: Path, job_type: str) -> Group:
+        restart = RESTART_DEFAULTS[job_type] | self.restart_fields(spec.get("restart", {}))
+        policy = self.restart_policy(restart, (*path, "restart"))
+        ports_path: Path = (*path, "network", "ports")
+        ports = [(port, (*ports_path, index)) for index, port in enumerate(spec.get("network", {}).get("ports", []))]
+        context = _GroupContext(spec["name"], restart, ports)
+        tasks = [self.task(task, (*path, "tasks", index), context) for index, task in enumerate(spec["tasks"])]
+        self.unique([task.name for task in tasks], (*path, "tasks"), "name", "task name")
+        leaders = [index for index, task in enumerate(tasks) if task.leader]
+        for index in leaders[1:]:
+            self.problem((*path, "tasks", index, "leader"), "only one task of a group may be the leader")
+        return Group(name=spec["name"], count=spec.get("count", 1), restart=policy, tasks=tasks,
+                     meta=_texts(spec.get("meta")))  # fmt: skip
+
+    def restart_fields(self, spec: dict[str, Any]) -> dict[str, Any]:
+        fields: dict[str, Any] = {key: spec[key] for key in ("attempts", "mode") if key in spec}
+        fields |= {key: parse_duration(spec[key]) for key in ("interval", "delay") if key in spec}
+        return fields
+
+    def restart_policy(self, fields: dict[str, Any], path: Path) -> RestartPolicy:
+        """Nomad's ``RestartPolicy.Validate``, on the policy with defaults filled in."""
+        policy = RestartPolicy(**fields)
+        if policy.attempts == 0 and policy.mode != "fail":
+            self.problem((*path, "attempts"), f'0 attempts in mode {policy.mode!r} is ambiguous (use mode "fail")')
+        if policy.interval < MIN_RESTART_INTERVAL:
+            self.problem((*path, "interval"), f"must be at least {format_duration(MIN_RESTART_INTERVAL)}")
+        elif policy.attempts * policy.delay > policy.interval:
+            self.problem(
+                path,
+                f"cannot restart {policy.attempts} times in an interval of {format_duration(policy.interval)} "
+                f"with a delay of {format_duration(policy.delay)}",
+            )
+        return policy
+
+    def task(self, spec: dict[str, Any], path: Path, group: _GroupContext) -> Task:
+        resources = spec.get("resources", {})
+        own_ports_path: Path = (*path, "resources", "network", "ports")
+        own_ports = [
+            (port, (*own_ports_path, index)) for index, port in enumerate(resources.get("network", {}).get("ports", []))
+        ]
+        ports = self.ports(group.ports + own_ports)
+        labels = {port.label for port in ports}
+        logs = spec.get("logs", {})
+        restart = None
+        if "restart" in spec:
+            restart = self.restart_policy(group.restart | self.restart_fields(spec["restart"]), (*path, "restart"))
+        default_name = f"{self.spec['name']}-{group.name}-{spec['name']}"
+        services = tuple(
+            self.service(service, (*path, "services", index), labels, default_name)
+            for index, service in enumerate(spec.get("services", []))
+        )
+        templates = tuple(
+            self.template(template, (*path, "templates", index))
+            for index, template in enumerate(spec.get("templates", []))
+        )
+        return Task(
+            name=spec["name"],
+            driver=spec["driver"],
+            config=spec.get("config", {}),
+            env=_texts(spec.get("env")),
+            user=spec.get("user", ""),
+            leader=spec.get("leader", False),
+            kill_timeout=_duration(spec, "kill_timeout", 5.0),
+            kill_signal=spec.get("kill_signal", ""),
+            shutdown_delay=_duration(spec, "shutdown_delay", 0.0),
+            meta=_texts(spec.get("meta")),
+            resources=Resources(cpu=resources.get("cpu", 100), memory=resources.get("memory", 300), ports=ports),
+            services=services,
+            artifacts=tuple(self.artifact(artifact) for artifact in spec.get("artifacts", [])),
+            templates=templates,
+            logs=LogConfig(max_files=logs.get("max_files", 10), max_file_size=logs.get("max_file_size", 10)),
+            restart=restart,
+        )
+
+    def ports(self, specs: list[tuple[dict[str, Any], Path]]) -> tuple[PortSpec, ...]:
+        """The task's ports (the group's first); labels and static ports must be unique."""
+        labels: set[str] = set()
+        by_static: dict[int, str] = {}
+        result: list[PortSpec] = []
+        for port, path in specs:
+            label, static = port["label"], port.get("static")
+            if label in labels:
+                self.problem((*path, "label"), f"duplicate port label {label!r}")
+                continue
+            if static is not None and static in by_static:
+                self.problem((*path, "static"), f"static port {static} is already used by port {by_static[static]!r}")
+            labels.add(label)
+            if static is not None:
+                by_static.setdefault(static, label)
+            result.append(PortSpec(label=label, static=static, to=port.get("to")))
+        return tuple(result)
+
+    def port_ref(self, value: Any, labels: set[str], path: Path) -> str:
+        """A service or check port: a label of the task's ports, or a number."""
+        text = str(value)
+        if text and not text.isdigit() and "${" not in text and text not in labels:
+            known = ", ".join(sorted(labels)) or "none"
+            self.problem(path, f"port {text!r} is not a port label of the task (labels: {known})")
+        return text
+
+    def service(self, spec: dict[str, Any], path: Path, labels: set[str], default_name: str) -> Service:
+        name = spec.get("name", default_name)
+        port = self.port_ref(spec.get("port", ""), labels, (*path, "port"))
+        checks = tuple(
+            self.check(check, (*path, "checks", index), labels, name, port)
+            for index, check in enumerate(spec.get("checks", []))
+        )
+        return Service(
+            name=name,
+            port=port,
+            tags=tuple(spec.get("tags", [])),
+            address_mode=spec.get("address_mode", "auto"),
+            meta=_texts(spec.get("meta")),
+            checks=checks,
+        )
+
+    def check(self, spec: dict[str, Any], path: Path, labels: set[str], service: str, service_port: str) -> Check:
+        port = self.port_ref(spec.get("port", ""), labels, (*path, "port"))
+        if spec["type"] in _PORTED_CHECKS and not (port or service_port):
+            self.problem((*path, "port"), f"is required for {spec['type']} checks when the service has no port")
+        restart = spec.get("check_restart")
+        return Check(
+            type=spec["type"],
+            name=spec.get("name", f'service: "{service}" check'),
+            interval=parse_duration(spec["interval"]),
+            timeout=parse_duration(spec["timeout"]),
+            path=spec.get("path", ""),
+            method=spec.get("method", "GET"),
+            protocol=spec.get("protocol", "http"),
+            port=port,
+            command=spec.get("command", ""),
+            args=tuple(spec.get("args", [])),
+            address_mode=spec.get("address_mode", "host"),
+            header={key: tuple(values) for key, values in spec.get("header", {}).items()},
+            tls_skip_verify=spec.get("tls_skip_verify", False),
+            initial_status=spec.get("initial_status", ""),
+            grpc_service=spec.get("grpc_service", ""),
+            grpc_use_tls=spec.get("grpc_use_tls", False),
+            check_restart=None if restart is None else CheckRestart(
+                limit=restart.get("limit", 0),
+                grace=_duration(restart, "grace", 1.0),
+                ignore_warnings=restart.get("ignore_warnings", False),
+            ),
+        )  # fmt: skip
+
+    def artifact(self, spec: dict[str, Any]) -> Artifact:
+        return Artifact(
+            source=spec["source"],
+            destination=spec.get("destination", "local/"),
+            mode=spec.get("mode", "any"),
+            options=_texts(spec.get("options")),
+        )
+
+    def template(self, spec: dict[str, Any], path: Path) -> Template:
+        if "data" not in spec and "source" not in spec:
+            self.problem(path, "needs data or source")
+        return Template(
+            destination=spec["destination"],
+            data=spec.get("data", ""),
+            source=spec.get("source", ""),
+            change_mode=spec.get("change_mode", "restart"),
+            change_signal=spec.get("change_signal", ""),
+            perms=spec.get("perms", "0644"),
+            left_delimiter=spec.get("left_delimiter", "{{"),
+            right_delimiter=spec.get("right_delimiter", "}}"),
+        )

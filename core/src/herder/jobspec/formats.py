@@ -1,0 +1,109 @@
+"""Reading job files: the format by extension, the text into a document.
+
+Every reader returns the document as plain data plus a map from rendered
+paths to line numbers (empty for JSON, whose parser does not report them).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from herder.errors import JobError
+from herder.jobspec.hcl import parse_hcl
+from herder.jobspec.paths import Path as DocPath
+from herder.jobspec.paths import render_path
+
+FORMATS = {".hcl": "hcl", ".nomad": "hcl", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+
+
+def format_of(path: Path) -> str:
+    """The format of a job file, from its extension."""
+    try:
+        return FORMATS[path.suffix.lower()]
+    except KeyError:
+        known = ", ".join(FORMATS)
+        raise JobError([f"{path}: unknown job file format {path.suffix!r} (expected one of {known})"]) from None
+
+
+def read_text(path: Path) -> str:
+    """The text of a job file, with every failure reported as JobError."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise JobError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise JobError([f"{path}: not UTF-8 text (invalid byte at offset {exc.start})"]) from None
+
+
+def parse_text(text: str, fmt: str, source: str) -> tuple[Any, dict[str, int]]:
+    """Parse ``text`` written in ``fmt`` (``hcl``, ``json`` or ``yaml``)."""
+    if fmt == "hcl":
+        return parse_hcl(text, source)
+    if fmt == "json":
+        return _parse_json(text, source), {}
+    if fmt == "yaml":
+        return _parse_yaml(text, source)
+    raise ValueError(f"unknown job file format {fmt!r}")
+
+
+def _parse_json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise JobError([f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}"]) from None
+    except ValueError as exc:
+        raise JobError([f"{source}: invalid JSON: {exc}"]) from None
+
+
+def _parse_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        raise JobError([f"{where}: invalid YAML: {exc.problem or exc.context}"]) from None
+    except (yaml.YAMLError, ValueError) as exc:
+        raise JobError([f"{source}: invalid YAML: {exc}"]) from None
+    finally:
+        loader.dispose()
+    lines: dict[str, int] = {}
+    if node is not None:
+        _yaml_lines(node, (), lines)
+    return _string_keys(data), lines
+
+
+def _yaml_lines(node: yaml.Node, path: DocPath, lines: dict[str, int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                here = (*path, str(key.value))
+                lines.setdefault(render_path(here), key.start_mark.line + 1)
+                _yaml_lines(value, here, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            here = (*path, index)
+            lines.setdefault(render_path(here), item.start_mark.line + 1)
+            _yaml_lines(item, here, lines)
+
+
+def _string_keys(value: Any) -> Any:
+    """YAML allows keys of any type (``yes:`` is a boolean); a job file's are strings."""
+    if isinstance(value, dict):
+        return {_key_text(key): _string_keys(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_string_keys(item) for item in value]
+    return value
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return "" if key is None else str(key)

@@ -1,0 +1,260 @@
+"""Nomad's HCL jobspec syntax -> the canonical job document.
+
+The mapping is Nomad's: ``job "NAME" {}``, ``group "NAME" {}`` and ``task
+"NAME" {}`` blocks become ``job``, ``groups[]`` and ``tasks[]`` with the label
+as ``name``; a ``task`` directly under ``job`` becomes a group of the same name
+holding that one task. Repeated ``service``, ``check``, ``artifact`` and
+``template`` blocks become ``services[]``, ``checks[]``, ``artifacts[]`` and
+``templates[]``; ``port "LABEL" {}`` blocks inside ``network`` become
+``ports[]`` with the label as ``label``. Any other block is a map (``config``,
+``env``, ``meta``, ``resources``, ``restart``, ``logs``, and blocks inside
+``config`` such as ``port_map`` or ``labels``); a block that appears more than
+once becomes a list of maps. Top-level ``variable "NAME" {}`` blocks (and the
+``variables { NAME = default }`` shorthand) become ``variables``.
+
+The line of every attribute and block is recorded under its canonical path so
+that later problems can name it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import hcl2
+from hcl2.rules.base import AttributeRule, BlockRule, BodyRule
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+)
+
+from herder.errors import JobError
+from herder.jobspec.paths import Locator, Path, render_path
+
+_OPTIONS = hcl2.SerializationOptions(
+    strip_string_quotes=True,
+    with_comments=False,
+    preserve_heredocs=False,
+    preserve_scientific_notation=False,
+)
+
+
+@dataclass(frozen=True)
+class _Attribute:
+    name: str
+    value: Any
+    line: int | None
+
+
+@dataclass(frozen=True)
+class _Block:
+    type: str
+    labels: list[str]
+    body: list[_Attribute | _Block]
+    line: int | None
+
+
+@dataclass(frozen=True)
+class _ListOf:
+    """Repeated blocks collected into the list ``key``, labelled by ``label_key``."""
+
+    key: str
+    label_key: str | None
+    context: _Context
+
+
+@dataclass(frozen=True)
+class _Context:
+    """How the blocks of one kind of body map onto the canonical document."""
+
+    lists: dict[str, _ListOf] = field(default_factory=dict)
+    blocks: dict[str, _Context] = field(default_factory=dict)
+
+
+_MAP = _Context()
+_NETWORK = _Context(lists={"port": _ListOf("ports", "label", _MAP)})
+_SERVICE = _Context(lists={"check": _ListOf("checks", None, _MAP)})
+_TASK = _Context(
+    lists={
+        "service": _ListOf("services", None, _SERVICE),
+        "artifact": _ListOf("artifacts", None, _MAP),
+        "template": _ListOf("templates", None, _MAP),
+    },
+    blocks={"resources": _Context(blocks={"network": _NETWORK})},
+)
+_GROUP = _Context(lists={"task": _ListOf("tasks", "name", _TASK)}, blocks={"network": _NETWORK})
+_JOB = _Context(lists={"group": _ListOf("groups", "name", _GROUP)})
+
+
+def parse_hcl(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
+    """Parse a Nomad job file; return the canonical document and its line map."""
+    try:
+        body = _read_body(hcl2.parses(text).body)
+    except UnexpectedInput as exc:
+        raise JobError([f"{source}:{exc.line}:{exc.column}: {_describe_syntax_error(exc)}"]) from None
+    except Exception as exc:  # noqa: BLE001 - python-hcl2 reports some malformed input with other exceptions
+        raise JobError([f"{source}: cannot parse HCL: {exc}"]) from None
+    converter = _Converter()
+    document = converter.document(body)
+    if converter.problems:
+        locator = Locator(source, converter.lines)
+        raise JobError([locator.format(path, message, line) for path, message, line in converter.problems])
+    return document, converter.lines
+
+
+def _describe_syntax_error(exc: UnexpectedInput) -> str:
+    if isinstance(exc, UnexpectedCharacters):
+        return f"syntax error: unexpected character {exc.char!r}"
+    if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
+        return "syntax error: unexpected end of file (is a closing brace or quote missing?)"
+    if isinstance(exc, UnexpectedToken):
+        token = str(exc.token.value).strip().splitlines()
+        shown = token[0][:40] if token else "end of line"
+        return f"syntax error: unexpected {shown!r}"
+    return "syntax error"
+
+
+def _line(rule: Any) -> int | None:
+    # python-hcl2 keeps lark's position metadata on each rule but does not expose it.
+    return getattr(getattr(rule, "_meta", None), "line", None)
+
+
+def _read_body(body: BodyRule) -> list[_Attribute | _Block]:
+    items: list[_Attribute | _Block] = []
+    for child in body.children:
+        if isinstance(child, AttributeRule):
+            name = str(child.identifier.serialize(_OPTIONS))
+            items.append(_Attribute(name, child.expression.serialize(_OPTIONS), _line(child)))
+        elif isinstance(child, BlockRule):
+            block_type, *labels = (str(label.serialize(_OPTIONS)) for label in child.labels)
+            items.append(_Block(block_type, labels, _read_body(child.body), _line(child)))
+    return items
+
+
+class _Converter:
+    def __init__(self) -> None:
+        self.lines: dict[str, int] = {}
+        self.problems: list[tuple[Path, str, int | None]] = []
+
+    def _mark(self, path: Path, line: int | None) -> None:
+        if line is not None:
+            self.lines.setdefault(render_path(path), line)
+
+    def _problem(self, path: Path, line: int | None, message: str) -> None:
+        self.problems.append((path, message, line))
+
+    def document(self, items: list[_Attribute | _Block]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        jobs = 0
+        for item in items:
+            if isinstance(item, _Block) and item.type == "job":
+                jobs += 1
+                if jobs > 1:
+                    self._problem(("job",), item.line, "a job file holds one job")
+                    continue
+                out["job"] = self.labelled(item, ("job",), "name", _JOB)
+            elif isinstance(item, _Block) and item.type == "variable":
+                name = self.single_label(item, ("variables",))
+                if name is not None:
+                    out.setdefault("variables", {})[name] = self.body(item.body, ("variables", name), _MAP)
+                    self._mark(("variables", name), item.line)
+            elif isinstance(item, _Block) and item.type == "variables" and not item.labels:
+                for entry in item.body:
+                    path: Path = ("variables", entry.name if isinstance(entry, _Attribute) else entry.type)
+                    self._mark(path, entry.line)
+                    if isinstance(entry, _Attribute):
+                        out.setdefault("variables", {})[entry.name] = {"default": entry.value}
+                    else:
+                        self._problem(path, entry.line, "must be an attribute: NAME = DEFAULT")
+            else:
+                self.add_generic(out, item, (), 1, 0)
+        return out
+
+    def single_label(self, block: _Block, path: Path) -> str | None:
+        if len(block.labels) != 1:
+            self._problem(path, block.line, f"a {block.type!r} block takes exactly one label")
+            return None
+        return block.labels[0]
+
+    def labelled(self, block: _Block, path: Path, label_key: str | None, context: _Context) -> dict[str, Any]:
+        """Convert a block whose label, if it takes one, becomes ``label_key``."""
+        self._mark(path, block.line)
+        if label_key is None:
+            if block.labels:
+                self._problem(path, block.line, f"a {block.type!r} block takes no label")
+            return self.body(block.body, path, context)
+        head: dict[str, Any] = {}
+        if len(block.labels) > 1:
+            self._problem(path, block.line, f"a {block.type!r} block takes one label")
+        elif block.labels:
+            head[label_key] = block.labels[0]
+            self._mark((*path, label_key), block.line)
+        return head | self.body(block.body, path, context)
+
+    def body(self, items: list[_Attribute | _Block], path: Path, context: _Context) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        counts = Counter(item.type for item in items if isinstance(item, _Block))
+        seen: Counter[str] = Counter()
+        from_blocks: set[str] = set()
+        for item in items:
+            if isinstance(item, _Attribute):
+                if item.name in context.lists or item.name in out:
+                    message = "must be written as a block" if item.name in context.lists else "is set twice"
+                    self._problem((*path, item.name), item.line, message)
+                    continue
+                out[item.name] = item.value
+                self._mark((*path, item.name), item.line)
+                continue
+            index = seen[item.type]
+            seen[item.type] += 1
+            if context is _JOB and item.type == "task":
+                self.add_task_as_group(out, item, path)
+            elif item.type in context.lists:
+                spec = context.lists[item.type]
+                items_out = out.setdefault(spec.key, [])
+                child = self.labelled(item, (*path, spec.key, len(items_out)), spec.label_key, spec.context)
+                items_out.append(child)
+                self._mark((*path, spec.key), item.line)
+            elif item.type in out and item.type not in from_blocks:
+                self._problem((*path, item.type), item.line, "is set twice")
+            else:
+                self.add_generic(out, item, path, counts[item.type], index, context)
+                from_blocks.add(item.type)
+        return out
+
+    def add_task_as_group(self, out: dict[str, Any], block: _Block, path: Path) -> None:
+        groups = out.setdefault("groups", [])
+        group_path: Path = (*path, "groups", len(groups))
+        self._mark(group_path, block.line)
+        task = self.labelled(block, (*group_path, "tasks", 0), "name", _TASK)
+        group: dict[str, Any] = {"tasks": [task]}
+        if "name" in task:
+            group["name"] = task["name"]
+        groups.append(group)
+
+    def add_generic(
+        self,
+        out: dict[str, Any],
+        item: _Attribute | _Block,
+        path: Path,
+        count: int,
+        index: int,
+        context: _Context = _MAP,
+    ) -> None:
+        """Add a block as a map (nested under its labels), or a list when repeated."""
+        if isinstance(item, _Attribute):
+            out[item.name] = item.value
+            self._mark((*path, item.name), item.line)
+            return
+        here: Path = (*path, item.type) if count == 1 else (*path, item.type, index)
+        self._mark(here, item.line)
+        value = self.body(item.body, (*here, *item.labels), context.blocks.get(item.type, _MAP))
+        for label in reversed(item.labels):
+            value = {label: value}
+        if count == 1:
+            out[item.type] = value
+        else:
+            out.setdefault(item.type, []).append(value)

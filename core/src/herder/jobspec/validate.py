@@ -1,0 +1,160 @@
+"""JSON Schema validation with messages that name paths in the job document.
+
+The job schema is ``herder/schema/job.schema.json`` (Draft 2020-12); drivers'
+``task.config`` schemas go through the same :func:`schema_problems`. A schema
+may give a friendlier message for a ``pattern``, ``format`` or ``required``
+failure with the (non-standard, annotation-only) ``errorMessage`` keyword.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker, ValidationError
+from jsonschema.protocols import Validator
+
+# The module, not its names: herder.objects itself imports this package.
+from herder import objects
+from herder.jobspec.durations import parse_duration
+from herder.jobspec.paths import Path, render_path
+from herder.jobspec.variables import coerce_scalar
+
+Problem = tuple[Path, str]
+
+_FORMATS = FormatChecker(formats=())
+
+
+@_FORMATS.checks("duration", raises=ValueError)
+def _is_duration(value: object) -> bool:
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        parse_duration(value)
+    return True
+
+
+@_FORMATS.checks("signal", raises=ValueError)
+def _is_signal(value: object) -> bool:
+    if isinstance(value, str) and value:
+        objects.parse_signal(value)
+    return True
+
+
+_TYPE_NAMES = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a map",
+    "null": "null",
+}
+_CUSTOMISABLE = {"pattern", "format", "required"}
+
+
+@cache
+def job_validator() -> Validator:
+    """The validator of the canonical job document, with herder's formats."""
+    text = resources.files("herder.schema").joinpath("job.schema.json").read_text(encoding="utf-8")
+    return Draft202012Validator(json.loads(text), format_checker=_FORMATS)
+
+
+def validate_job_document(document: dict[str, Any], coercible: set[str]) -> list[Problem]:
+    """Validate the canonical document in place.
+
+    Strings at ``coercible`` paths (whole-string variable references) are first
+    converted where the schema wants an integer, a number or a boolean.
+    """
+    validator = job_validator()
+    errors = list(validator.iter_errors(document))
+    if coercible and _coerce(document, errors, coercible):
+        errors = list(validator.iter_errors(document))
+    return _problems(errors, ())
+
+
+def schema_problems(
+    instance: Any,
+    validator: Validator,
+    base: Path = (),
+    ignore: Callable[[ValidationError], bool] | None = None,
+) -> list[Problem]:
+    """Every way ``instance`` fails ``validator``, as (path, message) pairs under ``base``."""
+    errors = [error for error in validator.iter_errors(instance) if ignore is None or not ignore(error)]
+    return _problems(errors, base)
+
+
+def _problems(errors: Iterable[ValidationError], base: Path) -> list[Problem]:
+    problems: list[Problem] = []
+    for error in errors:
+        for problem in _describe(error, (*base, *error.absolute_path)):
+            if problem not in problems:
+                problems.append(problem)
+    return problems
+
+
+def _describe(error: ValidationError, path: Path) -> list[Problem]:
+    kind = error.validator
+    expected: Any = error.validator_value
+    schema: Mapping[str, Any] = error.schema if isinstance(error.schema, Mapping) else {}
+    custom = schema.get("errorMessage") if kind in _CUSTOMISABLE else None
+    if kind == "required":
+        present = error.instance if isinstance(error.instance, dict) else {}
+        return [((*path, key), custom or "is required") for key in expected if key not in present]
+    if kind == "additionalProperties":
+        known = schema.get("properties", {})
+        patterns = schema.get("patternProperties", {})
+        instance: Any = error.instance
+        extra = [key for key in instance if key not in known and not any(re.search(p, key) for p in patterns)]
+        return [((*path, key), f"unknown key {key!r}") for key in extra]
+    if custom:
+        return [(path, str(custom))]
+    if kind == "type":
+        types = [expected] if isinstance(expected, str) else list(expected)
+        return [(path, "must be " + " or ".join(_TYPE_NAMES.get(name, name) for name in types))]
+    if kind == "enum":
+        return [(path, "must be one of: " + ", ".join(_show(value) for value in expected))]
+    if kind == "const":
+        return [(path, f"must be {_show(expected)}")]
+    if kind == "minimum":
+        return [(path, f"must be at least {expected}")]
+    if kind == "maximum":
+        return [(path, f"must be at most {expected}")]
+    if kind in ("minItems", "minLength") and expected == 1:
+        return [(path, "must not be empty")]
+    if kind == "minItems":
+        return [(path, f"must have at least {expected} items")]
+    if kind == "format" and error.cause is not None:
+        return [(path, str(error.cause))]
+    if kind == "format":
+        return [(path, f"must be a valid {expected}")]
+    return [(path, error.message)]
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _coerce(document: dict[str, Any], errors: list[ValidationError], coercible: set[str]) -> bool:
+    changed = False
+    for error in errors:
+        path = tuple(error.absolute_path)
+        if error.validator != "type" or not isinstance(error.instance, str) or render_path(path) not in coercible:
+            continue
+        expected: Any = error.validator_value
+        for json_type in [expected] if isinstance(expected, str) else expected:
+            value = coerce_scalar(error.instance, json_type)
+            if value is not None:
+                _set(document, path, value)
+                changed = True
+                break
+    return changed
+
+
+def _set(document: Any, path: Path, value: Any) -> None:
+    *parents, last = path
+    for part in parents:
+        document = document[part]
+    document[last] = value

@@ -1,0 +1,1 @@
+"""Plugin discovery (:mod:`.loader`) and the typed hook facade (:mod:`.hooks`)."""

@@ -1,0 +1,176 @@
+"""The one typed facade through which the core calls hooks.
+
+Core code never touches ``pm.hook``: it calls methods of :class:`Hooks`, which
+choose the plugins taking part (a driver only ever sees its own tasks), call
+them in the documented order and turn failures of observer hooks into
+``Task hook failed`` events.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from herder.context import TaskContext
+from herder.errors import DriverError
+from herder.jobspec.model import Task
+from herder.objects import Alloc, ExecResult, ExitResult, Fingerprint, TaskEvent, TaskHandle
+from herder.plugins.loader import PluginSet
+
+log = logging.getLogger(__name__)
+
+HOOK_FAILED = "Task hook failed"
+
+# Who takes part in one call: herder's built-in lifecycle plugins, third-party
+# lifecycle plugins, the task's driver, or all three at once.
+Phase = Literal["builtin", "lifecycle", "driver", "all"]
+PRESTART_ORDER: tuple[Phase, ...] = ("builtin", "lifecycle", "driver")
+CLEANUP_ORDER: tuple[Phase, ...] = ("driver", "lifecycle", "builtin")
+
+
+class Hooks:
+    """Typed calls of every hook of :mod:`herder.hookspecs`."""
+
+    def __init__(self, plugins: PluginSet) -> None:
+        self.plugins = plugins
+        self._callers: dict[tuple[str, Phase, str], Any] = {}
+
+    @property
+    def drivers(self) -> list[str]:
+        return self.plugins.driver_names
+
+    def has_driver(self, name: str) -> bool:
+        return name in self.plugins.plugins("driver")
+
+    # -- choosing the participants ----------------------------------------
+
+    def _caller(self, hook: str, phase: Phase, driver: str = "") -> Any:
+        """A hook caller restricted to the plugins of ``phase`` (cached)."""
+        key = (hook, phase, driver)
+        caller = self._callers.get(key)
+        if caller is None:
+            keep: dict[str, object] = {}
+            if phase in ("builtin", "all"):
+                keep |= self.plugins.plugins("builtin")
+            if phase in ("lifecycle", "all"):
+                keep |= self.plugins.plugins("lifecycle")
+            if phase in ("driver", "all") and driver:
+                driver_plugin = self.plugins.plugins("driver").get(driver)
+                if driver_plugin is not None:
+                    keep[driver] = driver_plugin
+            kept = {id(p) for p in keep.values()}
+            remove = [p for _, p in self.plugins.pm.list_name_plugin() if id(p) not in kept]
+            caller = self.plugins.pm.subset_hook_caller(hook, remove)
+            self._callers[key] = caller
+        return caller
+
+    def _implemented(self, hook: str, phase: Phase, driver: str = "") -> bool:
+        return bool(self._caller(hook, phase, driver).get_hookimpls())
+
+    def _observe(self, hook: str, task: Task, ctx: TaskContext, **kwargs: Any) -> None:
+        """Call an observer hook; a failure becomes a ``Task hook failed`` event."""
+        try:
+            self._caller(hook, "all", task.driver)(task=task, ctx=ctx, **kwargs)
+        except Exception as exc:
+            ctx.emit_event(HOOK_FAILED, self.describe_failure(hook, exc), hook=hook,
+                           plugin=self.plugins.blame(exc), error=str(exc))
+
+    def describe_failure(self, hook: str, exc: BaseException) -> str:
+        """A one-line account of a hook failure, naming the plugin."""
+        plugin = self.plugins.blame(exc)
+        where = f"plugin {plugin!r}" if plugin else "a plugin"
+        return f"{where} failed in {hook}: {type(exc).__name__}: {exc}"
+
+    # -- driver description -------------------------------------------------
+
+    def fingerprint(self, driver: str) -> Fingerprint:
+        """The driver's fingerprint; a raising fingerprint is an unhealthy one."""
+        try:
+            result = self._caller("herder_driver_fingerprint", "driver", driver)()
+        except Exception as exc:
+            return Fingerprint(detected=False, healthy=False, description=self.describe_failure(
+                "herder_driver_fingerprint", exc))
+        if result is None:
+            return Fingerprint(detected=True, healthy=True, description="no fingerprint")
+        return result  # type: ignore[no-any-return]
+
+    def task_schema(self, driver: str) -> dict[str, Any] | None:
+        result = self._caller("herder_driver_task_schema", "driver", driver)()
+        return result  # type: ignore[no-any-return]
+
+    # -- allocation --------------------------------------------------------
+
+    def alloc_prerun(self, alloc: Alloc) -> None:
+        """Raises whatever a plugin raised: the allocation cannot run."""
+        for driver in _drivers_of(alloc.tasks):
+            self._caller("herder_alloc_prerun", "driver", driver)(alloc=alloc)
+        self._caller("herder_alloc_prerun", "builtin")(alloc=alloc)
+        self._caller("herder_alloc_prerun", "lifecycle")(alloc=alloc)
+
+    def alloc_postrun(self, alloc: Alloc) -> None:
+        for driver in _drivers_of(alloc.tasks):
+            self._caller("herder_alloc_postrun", "driver", driver)(alloc=alloc)
+        self._caller("herder_alloc_postrun", "lifecycle")(alloc=alloc)
+        self._caller("herder_alloc_postrun", "builtin")(alloc=alloc)
+
+    # -- task start ----------------------------------------------------------
+
+    def task_prestart(self, task: Task, ctx: TaskContext) -> None:
+        """Built-in plugins, then third-party lifecycle plugins, then the driver.
+
+        Raises what a plugin raised (``RecoverableError`` means retry).
+        """
+        for phase in PRESTART_ORDER:
+            self._caller("herder_task_prestart", phase, task.driver)(task=task, ctx=ctx)
+
+    def task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
+        handle = self._caller("herder_task_start", "all", task.driver)(task=task, ctx=ctx)
+        if handle is None:
+            raise DriverError(f"driver {task.driver} returned no task handle")
+        return handle  # type: ignore[no-any-return]
+
+    def task_poststart(self, task: Task, ctx: TaskContext, handle: TaskHandle) -> None:
+        self._observe("herder_task_poststart", task, ctx, handle=handle)
+
+    # -- running task ------------------------------------------------------
+
+    def task_exec(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
+                  timeout: float) -> ExecResult:
+        """Run ``command`` in the task; DriverError when the driver cannot exec."""
+        if not self._implemented("herder_task_exec", "driver", task.driver):
+            raise DriverError(f"driver {task.driver} does not support exec")
+        result = self._caller("herder_task_exec", "all", task.driver)(
+            task=task, ctx=ctx, handle=handle, command=command, timeout=timeout)
+        if result is None:
+            raise DriverError(f"driver {task.driver} does not support exec")
+        return result  # type: ignore[no-any-return]
+
+    def task_event(self, task: Task, ctx: TaskContext, event: TaskEvent) -> None:
+        """Tell observers of ``event``; a failing observer is logged (an event about
+        an event could loop)."""
+        try:
+            self._caller("herder_task_event", "all", task.driver)(task=task, ctx=ctx, event=event)
+        except Exception as exc:
+            log.warning("%s", self.describe_failure("herder_task_event", exc))
+
+    # -- exit and stop -----------------------------------------------------
+
+    def task_exited(self, task: Task, ctx: TaskContext, result: ExitResult) -> None:
+        self._observe("herder_task_exited", task, ctx, result=result)
+
+    def task_prekill(self, task: Task, ctx: TaskContext) -> None:
+        self._observe("herder_task_prekill", task, ctx)
+
+    def task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:
+        handle = self._caller("herder_task_recover", "all", task.driver)(task=task, ctx=ctx, state=state)
+        return handle  # type: ignore[no-any-return]
+
+    def task_cleanup(self, task: Task, ctx: TaskContext, phase: Phase) -> None:
+        """One step of cleanup; the runner calls the steps in :data:`CLEANUP_ORDER`
+        and retries a step that raised ``RecoverableError``."""
+        self._caller("herder_task_cleanup", phase, task.driver)(task=task, ctx=ctx)
+
+
+def _drivers_of(tasks: Iterable[Task]) -> list[str]:
+    return sorted({t.driver for t in tasks})

@@ -1,0 +1,369 @@
+"""Task log capture: pipes whose bytes end up in rotating files (SPEC §6).
+
+Each stream of a task gets a :class:`LogSink`: the write end of a pipe that
+the task's processes inherit, and a thread that moves everything read from the
+pipe into ``<logs_dir>/<task>.<stream>.<n>`` the way Nomad's logmon does: a
+file is rotated when it reaches ``max_file_size`` MB, at most ``max_files``
+files are kept, and the numbers go upward, so the highest is the newest.
+
+The task only ever waits on the disk once the pipe's buffer (enlarged to
+1 MiB where the system allows) is full. The reader moves the bytes with
+``readv(2)`` into one reusable buffer and ``write(2)``, so no Python object is
+made per chunk. It does not use ``splice(2)``: splicing a pipe into a file
+holds the pipe's lock for the whole file write, which stalls the task's own
+writes to the pipe meanwhile; in ``bench/log_throughput.py`` that made capture
+about a quarter slower than copying.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import logging
+import os
+import re
+import select
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, BinaryIO, Self
+
+from herder.jobspec.model import LogConfig
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
+log = logging.getLogger(__name__)
+
+STREAMS = ("stdout", "stderr")
+"""The streams a task has a sink for; the middle part of a log file's name."""
+
+PIPE_SIZE = 1024 * 1024
+"""The pipe buffer asked for: how much output a task can write ahead of the disk."""
+
+DRAIN_TIMEOUT = 5.0
+"""How long :meth:`LogSink.close` waits for the task's processes to let go of the pipe."""
+
+_MB = 1024 * 1024
+
+
+def log_files(logs_dir: Path, task: str, stream: str) -> list[Path]:
+    """The log files of ``task``'s ``stream`` in ``logs_dir``, oldest first."""
+    return [path for _, path in _indexed_files(logs_dir, task, stream)]
+
+
+def _indexed_files(logs_dir: Path, task: str, stream: str) -> list[tuple[int, Path]]:
+    pattern = re.compile(re.escape(f"{task}.{stream}.") + r"(\d+)")
+    try:
+        entries = list(os.scandir(logs_dir))
+    except FileNotFoundError:
+        return []
+    found = []
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match and entry.is_file(follow_symlinks=False):
+            found.append((int(match.group(1)), Path(entry.path)))
+    return sorted(found)
+
+
+def _enlarge_pipe(fd: int) -> int:
+    """Grow a pipe's buffer to :data:`PIPE_SIZE`, or as far as allowed; return its size."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is None:
+        return 64 * 1024
+    try:
+        limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    except (OSError, ValueError):
+        limit = PIPE_SIZE
+    for size in dict.fromkeys((PIPE_SIZE, min(PIPE_SIZE, limit))):
+        try:
+            return int(fcntl.fcntl(fd, set_size, size))
+        except OSError:
+            continue
+    return int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
+
+
+class _RotatingFile:
+    """The file one stream is being written to, and the rotation to the next.
+
+    On opening, it continues in the newest existing file if that has room
+    (the agent was restarted), so numbering never starts over.
+    """
+
+    def __init__(self, logs_dir: Path, task: str, stream: str, config: LogConfig) -> None:
+        if config.max_files < 1 or config.max_file_size < 1:
+            raise ValueError("logs need max_files >= 1 and max_file_size >= 1")
+        self._logs_dir = logs_dir
+        self._task = task
+        self._stream = stream
+        self._max_files = config.max_files
+        self._max_bytes = config.max_file_size * _MB
+        self.fd = -1
+        self.index = 0
+        self.size = 0
+        existing = _indexed_files(logs_dir, task, stream)
+        self._open(existing[-1][0] if existing else 0)
+        if self.room == 0:
+            self.rotate()
+        else:
+            self._purge()
+
+    @property
+    def room(self) -> int:
+        """How many more bytes the current file takes before it is full."""
+        return max(0, self._max_bytes - self.size)
+
+    def rotate(self) -> None:
+        """Close the current file, start the next one and drop the oldest beyond ``max_files``.
+
+        If the next file cannot be opened, the error propagates and the next
+        call tries the same file again.
+        """
+        self.close()
+        while True:
+            self._open(self.index + 1)
+            if self.room:
+                break
+            self.close()
+        self._purge()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def _open(self, index: int) -> None:
+        path = self._logs_dir / f"{self._task}.{self._stream}.{index}"
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.index = index
+
+    def _purge(self) -> None:
+        for index, path in _indexed_files(self._logs_dir, self._task, self._stream):
+            if index <= self.index - self._max_files:
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError as err:
+                    log.warning("cannot remove old log file %s: %s", path, err)
+
+
+class LogSink(io.RawIOBase, BinaryIO):
+    """One stream (stdout or stderr) of a task, captured into rotating files.
+
+    A write-only binary file object: pass it as ``stdout=`` / ``stderr=`` to
+    :class:`subprocess.Popen` (the child inherits :meth:`fileno`, the write end
+    of a pipe), or :meth:`write` to it (for drivers that stream logs). A sink
+    lives as long as its task, across restarts, so a restarted task continues
+    the same files.
+    """
+
+    def __init__(
+        self, logs_dir: Path, task_name: str, stream: str, config: LogConfig | None = None
+    ) -> None:
+        if stream not in STREAMS:
+            raise ValueError(f"unknown log stream {stream!r}, expected one of {STREAMS}")
+        super().__init__()
+        self.task_name = task_name
+        self.stream = stream
+        self._file = _RotatingFile(logs_dir, task_name, stream, config or LogConfig())
+        self._read_fd, self._write_fd = os.pipe()
+        self._pipe_size = _enlarge_pipe(self._write_fd)
+        os.set_blocking(self._read_fd, False)
+        self._wake_read, self._wake_write = os.pipe()
+        self._buffer = memoryview(bytearray(self._pipe_size))
+        self._disk_failing = False
+        self._write_lock = threading.Lock()
+        self._finish_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._finished = False
+        self._thread = threading.Thread(
+            target=self._pump, name=f"logs-{task_name}-{stream}", daemon=True
+        )
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        return f"<LogSink {self.task_name}.{self.stream}{' closed' if self.closed else ''}>"
+
+    @property
+    def closed(self) -> bool:
+        return self._write_fd < 0
+
+    def fileno(self) -> int:
+        """The pipe's write end, for a child process to inherit."""
+        if self._write_fd < 0:
+            raise ValueError("log sink is closed")
+        return self._write_fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: ReadableBuffer) -> int:
+        """Write all of ``data``; blocks only while the pipe's buffer is full."""
+        view = memoryview(data).cast("B")
+        total = len(view)
+        with self._write_lock:
+            if self._write_fd < 0:
+                raise ValueError("write to a closed log sink")
+            while view:
+                view = view[os.write(self._write_fd, view) :]
+        return total
+
+    def flush(self) -> None:
+        """Nothing to do: nothing is buffered in this process."""
+
+    def close(self, timeout: float = DRAIN_TIMEOUT) -> None:
+        """Close the write end and wait until everything written is on disk.
+
+        If a process (say, an orphan of the task) still holds the pipe after
+        ``timeout`` seconds, what the pipe holds is saved and capture stops;
+        that process then gets ``EPIPE`` on its next write.
+        """
+        self._close_writer()
+        self._finish(time.monotonic() + timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _close_writer(self) -> None:
+        with self._write_lock:
+            if self._write_fd >= 0:
+                os.close(self._write_fd)
+                self._write_fd = -1
+
+    def _finish(self, deadline: float) -> None:
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        with self._finish_lock:
+            if self._finished:
+                return
+            if self._thread.is_alive():
+                log.warning(
+                    "%s of task %s: a process still holds the log pipe; capture stops",
+                    self.stream,
+                    self.task_name,
+                )
+                self._stopping.set()
+                os.write(self._wake_write, b"\0")
+                self._thread.join()
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+            self._finished = True
+
+    def _pump(self) -> None:
+        """The reader thread: move bytes from the pipe to the files until end of input."""
+        poller = select.poll()
+        poller.register(self._read_fd, select.POLLIN)
+        poller.register(self._wake_read, select.POLLIN)
+        budget: int | None = None  # once stopping: bytes left to save
+        try:
+            while True:
+                if budget is None and self._stopping.is_set():
+                    budget = self._pipe_size
+                moved = self._transfer()
+                if moved == 0:
+                    return
+                if moved is None:
+                    if budget is not None:
+                        return
+                    poller.poll()
+                elif budget is not None:
+                    budget -= moved
+                    if budget <= 0:
+                        return
+        except Exception:
+            log.exception("%s of task %s: log capture failed", self.stream, self.task_name)
+        finally:
+            self._file.close()
+            os.close(self._read_fd)
+
+    def _transfer(self) -> int | None:
+        """Move what the pipe holds into the current file, rotating first if it is full.
+
+        Returns the bytes taken from the pipe, 0 at end of input (no writer
+        left), None when the pipe is empty for now. If the disk fails (full,
+        say), output is dropped rather than left to block the task.
+        """
+        limit = len(self._buffer)
+        try:
+            if self._file.fd < 0 or self._file.room == 0:
+                self._file.rotate()
+            limit = self._file.room
+        except OSError as err:
+            self._disk_failed(err)
+        try:
+            moved = os.readv(self._read_fd, [self._buffer[:limit]])
+        except BlockingIOError:
+            return None
+        if self._file.fd >= 0:
+            try:
+                self._write(self._buffer[:moved])
+            except OSError as err:
+                self._disk_failed(err)
+            else:
+                if self._disk_failing:
+                    log.warning("%s of task %s: writing logs again", self.stream, self.task_name)
+                    self._disk_failing = False
+        return moved
+
+    def _write(self, data: memoryview) -> None:
+        while data:
+            written = os.write(self._file.fd, data)
+            self._file.size += written
+            data = data[written:]
+
+    def _disk_failed(self, err: OSError) -> None:
+        if not self._disk_failing:
+            log.warning(
+                "%s of task %s: cannot write logs, dropping output until it works again: %s",
+                self.stream,
+                self.task_name,
+                err,
+            )
+            self._disk_failing = True
+
+
+@dataclass(frozen=True)
+class TaskLogs:
+    """The stdout and stderr sinks of one task."""
+
+    stdout: LogSink
+    stderr: LogSink
+
+    @classmethod
+    def open(cls, logs_dir: Path, task_name: str, config: LogConfig | None = None) -> TaskLogs:
+        """Start capturing both streams of ``task_name`` into ``logs_dir``."""
+        stdout = LogSink(logs_dir, task_name, "stdout", config)
+        try:
+            stderr = LogSink(logs_dir, task_name, "stderr", config)
+        except BaseException:
+            stdout.close()
+            raise
+        return cls(stdout=stdout, stderr=stderr)
+
+    def close(self, timeout: float = DRAIN_TIMEOUT) -> None:
+        """Close both sinks, waiting at most ``timeout`` seconds in all."""
+        deadline = time.monotonic() + timeout
+        for sink in (self.stdout, self.stderr):
+            sink._close_writer()
+        for sink in (self.stdout, self.stderr):
+            sink._finish(deadline)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,83 @@
+"""The restart policy, decided as Nomad's restart tracker decides it."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from herder.jobspec.durations import format_duration
+from herder.jobspec.model import RestartPolicy
+from herder.objects import ExitResult
+
+JITTER = 0.25
+
+REASON_NO_RESTARTS = "Policy allows no restarts"
+REASON_UNRECOVERABLE = "Error was unrecoverable"
+REASON_WITHIN_POLICY = "Restart within policy"
+REASON_DELAY = "Exceeded allowed attempts, applying a delay"
+REASON_SUCCESS = "Restart unnecessary as task terminated successfully"
+
+
+class Outcome(Enum):
+    RESTART = "restart"
+    FAIL = "fail"          # not restarting, the task failed
+    COMPLETE = "complete"  # not restarting, the task is done
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    reason: str
+    delay: float = 0.0
+
+
+class RestartTracker:
+    """Counts restarts within the policy's interval and decides what comes next.
+
+    ``restart_on_success`` is true for service jobs: a service task that exits
+    0 is restarted like any other exit; a batch task that exits 0 is complete.
+    """
+
+    def __init__(self, policy: RestartPolicy, restart_on_success: bool,
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None) -> None:
+        self.policy = policy
+        self.restart_on_success = restart_on_success
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._start = clock()
+        self.count = 0
+
+    def after_exit(self, result: ExitResult) -> Decision:
+        """Decide after the task exited with ``result``."""
+        if result.successful and not self.restart_on_success:
+            return Decision(Outcome.COMPLETE, REASON_SUCCESS)
+        return self._decide(successful=result.successful)
+
+    def after_start_error(self, recoverable: bool) -> Decision:
+        """Decide after prestart or start raised."""
+        if not recoverable:
+            return Decision(Outcome.FAIL, REASON_UNRECOVERABLE)
+        return self._decide(successful=False)
+
+    def _decide(self, successful: bool) -> Decision:
+        policy = self.policy
+        if policy.attempts == 0:
+            return Decision(Outcome.COMPLETE if successful else Outcome.FAIL, REASON_NO_RESTARTS)
+        now = self._clock()
+        if now > self._start + policy.interval:
+            self.count = 0
+            self._start = now
+        self.count += 1
+        if self.count <= policy.attempts:
+            return Decision(Outcome.RESTART, REASON_WITHIN_POLICY, self._jittered_delay())
+        if policy.mode == "delay":
+            return Decision(Outcome.RESTART, REASON_DELAY, max(0.0, self._start + policy.interval - now))
+        return Decision(Outcome.FAIL, f"Exceeded allowed attempts {policy.attempts} in interval "
+                                      f"{format_duration(policy.interval)} and mode is \"fail\"")
+
+    def _jittered_delay(self) -> float:
+        """The policy's delay plus up to 25 % of it, at random."""
+        return self.policy.delay + self._rng.random() * self.policy.delay * JITTER

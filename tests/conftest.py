@@ -1,0 +1,62 @@
+"""Fixtures shared by the whole suite."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.support.distributions import make_distribution
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    """A configuration that keeps dynamic ports inside 2000-12000, away from other suites."""
+    path = tmp_path / "herder.toml"
+    path.write_text(f'data_dir = "{tmp_path / "data"}"\n[ports]\nmin = 2000\nmax = 12000\n')
+    return path
+
+
+@pytest.fixture
+def site_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A directory on sys.path (and PYTHONPATH) where tests install plugin distributions."""
+    path = tmp_path / "site"
+    path.mkdir()
+    monkeypatch.syspath_prepend(str(path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(path), os.environ.get("PYTHONPATH")])))
+    yield path
+
+
+@pytest.fixture
+def install(site_dir: Path) -> Callable[..., Path]:
+    """Install a small plugin distribution into ``site_dir``: ``install(name, version, entry_points, modules)``."""
+
+    def _install(name: str, version: str, entry_points: Mapping[str, Mapping[str, str]],
+                 modules: Mapping[str, str]) -> Path:
+        return make_distribution(site_dir, name, version, entry_points, modules)
+
+    return _install
+
+
+@pytest.fixture
+def herder() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the ``herder`` command line in a subprocess (the environment of the test, PYTHONPATH included)."""
+
+    def _run(*args: str, timeout: float = 60, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "herder", *args], capture_output=True, text=True,
+                              timeout=timeout, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+    return _run

@@ -1,0 +1,5 @@
+job "web" {
+  group "app" {
+    count = 1
+  }
+}

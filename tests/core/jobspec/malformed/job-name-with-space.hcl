@@ -1,0 +1,7 @@
+job "my web" {
+  group "app" {
+    task "server" {
+      driver = "raw_exec"
+    }
+  }
+}

@@ -1,0 +1,8 @@
+job "web" {
+  type = "system"
+  group "app" {
+    task "server" {
+      driver = "raw_exec"
+    }
+  }
+}

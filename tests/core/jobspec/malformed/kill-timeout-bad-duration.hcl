@@ -1,0 +1,8 @@
+job "web" {
+  group "app" {
+    task "server" {
+      driver       = "raw_exec"
+      kill_timeout = "10x"
+    }
+  }
+}

@@ -1,0 +1,10 @@
+job "web" {
+  group "app" {
+    task "server" {
+      driver = "raw_exec"
+      periodic {
+        cron = "*/5 * * * *"
+      }
+    }
+  }
+}

@@ -1,0 +1,10 @@
+job "web" {
+  group "app" {
+    task "server" {
+      driver = "raw_exec"
+      service "web" {
+        port = 80
+      }
+    }
+  }
+}

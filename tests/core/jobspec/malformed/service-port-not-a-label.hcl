@@ -1,0 +1,16 @@
+job "web" {
+  group "app" {
+    task "server" {
+      driver = "raw_exec"
+      resources {
+        network {
+          port "http" {}
+        }
+      }
+      service {
+        name = "web"
+        port = "https"
+      }
+    }
+  }
+}

@@ -1,0 +1,9 @@
+job "web" {
+  group "app" {
+    task "server" {
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}

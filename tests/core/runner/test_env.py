@@ -1,0 +1,184 @@
+"""The task environment and the helpers drivers use to adjust it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from herder.context import AllocatedPort, TaskDir
+from herder.env import (
+    clean_env_var,
+    inherited_environment,
+    set_port_vars,
+    set_task_dirs,
+    set_var,
+    task_environment,
+)
+from herder.jobspec.model import Group, Job, PortSpec, Resources, RestartPolicy, Task
+
+
+def build_env(tmp_path: Path, **task_fields: object) -> dict[str, str]:
+    task = Task(
+        name="server",
+        driver="raw_exec",
+        resources=Resources(cpu=250, memory=128, ports=(PortSpec("http"), PortSpec("http-admin"))),
+        **task_fields,  # type: ignore[arg-type]
+    )
+    group = Group(
+        name="app",
+        count=3,
+        restart=RestartPolicy(attempts=2, interval=1800, delay=15, mode="fail"),
+        tasks=[task],
+        meta={"tier": "group", "owner": "group"},
+    )
+    job = Job(
+        name="web",
+        type="service",
+        groups=[group],
+        datacenters=["dc2", "dc3"],
+        region="eu",
+        meta={"tier": "job", "owner": "job", "team": "ops"},
+    )
+    root = tmp_path / "allocs" / "abc"
+    task_dir = TaskDir(
+        dir=root / "server",
+        local_dir=root / "server" / "local",
+        secrets_dir=root / "server" / "secrets",
+        tmp_dir=root / "server" / "tmp",
+        alloc_dir=root / "alloc",
+        logs_dir=root / "alloc" / "logs",
+    )
+    ports = [
+        AllocatedPort(label="http", value=21000),
+        AllocatedPort(label="http-admin", value=21001, to=9090),
+    ]
+    return task_environment(
+        job=job,
+        group=group,
+        task=task,
+        alloc_id="abc",
+        alloc_index=2,
+        task_dir=task_dir,
+        ports=ports,
+    )
+
+
+@pytest.mark.parametrize("prefix", ["HERDER_", "NOMAD_"])
+def test_every_variable_has_both_prefixes(tmp_path: Path, prefix: str) -> None:
+    env = build_env(tmp_path)
+    root = tmp_path / "allocs" / "abc"
+    expected = {
+        "ALLOC_DIR": str(root / "alloc"),
+        "TASK_DIR": str(root / "server" / "local"),
+        "SECRETS_DIR": str(root / "server" / "secrets"),
+        "ALLOC_ID": "abc",
+        "ALLOC_NAME": "web.app[2]",
+        "ALLOC_INDEX": "2",
+        "JOB_NAME": "web",
+        "GROUP_NAME": "app",
+        "TASK_NAME": "server",
+        "DC": "dc2",
+        "REGION": "eu",
+        "CPU_LIMIT": "250",
+        "MEMORY_LIMIT": "128",
+        "IP_http": "127.0.0.1",
+        "PORT_http": "21000",
+        "ADDR_http": "127.0.0.1:21000",
+        "HOST_PORT_http": "21000",
+        "IP_http_admin": "127.0.0.1",
+        "PORT_http_admin": "21001",
+        "ADDR_http_admin": "127.0.0.1:21001",
+        "HOST_PORT_http_admin": "21001",
+    }
+    for name, value in expected.items():
+        assert env[prefix + name] == value, name
+
+
+def test_meta_precedence_is_job_then_group_then_task(tmp_path: Path) -> None:
+    env = build_env(tmp_path, meta={"tier": "task", "build-id": "7"})
+    assert env["NOMAD_META_TIER"] == "task"
+    assert env["NOMAD_META_OWNER"] == "group"
+    assert env["HERDER_META_TEAM"] == "ops"
+    assert env["NOMAD_META_BUILD_ID"] == "7"
+    assert env["NOMAD_META_build_id"] == "7"
+
+
+def test_task_env_comes_last_and_may_refer_to_the_variables(tmp_path: Path) -> None:
+    env = build_env(
+        tmp_path,
+        env={
+            "LISTEN": "${NOMAD_ADDR_http}",
+            "ADMIN": "port ${HERDER_PORT_http_admin} of ${NOMAD_ALLOC_NAME}",
+            "UNKNOWN": "${NOPE} and ${attr.kernel.name}",
+            "NOMAD_REGION": "overridden",
+            "my.dotted-name": "kept",
+        },
+    )
+    assert env["LISTEN"] == "127.0.0.1:21000"
+    assert env["ADMIN"] == "port 21001 of web.app[2]"
+    assert env["UNKNOWN"] == "${NOPE} and ${attr.kernel.name}"
+    assert env["NOMAD_REGION"] == "overridden"
+    assert env["HERDER_REGION"] == "eu"
+    assert env["my.dotted-name"] == "kept"
+
+
+@pytest.mark.parametrize(
+    ("name", "cleaned"),
+    [
+        ("http-admin", "http_admin"),
+        ("NOMAD_PORT_a.b c", "NOMAD_PORT_a_b_c"),
+        ("9lives", "_lives"),
+        ("x9", "x9"),
+        ("ünï", "__n__"),
+        ("", ""),
+    ],
+)
+def test_clean_env_var(name: str, cleaned: str) -> None:
+    assert clean_env_var(name) == cleaned
+
+
+def test_drivers_rewrite_what_the_task_sees(tmp_path: Path) -> None:
+    env = build_env(tmp_path)
+    set_task_dirs(env, "/alloc", "/local", "/secrets")
+    set_port_vars(env, "http-admin", 9090)
+    set_var(env, "CUSTOM", "1")
+    for prefix in ("HERDER_", "NOMAD_"):
+        assert env[prefix + "ALLOC_DIR"] == "/alloc"
+        assert env[prefix + "TASK_DIR"] == "/local"
+        assert env[prefix + "SECRETS_DIR"] == "/secrets"
+        assert env[prefix + "PORT_http_admin"] == "9090"
+        assert env[prefix + "ADDR_http_admin"] == "127.0.0.1:9090"
+        assert env[prefix + "HOST_PORT_http_admin"] == "21001"
+        assert env[prefix + "CUSTOM"] == "1"
+
+
+def test_port_vars_with_another_ip() -> None:
+    env: dict[str, str] = {}
+    set_port_vars(env, "db", 5432, ip="172.17.0.2")
+    assert env["NOMAD_ADDR_db"] == "172.17.0.2:5432"
+    set_port_vars(env, "db", 5432, ip="::1")
+    assert env["HERDER_ADDR_db"] == "[::1]:5432"
+
+
+def test_inherited_environment_drops_secrets() -> None:
+    agent = {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "AWS_REGION": "eu-west-1",
+        "AWS_PROFILE": "dev",
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_SESSION_TOKEN": "x",
+        "AWS_SECURITY_TOKEN": "x",
+        "CONSUL_TOKEN": "x",
+        "CONSUL_HTTP_TOKEN": "x",
+        "VAULT_TOKEN": "x",
+        "HERDER_TOKEN": "x",
+        "NOMAD_TOKEN": "x",
+    }
+    assert inherited_environment(agent) == {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "AWS_REGION": "eu-west-1",
+        "AWS_PROFILE": "dev",
+    }

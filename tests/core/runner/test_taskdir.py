@@ -1,0 +1,107 @@
+"""Allocation and task directories, and job-file paths inside them."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from herder.context import TaskDir
+from herder.runner.taskdir import build_alloc_dir, build_task_dir, resolve_in_task_dir
+
+
+@pytest.fixture
+def task_dir(tmp_path: Path) -> TaskDir:
+    return build_task_dir(build_alloc_dir(tmp_path, "abc123"), "web")
+
+
+def test_alloc_dir_layout(tmp_path: Path) -> None:
+    root = build_alloc_dir(tmp_path, "abc123")
+    assert root == tmp_path / "allocs" / "abc123"
+    for name in ("data", "logs", "tmp"):
+        assert (root / "alloc" / name).is_dir()
+    assert build_alloc_dir(tmp_path, "abc123") == root
+
+
+def test_task_dir_layout_and_modes(tmp_path: Path) -> None:
+    root = build_alloc_dir(tmp_path, "abc123")
+    old_umask = os.umask(0)
+    try:
+        task_dir = build_task_dir(root, "web")
+    finally:
+        os.umask(old_umask)
+    assert task_dir == TaskDir(
+        dir=root / "web",
+        local_dir=root / "web" / "local",
+        secrets_dir=root / "web" / "secrets",
+        tmp_dir=root / "web" / "tmp",
+        alloc_dir=root / "alloc",
+        logs_dir=root / "alloc" / "logs",
+    )
+    for path in (task_dir.local_dir, task_dir.secrets_dir, task_dir.tmp_dir):
+        assert path.is_dir()
+    assert stat.S_IMODE(task_dir.secrets_dir.stat().st_mode) == 0o700
+    task_dir.secrets_dir.chmod(0o755)
+    build_task_dir(root, "web")
+    assert stat.S_IMODE(task_dir.secrets_dir.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "alloc", "a/b"])
+def test_task_names_that_cannot_be_directories(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ValueError):
+        build_task_dir(build_alloc_dir(tmp_path, "abc123"), name)
+
+
+@pytest.mark.parametrize(
+    ("relative", "expected"),
+    [
+        ("local/app.conf", "web/local/app.conf"),
+        ("local/", "web/local"),
+        ("secrets/token", "web/secrets/token"),
+        ("", "web"),
+        ("alloc/data/x", "alloc/data/x"),
+        ("../alloc/data/x", "alloc/data/x"),
+        ("local/../../alloc/logs", "alloc/logs"),
+    ],
+)
+def test_paths_inside_resolve(task_dir: TaskDir, relative: str, expected: str) -> None:
+    assert resolve_in_task_dir(task_dir, relative) == (task_dir.dir.parent / expected).resolve()
+
+
+def test_absolute_path_inside_is_accepted(task_dir: TaskDir) -> None:
+    inside = task_dir.local_dir / "x"
+    assert resolve_in_task_dir(task_dir, str(inside)) == inside.resolve()
+
+
+@pytest.mark.parametrize(
+    "relative",
+    ["../../etc/passwd", "/etc/passwd", "..", "../other/local/x", "alloc/../web/../../x"],
+)
+def test_escapes_are_refused(task_dir: TaskDir, relative: str) -> None:
+    with pytest.raises(ValueError, match="escapes"):
+        resolve_in_task_dir(task_dir, relative)
+
+
+def test_symlink_escape_is_refused(task_dir: TaskDir, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (task_dir.local_dir / "link").symlink_to(outside)
+    (task_dir.alloc_dir / "data" / "link").symlink_to("/etc")
+    with pytest.raises(ValueError, match="escapes"):
+        resolve_in_task_dir(task_dir, "local/link/app.conf")
+    with pytest.raises(ValueError, match="escapes"):
+        resolve_in_task_dir(task_dir, "alloc/data/link/passwd")
+
+
+def test_symlink_inside_is_followed(task_dir: TaskDir) -> None:
+    (task_dir.local_dir / "conf").symlink_to(task_dir.alloc_dir / "data")
+    assert resolve_in_task_dir(task_dir, "local/conf/x") == (
+        task_dir.alloc_dir / "data" / "x"
+    ).resolve()
+
+
+def test_symlink_loop_is_refused(task_dir: TaskDir) -> None:
+    (task_dir.local_dir / "loop").symlink_to(task_dir.local_dir / "loop")
+    with pytest.raises(ValueError):
+        resolve_in_task_dir(task_dir, "local/loop/x")

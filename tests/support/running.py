@@ -1,0 +1,77 @@
+"""Running a job in-process, as ``herder run`` does, and collecting its events."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from herder.config import Config, PortsConfig
+from herder.jobspec import load_job_text
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
+from herder.runner.alloc_runner import EventRecord
+from herder.runner.job_runner import JobRunner
+
+
+@dataclass
+class Run:
+    runner: JobRunner
+    events: list[EventRecord] = field(default_factory=list)
+    status: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, record: EventRecord) -> None:
+        with self._lock:
+            self.events.append(record)
+
+    def types(self, task: str | None = None) -> list[str]:
+        """Event types in order, of one task or of all."""
+        with self._lock:
+            return [r.event.type for r in self.events if task is None or r.task == task]
+
+    def wait_for(self, type: str, task: str | None = None, timeout: float = 20.0) -> EventRecord:
+        """Block until an event of ``type`` arrives (polling the recorded list)."""
+        done = threading.Event()
+        for _ in range(int(timeout / 0.05)):
+            with self._lock:
+                found = [r for r in self.events if r.event.type == type and (task is None or r.task == task)]
+            if found:
+                return found[0]
+            done.wait(0.05)
+        raise AssertionError(f"no {type!r} event for {task or 'any task'} within {timeout}s: {self.types()}")
+
+
+def make_config(data_dir: Path, plugin: dict[str, dict[str, object]] | None = None) -> Config:
+    """A configuration for tests: its own data dir, ports from 2000-12000."""
+    return Config(data_dir=data_dir, ports=PortsConfig(min=2000, max=12000), plugin=plugin or {})
+
+
+def start_job(text: str, data_dir: Path, *, fmt: str = "hcl", config: Config | None = None,
+              hooks: Hooks | None = None) -> tuple[Run, Callable[[], str]]:
+    """Place the job and run it in a thread; returns the run and a function that waits for its status."""
+    config = config or make_config(data_dir)
+    hooks = hooks or Hooks(load_plugins(config.plugin, config.disabled_plugins))
+    job = load_job_text(text, fmt, f"job.{fmt}")
+    run = Run(runner=JobRunner(job, hooks, config, lambda r: run.record(r)))
+    run.runner.place()
+    result: list[str] = []
+    thread = threading.Thread(target=lambda: result.append(run.runner.run()), daemon=True)
+    thread.start()
+
+    def wait(timeout: float = 60.0) -> str:
+        thread.join(timeout)
+        assert not thread.is_alive(), f"job still running after {timeout}s: {run.types()}"
+        run.status = result[0]
+        return run.status
+
+    return run, wait
+
+
+def run_job(text: str, data_dir: Path, *, fmt: str = "hcl", config: Config | None = None,
+            hooks: Hooks | None = None, timeout: float = 60.0) -> Run:
+    """Run a job to the end."""
+    run, wait = start_job(text, data_dir, fmt=fmt, config=config, hooks=hooks)
+    wait(timeout)
+    return run
