@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal as _signal
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -65,7 +65,7 @@ class TaskEvent:
     type: str
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
-    time: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    time: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 @dataclass

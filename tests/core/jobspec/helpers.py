@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Mapping
 
 import pytest
+
 from herder.errors import JobError
 from herder.jobspec import load_job_text
 from herder.jobspec.model import Job

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from herder.jobspec.model import LogConfig, Resources, RestartPolicy
 
 from .helpers import load, problems, task_hcl

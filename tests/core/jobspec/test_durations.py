@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from herder.jobspec import format_duration, parse_duration
 
 from .helpers import load, problems, task_hcl

@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
+
 from herder.errors import JobError
 from herder.jobspec import load_job, load_job_text
 
@@ -71,7 +72,7 @@ def test_non_utf8_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "fmt", "expected"),
     [
-        ("", "json", "invalid JSON"),
+        ("", "json", "empty"),
         ("   \n", "yaml", "empty"),
         ("# only a comment\n", "hcl", "empty"),
         ("[1, 2]", "json", "not a list"),
@@ -90,6 +91,14 @@ def test_non_utf8_file(tmp_path: Path) -> None:
         ("a = " + "[" * 5000 + "]" * 5000, "hcl", None),
         ('job "x" { group "a" { task "t" { driver = 1 } } }', "hcl", "driver: must be a string"),
         ("job {}", "hcl", "job.name: is required"),
+        ('job "a" {\n  groups = 1\n  group "g" {}\n}', "hcl", "job.hcl:3: job.groups: is set twice"),
+        ('job "a" {\n  groups = 1\n  task "t" {}\n}', "hcl", "job.hcl:3: job.groups: is set twice"),
+        ('job "a" {\n  task "t" {\n    services = 5\n    service {}\n  }\n}', "hcl", "services: is set twice"),
+        ('variables = 5\nvariable "x" {}\njob "a" {}', "hcl", "job.hcl:1: variables: is set twice"),
+        ('variable "x" {}\nvariables = 5\njob "a" {}', "hcl", "job.hcl:2: variables: is set twice"),
+        ('job "a" {}\njob = 1', "hcl", "job.hcl:2: job: is set twice"),
+        ('locals {\n  a = 1\n}\njob "a" {}', "hcl", "job.hcl:1: locals: unknown key 'locals'"),
+        ('job "a" {\n  config = 1\n  config {}\n}', "hcl", "job.hcl:3: job.config: is set twice"),
         ('job "a" "b" {}', "hcl", "takes one label"),
         ('variable { default = 1 }\njob "a" {}', "hcl", "takes exactly one label"),
     ],

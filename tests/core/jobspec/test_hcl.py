@@ -237,9 +237,8 @@ def test_logs_and_task_fields() -> None:
     """)
     )
     task = job.groups[0].tasks[0]
-    assert (task.user, task.leader, task.kill_timeout, task.kill_signal, task.shutdown_delay) == (
-        "nobody", True, 20.0, "SIGTERM", 0.5,
-    )  # fmt: skip
+    assert (task.user, task.leader, task.kill_signal) == ("nobody", True, "SIGTERM")
+    assert (task.kill_timeout, task.shutdown_delay) == (20.0, 0.5)
     assert (task.logs.max_files, task.logs.max_file_size) == (3, 15)
 
 

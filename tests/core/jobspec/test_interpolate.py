@@ -84,9 +84,8 @@ def test_interpolate_task_covers_every_field_and_copies() -> None:
     service = done.services[0]
     assert (service.name, service.port, service.tags, service.meta) == ("server-web", "hi", ("v-24.0.7",), {"m": "r12"})
     check = service.checks[0]
-    assert (check.name, check.command, check.args, check.path, check.header) == (
-        "c-hi", "/bin/hi", ("23456",), "/hi", {"X": ("r12",)},
-    )  # fmt: skip
+    assert (check.name, check.command, check.args) == ("c-hi", "/bin/hi", ("23456",))
+    assert (check.path, check.header) == ("/hi", {"X": ("r12",)})
     artifact = done.artifacts[0]
     assert (artifact.source, artifact.destination, artifact.options) == (
         "https://x/linux.tgz",

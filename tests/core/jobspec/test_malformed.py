@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from herder.errors import JobError
 from herder.jobspec import load_job
 

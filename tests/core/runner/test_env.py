@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from herder.context import AllocatedPort, TaskDir
 from herder.env import (
     clean_env_var,

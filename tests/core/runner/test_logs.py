@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from herder.jobspec.model import LogConfig
 from herder.runner.logs import LogSink, TaskLogs, log_files
 

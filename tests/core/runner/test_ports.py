@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+
 from herder.context import AllocatedPort
 from herder.errors import PlacementError
 from herder.jobspec.model import PortSpec

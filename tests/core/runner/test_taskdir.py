@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from herder.context import TaskDir
 from herder.runner.taskdir import build_alloc_dir, build_task_dir, resolve_in_task_dir
 

@@ -124,6 +124,10 @@ def run(file: Path, variables: tuple[str, ...], as_json: bool, show_logs: bool, 
         err.print(f"Error: cannot place job {job.name}: {exc}")
         sys.exit(EXIT_FAILED)
 
+    for alloc in runner.allocs:
+        for port in alloc.ports:
+            view.message(f"{alloc.alloc.name}: port {port.label} is {port.host_ip}:{port.value}")
+
     def stop(signum: int, _frame: FrameType | None) -> None:
         view.message(f"Received {signal.Signals(signum).name}: stopping every task")
         threading.Thread(target=runner.stop, daemon=True).start()
@@ -145,7 +149,7 @@ def run(file: Path, variables: tuple[str, ...], as_json: bool, show_logs: bool, 
 def drivers(as_json: bool, config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
     """List every driver: distribution, detected, healthy and attributes."""
     _, hooks = setup(config_path, data_dir, disabled)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in hooks.drivers:
         fingerprint = hooks.fingerprint(name)
         record = hooks.plugins.record(name)

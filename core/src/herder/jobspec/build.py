@@ -10,7 +10,7 @@ addition to the task's own), since herder allocates ports per task.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from herder.jobspec.durations import format_duration, parse_duration
 from herder.jobspec.model import (
@@ -51,6 +51,19 @@ def _text(value: Any) -> str:
 
 def _texts(mapping: dict[str, Any] | None) -> dict[str, str]:
     return {key: _text(value) for key, value in (mapping or {}).items()}
+
+
+@overload
+def _int(spec: dict[str, Any], key: str, default: int) -> int: ...
+
+
+@overload
+def _int(spec: dict[str, Any], key: str, default: None) -> int | None: ...
+
+
+def _int(spec: dict[str, Any], key: str, default: int | None) -> int | None:
+    """An integer field; JSON Schema lets ``2.0`` pass as an integer."""
+    return int(spec[key]) if key in spec else default
 
 
 def _duration(spec: dict[str, Any], key: str, default: float) -> float:
@@ -107,11 +120,14 @@ class _Builder:
         leaders = [index for index, task in enumerate(tasks) if task.leader]
         for index in leaders[1:]:
             self.problem((*path, "tasks", index, "leader"), "only one task of a group may be the leader")
-        return Group(name=spec["name"], count=spec.get("count", 1), restart=policy, tasks=tasks,
-                     meta=_texts(spec.get("meta")))  # fmt: skip
+        return Group(
+            name=spec["name"], count=_int(spec, "count", 1), restart=policy, tasks=tasks, meta=_texts(spec.get("meta"))
+        )
 
     def restart_fields(self, spec: dict[str, Any]) -> dict[str, Any]:
-        fields: dict[str, Any] = {key: spec[key] for key in ("attempts", "mode") if key in spec}
+        fields: dict[str, Any] = {"mode": spec["mode"]} if "mode" in spec else {}
+        if "attempts" in spec:
+            fields["attempts"] = int(spec["attempts"])
         fields |= {key: parse_duration(spec[key]) for key in ("interval", "delay") if key in spec}
         return fields
 
@@ -122,7 +138,7 @@ class _Builder:
             self.problem((*path, "attempts"), f'0 attempts in mode {policy.mode!r} is ambiguous (use mode "fail")')
         if policy.interval < MIN_RESTART_INTERVAL:
             self.problem((*path, "interval"), f"must be at least {format_duration(MIN_RESTART_INTERVAL)}")
-        elif policy.attempts * policy.delay > policy.interval:
+        if policy.attempts * policy.delay > policy.interval:
             self.problem(
                 path,
                 f"cannot restart {policy.attempts} times in an interval of {format_duration(policy.interval)} "
@@ -162,11 +178,11 @@ class _Builder:
             kill_signal=spec.get("kill_signal", ""),
             shutdown_delay=_duration(spec, "shutdown_delay", 0.0),
             meta=_texts(spec.get("meta")),
-            resources=Resources(cpu=resources.get("cpu", 100), memory=resources.get("memory", 300), ports=ports),
+            resources=Resources(cpu=_int(resources, "cpu", 100), memory=_int(resources, "memory", 300), ports=ports),
             services=services,
             artifacts=tuple(self.artifact(artifact) for artifact in spec.get("artifacts", [])),
             templates=templates,
-            logs=LogConfig(max_files=logs.get("max_files", 10), max_file_size=logs.get("max_file_size", 10)),
+            logs=LogConfig(max_files=_int(logs, "max_files", 10), max_file_size=_int(logs, "max_file_size", 10)),
             restart=restart,
         )
 
@@ -176,7 +192,7 @@ class _Builder:
         by_static: dict[int, str] = {}
         result: list[PortSpec] = []
         for port, path in specs:
-            label, static = port["label"], port.get("static")
+            label, static, to = port["label"], _int(port, "static", None), _int(port, "to", None)
             if label in labels:
                 self.problem((*path, "label"), f"duplicate port label {label!r}")
                 continue
@@ -185,7 +201,7 @@ class _Builder:
             labels.add(label)
             if static is not None:
                 by_static.setdefault(static, label)
-            result.append(PortSpec(label=label, static=static, to=port.get("to")))
+            result.append(PortSpec(label=label, static=static, to=to))
         return tuple(result)
 
     def port_ref(self, value: Any, labels: set[str], path: Path) -> str:
@@ -216,7 +232,6 @@ class _Builder:
         port = self.port_ref(spec.get("port", ""), labels, (*path, "port"))
         if spec["type"] in _PORTED_CHECKS and not (port or service_port):
             self.problem((*path, "port"), f"is required for {spec['type']} checks when the service has no port")
-        restart = spec.get("check_restart")
         return Check(
             type=spec["type"],
             name=spec.get("name", f'service: "{service}" check'),
@@ -234,12 +249,15 @@ class _Builder:
             initial_status=spec.get("initial_status", ""),
             grpc_service=spec.get("grpc_service", ""),
             grpc_use_tls=spec.get("grpc_use_tls", False),
-            check_restart=None if restart is None else CheckRestart(
-                limit=restart.get("limit", 0),
-                grace=_duration(restart, "grace", 1.0),
-                ignore_warnings=restart.get("ignore_warnings", False),
-            ),
-        )  # fmt: skip
+            check_restart=self.check_restart(spec["check_restart"]) if "check_restart" in spec else None,
+        )
+
+    def check_restart(self, spec: dict[str, Any]) -> CheckRestart:
+        return CheckRestart(
+            limit=_int(spec, "limit", 0),
+            grace=_duration(spec, "grace", 1.0),
+            ignore_warnings=spec.get("ignore_warnings", False),
+        )
 
     def artifact(self, spec: dict[str, Any]) -> Artifact:
         return Artifact(

@@ -36,6 +36,8 @@ def parse_duration(value: object) -> float:
             raise ValueError(f"{value!r} {problem}: use e.g. 500ms, 10s, 1m30s, 2h")
         total += float(match.group(1)) * _UNITS[match.group(2)]
         position = match.end()
+    if not math.isfinite(total):
+        raise ValueError(f"{value!r} is too long a duration")
     return total
 
 

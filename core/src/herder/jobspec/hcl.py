@@ -95,7 +95,7 @@ def parse_hcl(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
         body = _read_body(hcl2.parses(text).body)
     except UnexpectedInput as exc:
         raise JobError([f"{source}:{exc.line}:{exc.column}: {_describe_syntax_error(exc)}"]) from None
-    except Exception as exc:  # noqa: BLE001 - python-hcl2 reports some malformed input with other exceptions
+    except Exception as exc:
         raise JobError([f"{source}: cannot parse HCL: {exc}"]) from None
     converter = _Converter()
     document = converter.document(body)
@@ -148,30 +148,44 @@ class _Converter:
 
     def document(self, items: list[_Attribute | _Block]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        jobs = 0
+        variables: dict[str, Any] = {}
         for item in items:
             if isinstance(item, _Block) and item.type == "job":
-                jobs += 1
-                if jobs > 1:
+                if "job" in out:
                     self._problem(("job",), item.line, "a job file holds one job")
                     continue
                 out["job"] = self.labelled(item, ("job",), "name", _JOB)
             elif isinstance(item, _Block) and item.type == "variable":
                 name = self.single_label(item, ("variables",))
                 if name is not None:
-                    out.setdefault("variables", {})[name] = self.body(item.body, ("variables", name), _MAP)
+                    variables[name] = self.body(item.body, ("variables", name), _MAP)
                     self._mark(("variables", name), item.line)
-            elif isinstance(item, _Block) and item.type == "variables" and not item.labels:
-                for entry in item.body:
-                    path: Path = ("variables", entry.name if isinstance(entry, _Attribute) else entry.type)
-                    self._mark(path, entry.line)
-                    if isinstance(entry, _Attribute):
-                        out.setdefault("variables", {})[entry.name] = {"default": entry.value}
-                    else:
-                        self._problem(path, entry.line, "must be an attribute: NAME = DEFAULT")
+            elif isinstance(item, _Block) and item.type == "variables":
+                self.add_shorthand_variables(variables, item)
+            elif isinstance(item, _Block):
+                self._problem((item.type,), item.line, f"unknown key {item.type!r}")
+            elif item.name in out:
+                self._problem((item.name,), item.line, "is set twice")
             else:
-                self.add_generic(out, item, (), 1, 0)
+                out[item.name] = item.value
+                self._mark((item.name,), item.line)
+        if variables and "variables" in out:
+            self._problem(("variables",), self.lines.get("variables"), "is set twice")
+        elif variables:
+            out["variables"] = variables
         return out
+
+    def add_shorthand_variables(self, variables: dict[str, Any], block: _Block) -> None:
+        """``variables { NAME = DEFAULT }``: a variable of each attribute."""
+        if block.labels:
+            self._problem(("variables",), block.line, "a 'variables' block takes no label")
+        for entry in block.body:
+            path: Path = ("variables", entry.name if isinstance(entry, _Attribute) else entry.type)
+            self._mark(path, entry.line)
+            if isinstance(entry, _Attribute):
+                variables[entry.name] = {"default": entry.value}
+            else:
+                self._problem(path, entry.line, "must be an attribute: NAME = DEFAULT")
 
     def single_label(self, block: _Block, path: Path) -> str | None:
         if len(block.labels) != 1:
@@ -204,25 +218,27 @@ class _Converter:
                 if item.name in context.lists or item.name in out:
                     message = "must be written as a block" if item.name in context.lists else "is set twice"
                     self._problem((*path, item.name), item.line, message)
-                    continue
-                out[item.name] = item.value
-                self._mark((*path, item.name), item.line)
+                else:
+                    out[item.name] = item.value
+                    self._mark((*path, item.name), item.line)
                 continue
             index = seen[item.type]
             seen[item.type] += 1
+            spec = context.lists.get(item.type)
+            key = "groups" if context is _JOB and item.type == "task" else spec.key if spec else item.type
+            if key in out and key not in from_blocks:
+                self._problem((*path, key), item.line, "is set twice")
+                continue
+            from_blocks.add(key)
             if context is _JOB and item.type == "task":
                 self.add_task_as_group(out, item, path)
-            elif item.type in context.lists:
-                spec = context.lists[item.type]
+            elif spec is not None:
                 items_out = out.setdefault(spec.key, [])
                 child = self.labelled(item, (*path, spec.key, len(items_out)), spec.label_key, spec.context)
                 items_out.append(child)
                 self._mark((*path, spec.key), item.line)
-            elif item.type in out and item.type not in from_blocks:
-                self._problem((*path, item.type), item.line, "is set twice")
             else:
                 self.add_generic(out, item, path, counts[item.type], index, context)
-                from_blocks.add(item.type)
         return out
 
     def add_task_as_group(self, out: dict[str, Any], block: _Block, path: Path) -> None:
@@ -236,19 +252,9 @@ class _Converter:
         groups.append(group)
 
     def add_generic(
-        self,
-        out: dict[str, Any],
-        item: _Attribute | _Block,
-        path: Path,
-        count: int,
-        index: int,
-        context: _Context = _MAP,
+        self, out: dict[str, Any], item: _Block, path: Path, count: int, index: int, context: _Context
     ) -> None:
-        """Add a block as a map (nested under its labels), or a list when repeated."""
-        if isinstance(item, _Attribute):
-            out[item.name] = item.value
-            self._mark((*path, item.name), item.line)
-            return
+        """Add a block as a map (nested under its labels), or a list of maps when repeated."""
         here: Path = (*path, item.type) if count == 1 else (*path, item.type, index)
         self._mark(here, item.line)
         value = self.body(item.body, (*here, *item.labels), context.blocks.get(item.type, _MAP))

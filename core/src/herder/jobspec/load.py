@@ -42,6 +42,8 @@ def load_job_text(text: str, fmt: str, source_name: str = "<job>", variables: Ma
 
 
 def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None) -> Job:
+    if not text.strip():
+        raise JobError([f"{source}: the job file is empty"])
     document, lines = parse_text(text, fmt, source)
     if document is None or document == {}:
         raise JobError([f"{source}: the job file is empty"])
@@ -71,7 +73,8 @@ def _raise_if(problems: list[tuple[DocPath, str]], locator: Locator) -> None:
     raise JobError(messages)
 
 
+_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+
+
 def _kind(value: Any) -> str:
-    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )
+    return _KINDS.get(type(value), type(value).__name__)

@@ -9,10 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 _SHARED = {"constraint", "affinity", "vault"}
-_JOB = _SHARED | {
-    "spread", "update", "migrate", "reschedule", "vault_token", "periodic", "parameterized",
-    "priority", "all_at_once", "id", "namespace",
-}  # fmt: skip
+_JOB = _SHARED | {"spread", "update", "migrate", "reschedule", "vault_token", "periodic", "parameterized"}
+_JOB |= {"priority", "all_at_once", "id", "namespace"}
 _GROUP = _SHARED | {"spread", "update", "migrate", "reschedule", "ephemeral_disk", "volume", "scaling"}
 _TASK = _SHARED | {"dispatch_payload", "csi_plugin", "scaling", "volume_mount"}
 _NETWORK = {"mbits"}  # Nomad 0.x network bandwidth, long ignored by Nomad itself

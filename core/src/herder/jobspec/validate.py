@@ -58,7 +58,7 @@ _CUSTOMISABLE = {"pattern", "format", "required"}
 @cache
 def job_validator() -> Validator:
     """The validator of the canonical job document, with herder's formats."""
-    text = resources.files("herder.schema").joinpath("job.schema.json").read_text(encoding="utf-8")
+    text = resources.files("herder").joinpath("schema/job.schema.json").read_text(encoding="utf-8")
     return Draft202012Validator(json.loads(text), format_checker=_FORMATS)
 
 

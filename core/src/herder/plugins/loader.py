@@ -115,13 +115,14 @@ class PluginSet:
         impls = [impl for caller in self.pm.get_hookcallers(plugin) or [] for impl in caller.get_hookimpls()
                  if impl.plugin is plugin]
         unknown = sorted(impl.function.__name__ for impl in impls if self._spec_missing(impl))
-        missing = [h for h in _REQUIRED_DRIVER_HOOKS if record.kind == "driver" and h not in {i.function.__name__ for i in impls}]
+        names = {impl.function.__name__ for impl in impls}
+        missing = [h for h in _REQUIRED_DRIVER_HOOKS if record.kind == "driver" and h not in names]
         if unknown or missing:
             self.pm.unregister(plugin)
             record.error = (f"unknown hook(s): {', '.join(unknown)}" if unknown
                             else f"a driver must implement {', '.join(missing)}")
             return
-        record.hooks = sorted({impl.function.__name__ for impl in impls})
+        record.hooks = sorted(names)
         for impl in impls:
             self._code_owner[impl.function.__code__] = record.name
         self._by_kind[record.kind][record.name] = plugin

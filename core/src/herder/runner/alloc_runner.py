@@ -85,7 +85,7 @@ class AllocRunner:
             task_dir=task_dir, ports=list(ports), stdout=logs.stdout, stderr=logs.stderr,
             logger=logging.getLogger(f"herder.task.{task.name}"),
         )
-        tracker = RestartTracker(self.group.restart, restart_on_success=self.job.type == "service")
+        tracker = RestartTracker(task.restart or self.group.restart, restart_on_success=self.job.type == "service")
         meta = {**self.job.meta, **self.group.meta, **task.meta}
 
         def make_lookup(env: dict[str, str]) -> Lookup:

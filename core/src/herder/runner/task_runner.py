@@ -176,7 +176,7 @@ class TaskRunner:
     def _run_once(self) -> Decision | None:
         """Start the task once and wait for it; the restart decision, or None when killed."""
         task = self._prepare()
-        errors = validate_config(f"task {task.name}: config", task.config, self.hooks.task_schema(task.driver))
+        errors = validate_config(f"task {task.name}", task.config, self.hooks.task_schema(task.driver))
         if errors:
             self.emit("Failed Validation", "; ".join(errors), errors=errors)
             return self.tracker.after_start_error(recoverable=False)
@@ -231,7 +231,8 @@ class TaskRunner:
                       shutdown_delay=task.shutdown_delay)
             time.sleep(task.shutdown_delay)
         sig = parse_signal(task.kill_signal) if task.kill_signal else None
-        self.emit("Killing", f"Sent interrupt. Waiting {format_duration(task.kill_timeout)} before force killing",
+        sent = task.kill_signal or "interrupt"
+        self.emit("Killing", f"Sent {sent}. Waiting {format_duration(task.kill_timeout)} before force killing",
                   kill_timeout=task.kill_timeout)
         try:
             handle.kill(task.kill_timeout, sig)

@@ -1,0 +1,187 @@
+"""The task lifecycle against real processes and signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from herder.errors import PlacementError
+from tests.support.running import run_job, start_job
+
+
+def job(tasks: str, *, type: str = "service", restart: str = "", count: int = 1) -> str:
+    return f'job "j" {{\n type = "{type}"\n group "g" {{\n count = {count}\n {restart}\n {tasks}\n }}\n}}\n'
+
+
+def sh(name: str, script: str, extra: str = "") -> str:
+    script = script.replace("\\", "\\\\").replace('"', '\\"')
+    return (f'task "{name}" {{\n driver = "raw_exec"\n {extra}\n config {{\n command = "/bin/sh"\n'
+            f' args = ["-c", "{script}"]\n }}\n }}\n')
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_for_file(path: Path, timeout: float = 10) -> str:
+    for _ in range(int(timeout / 0.05)):
+        if path.exists() and path.read_text().strip():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} was not written")
+
+
+def test_a_task_ignoring_sigint_is_killed_after_kill_timeout_with_its_child(data_dir: Path, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script = (f"trap '' INT; sh -c \"trap '' INT; sleep 300\" & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; "
+              "while true; do sleep 0.1; done")
+    run, wait = start_job(job(sh("stubborn", script, 'kill_timeout = "1s"')), data_dir)
+    leader, child = map(int, wait_for_file(pids).split())
+    assert alive(leader) and alive(child)
+    run.runner.stop()
+    assert wait() == "stopped"
+    types = run.types("stubborn")
+    assert types[-3:] == ["Killing", "Terminated", "Killed"]
+    terminated = next(r.event for r in run.events if r.event.type == "Terminated")
+    assert terminated.details["signal"] == signal.SIGKILL  # SIGINT was ignored: forced after kill_timeout
+    assert not alive(leader) and not alive(child)
+
+
+def test_kill_signal_is_what_the_task_receives(data_dir: Path, tmp_path: Path) -> None:
+    got = tmp_path / "got"
+    script = (f"trap 'echo TERM > {got}; exit 0' TERM; trap 'echo INT > {got}; exit 0' INT; "
+              "while true; do sleep 0.1; done")
+    run, wait = start_job(job(sh("t", script, 'kill_signal = "SIGTERM"')), data_dir)
+    run.wait_for("Started")
+    time.sleep(0.3)  # let the shell install its traps
+    run.runner.stop()
+    wait()
+    assert got.read_text().strip() == "TERM"
+    assert "Sent SIGTERM" in next(r.event.message for r in run.events if r.event.type == "Killing")
+
+
+def test_restart_policy_fail_mode_with_real_exits(data_dir: Path) -> None:
+    restart = 'restart {\n attempts = 2\n interval = "1m"\n delay = "0s"\n mode = "fail"\n }'
+    run = run_job(job(sh("t", "exit 3"), restart=restart), data_dir)
+    assert run.status == "failed"
+    assert run.types("t").count("Started") == 3
+    assert run.types("t").count("Restarting") == 2
+    assert run.types("t")[-1] == "Not Restarting"
+    summary = run.runner.summary(run.status)["allocs"]
+    (alloc,) = summary.values()
+    assert alloc["tasks"]["t"] == {"state": "dead", "failed": True, "restarts": 2, "exit_code": 3}
+
+
+def test_batch_exit_0_is_complete_and_not_restarted(data_dir: Path) -> None:
+    run = run_job(job(sh("t", "true"), type="batch"), data_dir)
+    assert run.status == "complete"
+    assert run.types("t").count("Started") == 1
+
+
+def test_leader_death_kills_the_others(data_dir: Path) -> None:
+    tasks = sh("leader", "sleep 0.5", "leader = true") + sh("sidecar", "while true; do sleep 0.1; done")
+    run = run_job(job(tasks, type="batch"), data_dir)
+    assert run.status == "complete"
+    sidecar = run.types("sidecar")
+    assert "Leader Task Dead" in sidecar and sidecar[-1] == "Killed"
+
+
+def test_a_failed_task_kills_its_siblings(data_dir: Path) -> None:
+    restart = 'restart {\n attempts = 0\n mode = "fail"\n }'
+    tasks = sh("bad", "sleep 0.3; exit 1") + sh("good", "while true; do sleep 0.1; done")
+    run = run_job(job(tasks, restart=restart), data_dir)
+    assert run.status == "failed"
+    good = run.types("good")
+    assert "Sibling Task Failed" in good and good[-1] == "Killed"
+    event = next(r.event for r in run.events if r.event.type == "Sibling Task Failed")
+    assert event.details["failed_sibling"] == "bad"
+
+
+def test_count_allocations_and_their_tasks_start_in_parallel(data_dir: Path, tmp_path: Path) -> None:
+    # Every task waits until all six have started: run one after another, none would finish.
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    script = (f"touch {barrier}/$NOMAD_ALLOC_INDEX-$NOMAD_TASK_NAME; i=0; "
+              f"while [ $(ls {barrier} | wc -l) -lt 6 ]; do i=$((i+1)); [ $i -gt 200 ] && exit 1; sleep 0.05; done")
+    run = run_job(job(sh("a", script) + sh("b", script), type="batch", count=3), data_dir)
+    assert run.status == "complete"
+    assert len(run.runner.allocs) == 3
+    assert sorted(p.name for p in barrier.iterdir()) == [f"{i}-{t}" for i in range(3) for t in "ab"]
+    assert {a.alloc.name for a in run.runner.allocs} == {"j.g[0]", "j.g[1]", "j.g[2]"}
+
+
+def test_shutdown_delay_comes_before_the_kill(data_dir: Path) -> None:
+    run, wait = start_job(job(sh("t", "while true; do sleep 0.1; done", 'shutdown_delay = "200ms"')), data_dir)
+    run.wait_for("Started")
+    run.runner.stop()
+    wait()
+    types = run.types("t")
+    assert types.index("Waiting for shutdown delay") < types.index("Killing")
+
+
+def test_restart_and_signal_a_running_task(data_dir: Path, tmp_path: Path) -> None:
+    got = tmp_path / "usr1"
+    script = f"trap 'echo USR1 >> {got}' USR1; while true; do sleep 0.1; done"
+    run, wait = start_job(job(sh("t", script)), data_dir)
+    run.wait_for("Started")
+    time.sleep(0.3)
+    task = run.runner.allocs[0].tasks[0]
+    task.signal(signal.SIGUSR1)
+    assert wait_for_file(got).strip() == "USR1"
+    task.restart("checks failed")
+    for _ in range(200):
+        if run.types("t").count("Started") == 2:
+            break
+        time.sleep(0.05)
+    run.runner.stop()
+    wait()
+    types = run.types("t")
+    assert "Signaling" in types and "Restart Signal" in types
+    assert types.count("Started") == 2
+    assert task.status.restarts == 1
+
+
+def test_dynamic_ports_are_distinct_and_in_the_environment(data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ports"
+    out.mkdir()
+    task = (f'task "t" {{\n driver = "raw_exec"\n config {{\n command = "/bin/sh"\n'
+            f' args = ["-c", "echo $NOMAD_PORT_http $HERDER_PORT_http $NOMAD_ADDR_http > {out}/$NOMAD_ALLOC_INDEX"]\n'
+            f' }}\n resources {{\n network {{\n port "http" {{}}\n }}\n }}\n }}')
+    run = run_job(job(task, type="batch", count=4), data_dir)
+    assert run.status == "complete"
+    seen = [f.read_text().split() for f in out.iterdir()]
+    ports = {int(nomad) for nomad, herder, addr in seen if nomad == herder and addr == f"127.0.0.1:{nomad}"}
+    assert len(ports) == 4 and all(2000 <= p <= 12000 for p in ports)
+
+
+def test_a_taken_static_port_fails_placement_naming_it(data_dir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        taken.listen()
+        task = sh("t", "true").replace('driver = "raw_exec"', f'driver = "raw_exec"\n resources {{\n network {{\n'
+                                       f' port "admin" {{\n static = {port}\n }}\n }}\n }}')
+        with pytest.raises(PlacementError, match=str(port)):
+            start_job(job(task), data_dir)
+
+
+def test_task_environment_has_both_prefixes(data_dir: Path, tmp_path: Path) -> None:
+    env_file = tmp_path / "env"
+    run_job(job(sh("t", f"env > {env_file}", 'meta {\n team = "core"\n }'), type="batch"), data_dir)
+    env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    for name in ("ALLOC_ID", "ALLOC_NAME", "ALLOC_INDEX", "JOB_NAME", "GROUP_NAME", "TASK_NAME", "ALLOC_DIR",
+                 "TASK_DIR", "SECRETS_DIR", "CPU_LIMIT", "MEMORY_LIMIT", "DC", "REGION", "META_TEAM"):
+        assert env[f"NOMAD_{name}"] == env[f"HERDER_{name}"], name
+    assert env["NOMAD_ALLOC_NAME"] == "j.g[0]"
+    assert env["NOMAD_META_TEAM"] == "core"
+    assert Path(env["NOMAD_TASK_DIR"]).name == "local"

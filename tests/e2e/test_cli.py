@@ -1,0 +1,151 @@
+"""The command line, end to end, in subprocesses: exit codes, output shapes, signals."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+CORPUS = REPO / "tests" / "core" / "jobspec" / "malformed"
+EXPECTED = tomllib.loads((CORPUS / "expected.toml").read_text())
+
+Herder = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_validate_rejects_each_malformed_file_naming_the_path(name: str, herder: Herder) -> None:
+    result = herder("validate", str(CORPUS / name))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    for path in EXPECTED[name]["paths"]:
+        assert f"{path}:" in result.stderr
+
+
+@pytest.mark.parametrize("example", ["hello.hcl", "web.hcl", "sidecar.hcl", "counter.yaml"])
+def test_the_examples_are_valid(example: str, herder: Herder) -> None:
+    result = herder("validate", str(EXAMPLES / example))
+    assert result.returncode == 0, result.stderr
+    assert "Job validation successful" in result.stdout
+
+
+def test_validate_a_missing_file(herder: Herder, tmp_path: Path) -> None:
+    result = herder("validate", str(tmp_path / "nope.hcl"))
+    assert result.returncode == 2 and "nope.hcl" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unknown_driver_is_invalid_input(herder: Herder, tmp_path: Path) -> None:
+    job = tmp_path / "j.hcl"
+    job.write_text('job "j" {\n group "g" {\n task "t" {\n driver = "warp"\n config {}\n }\n }\n}\n')
+    result = herder("run", str(job), "--data-dir", str(tmp_path / "data"))
+    assert result.returncode == 2
+    assert "job.groups[0].tasks[0].driver" in result.stderr and "warp" in result.stderr
+
+
+def test_driver_config_errors_name_the_path(herder: Herder, tmp_path: Path) -> None:
+    job = tmp_path / "j.hcl"
+    job.write_text('job "j" {\n group "g" {\n task "t" {\n driver = "raw_exec"\n config {\n'
+                   ' command = "true"\n args = "not a list"\n }\n }\n }\n}\n')
+    result = herder("validate", str(job))
+    assert result.returncode == 2
+    assert "job.groups[0].tasks[0].config.args" in result.stderr
+
+
+def test_make_run_prints_the_greeting(herder: Herder, config_file: Path) -> None:
+    result = herder("run", "--logs", "--config", str(config_file), str(EXAMPLES / "hello.hcl"))
+    assert result.returncode == 0, result.stderr
+    assert "hello.greeter[0] hello | Hello, hello from task hello of hello.greeter[0]" in result.stdout
+
+
+def test_run_json_lines(herder: Herder, config_file: Path) -> None:
+    result = herder("run", "--json", "--config", str(config_file), str(EXAMPLES / "counter.yaml"))
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    *events, last = lines
+    assert set(events[0]) == {"time", "alloc_id", "alloc_name", "task", "type", "message", "details"}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", events[0]["time"])
+    assert {e["alloc_name"] for e in events} == {"counter.count[0]", "counter.count[1]", "counter.count[2]"}
+    summary = last["summary"]
+    assert summary["status"] == "complete"
+    assert len(summary["allocs"]) == 3
+    for alloc_id, alloc in summary["allocs"].items():
+        assert alloc["tasks"]["count"] == {"state": "dead", "failed": False, "restarts": 0, "exit_code": 0}
+        assert any(e["alloc_id"] == alloc_id for e in events)
+
+
+def test_a_failing_task_exits_1(herder: Herder, tmp_path: Path, config_file: Path) -> None:
+    job = tmp_path / "fail.yaml"
+    job.write_text("job:\n  name: f\n  type: batch\n  groups:\n    - name: g\n      restart: {attempts: 0}\n"
+                   "      tasks:\n        - {name: t, driver: raw_exec, config: {command: /bin/false}}\n")
+    result = herder("run", "--config", str(config_file), str(job))
+    assert result.returncode == 1
+    assert "Not Restarting" in result.stdout
+
+
+def test_a_taken_static_port_exits_1_naming_the_port(herder: Herder, tmp_path: Path, config_file: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        job = tmp_path / "static.hcl"
+        job.write_text(f'job "s" {{\n group "g" {{\n task "t" {{\n driver = "raw_exec"\n config {{\n'
+                       f' command = "true"\n }}\n resources {{\n network {{\n port "admin" {{\n static = {port}\n'
+                       f' }}\n }}\n }}\n }}\n }}\n}}\n')
+        result = herder("run", "--config", str(config_file), str(job))
+    assert result.returncode == 1
+    assert str(port) in result.stderr and "admin" in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_web_serves_on_its_port_until_interrupted(sig: signal.Signals, config_file: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "herder", "run", "--config", str(config_file),
+                             str(EXAMPLES / "web.hcl")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        match = re.search(r"port http is ([\d.]+):(\d+)", line)
+        assert match, line
+        url = f"http://{match[1]}:{match[2]}/"
+        body = b""
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    body = response.read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert b"Directory listing" in body
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "Killing" in out and "Killed" in out
+    assert "Job web: stopped" in err
+
+
+def test_third_party_plugin_takes_part_in_a_run(install: Callable[..., Path], herder: Herder, tmp_path: Path,
+                                                config_file: Path) -> None:
+    source = (EXAMPLES / "plugin" / "src" / "herder_eventlog.py").read_text()
+    install("herder-eventlog", "0.1.0", {"herder.plugins": {"eventlog": "herder_eventlog:EventLog"}},
+            {"herder_eventlog.py": source})
+    events = tmp_path / "events.jsonl"
+    config_file.write_text(config_file.read_text() + f'\n[plugin.eventlog]\npath = "{events}"\n')
+    listing = json.loads(herder("plugins", "--json", "--config", str(config_file)).stdout)["plugins"]
+    assert {"name": "eventlog", "distribution": "herder-eventlog", "version": "0.1.0", "status": "loaded"} \
+        .items() <= next(p for p in listing if p["name"] == "eventlog").items()
+    result = herder("run", "--config", str(config_file), str(EXAMPLES / "hello.hcl"))
+    assert result.returncode == 0, result.stderr
+    types = [json.loads(line)["type"] for line in events.read_text().splitlines()]
+    assert types == ["Received", "Task Setup", "Started", "Terminated", "Not Restarting"]
