@@ -6,6 +6,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DISTS  := core $(wildcard plugins/*)
 
+# tox finds every interpreter pyenv has installed, not only the selected one
+# (appended to PATH, so "python3" is unchanged).
+PYENV_BINS := $(shell command -v pyenv >/dev/null && ls -d "$$(pyenv root)"/versions/*/bin 2>/dev/null | paste -sd: -)
+ifneq ($(PYENV_BINS),)
+export PATH := $(PATH):$(PYENV_BINS)
+endif
+
 .PHONY: run test bench clean
 
 $(BIN)/herder: $(addsuffix /pyproject.toml,$(DISTS))

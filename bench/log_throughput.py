@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -32,12 +30,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from results import write_section
+
 from herder.jobspec.model import LogConfig
 from herder.runner.logs import LogSink, log_files
 
 BENCH_DIR = Path(__file__).resolve().parent
-RESULTS = BENCH_DIR / "RESULTS.md"
-SECTION = "## Log throughput"
+TITLE = "Log throughput"
 TARGET = 0.70
 CHUNK = 8 * 1024 * 1024
 MAX_FILE_SIZE_MB = 10
@@ -108,17 +107,6 @@ def kept_digest(logs_dir: Path) -> tuple[int, str]:
     return total, digest.hexdigest()
 
 
-def record(section: str) -> None:
-    """Put ``section`` in RESULTS.md, replacing an earlier one."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=512, help="size of the file to cat")
@@ -176,20 +164,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.size_mib != 512:
         command += f" --size-mib {args.size_mib}"
     verdict = "met" if ratio >= TARGET and intact else "NOT met"
-    section = (
-        f"{SECTION}\n\n"
-        f"Command: `{command}`\n\n"
-        f"{args.size_mib} MiB of random bytes, best of {args.runs} runs each after a warm-up; the LogSink "
-        "time runs until `close()` returns (everything on disk). `cat > out` is one "
-        "in-kernel copy (`copy_file_range`); capture through a pipe adds the copies "
-        "into and out of the pipe, as the reference row shows. "
-        f"{os.cpu_count()} cores, Linux {platform.release()}, Python {platform.python_version()}.\n\n"
+    body = (
+        f"{args.size_mib} MiB of random bytes, best of {args.runs} runs each after a "
+        "warm-up; the LogSink time runs until `close()` returns (everything on disk). "
+        "`cat > out` is one in-kernel copy (`copy_file_range`); capture through a pipe "
+        "adds the copies into and out of the pipe, as the reference row shows.\n\n"
         f"{table}\n\n"
-        f"Target: LogSink ≥ {TARGET:.0%} of `cat > out` with zero lost bytes — {verdict}.\n"
+        f"Target: LogSink ≥ {TARGET:.0%} of `cat > out` with zero lost bytes: {verdict}."
     )
-    print(section)
+    print(f"{command}\n\n{body}")
     if not args.no_record:
-        record(section)
+        write_section(TITLE, command, body)
     return 0 if intact else 1
 
 

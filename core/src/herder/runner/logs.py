@@ -11,8 +11,8 @@ The task only ever waits on the disk once the pipe's buffer (enlarged to
 ``readv(2)`` into one reusable buffer and ``write(2)``, so no Python object is
 made per chunk. It does not use ``splice(2)``: splicing a pipe into a file
 holds the pipe's lock for the whole file write, which stalls the task's own
-writes to the pipe meanwhile; in ``bench/log_throughput.py`` that made capture
-about a quarter slower than copying.
+writes to the pipe meanwhile; in ``bench/log_throughput.py`` it was
+consistently slower than copying.
 """
 
 from __future__ import annotations

@@ -72,8 +72,10 @@ def resolve_in_task_dir(task_dir: TaskDir, relative: str) -> Path:
         candidate = task_dir.dir / path
     try:
         resolved = candidate.resolve()
-    except (OSError, RuntimeError) as err:  # RuntimeError: a symlink loop
+    except (OSError, RuntimeError) as err:  # RuntimeError: a symlink loop (Python < 3.13)
         raise ValueError(f"path {relative!r} cannot be resolved: {err}") from None
+    if any(p.is_symlink() for p in (resolved, *resolved.parents)):  # a loop left unresolved (Python >= 3.13)
+        raise ValueError(f"path {relative!r} cannot be resolved: symlink loop")
     for root in (task_dir.dir, task_dir.alloc_dir):
         if resolved.is_relative_to(root.resolve()):
             return resolved
