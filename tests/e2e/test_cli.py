@@ -149,3 +149,57 @@ def test_third_party_plugin_takes_part_in_a_run(install: Callable[..., Path], he
     assert result.returncode == 0, result.stderr
     types = [json.loads(line)["type"] for line in events.read_text().splitlines()]
     assert types == ["Received", "Task Setup", "Started", "Terminated", "Not Restarting"]
+
+
+def test_var_sets_a_job_variable(herder: Herder, tmp_path: Path, config_file: Path) -> None:
+    job = tmp_path / "vars.hcl"
+    job.write_text('variable "who" {\n default = "nobody"\n}\njob "v" {\n type = "batch"\n group "g" {\n'
+                   ' task "t" {\n driver = "raw_exec"\n config {\n command = "/bin/echo"\n'
+                   ' args = ["hi ${var.who}"]\n }\n }\n }\n}\n')
+    result = herder("run", "--logs", "--var", "who=herder", "--config", str(config_file), str(job))
+    assert result.returncode == 0, result.stderr
+    assert "v.g[0] t | hi herder" in result.stdout
+    bad = herder("run", "--var", "nope", "--config", str(config_file), str(job))
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+def test_a_broken_config_file_exits_2(herder: Herder, tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("[ports\nmin = 1\n")
+    result = herder("run", "--config", str(config), str(EXAMPLES / "hello.hcl"))
+    assert result.returncode == 2
+    assert "bad.toml" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_debug_plugins_traces_hook_calls(herder: Herder, config_file: Path) -> None:
+    import os
+
+    result = herder("run", "--config", str(config_file), str(EXAMPLES / "hello.hcl"),
+                    env={**os.environ, "HERDER_DEBUG_PLUGINS": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "herder_task_start" in result.stderr and "[herder plugins]" in result.stderr
+
+
+def test_on_a_terminal_run_shows_a_live_table(config_file: Path) -> None:
+    import os
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: herder on the pty
+        os.execv(sys.executable, [sys.executable, "-m", "herder", "run", "--config", str(config_file),
+                                  str(EXAMPLES / "counter.yaml")])
+    output = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    text = output.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    for header in ("Allocation", "Task", "State", "Restarts", "Last event"):
+        assert header in text
+    assert "counter.count[2]" in text and "Not Restarting" in text

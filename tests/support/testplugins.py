@@ -93,6 +93,7 @@ class RecordingDriver(_Recording):
 
     @hookimpl
     def herder_driver_task_schema(self) -> dict[str, Any]:
+        self.record("herder_driver_task_schema")
         return {"type": "object", "required": ["command"],
                 "properties": {"command": {"type": "string"}, "args": {"type": "array"}}}
 

@@ -139,6 +139,8 @@ def herder_task_prestart(task: Task, ctx: TaskContext) -> None:
 def herder_task_start(task: Task, ctx: TaskContext) -> TaskHandle | None:
     """Start the task. Driver-scoped: implemented by drivers.
 
+    Called after ``herder_task_prestart``, for every start (restarts included).
+
     The driver starts the task with ``ctx.env``, sends its output to
     ``ctx.stdout`` and ``ctx.stderr``, and records what cleanup must remove in
     ``ctx.created``.
@@ -175,14 +177,18 @@ def herder_task_exec(
 ) -> ExecResult | None:
     """Run a command inside the running task. Driver-scoped.
 
-    Used by script checks and ``herder alloc exec``. A driver that cannot exec
+    Called while the task runs, for script checks and ``herder alloc exec``. A driver that cannot exec
     does not implement this hook; herder then answers "driver NAME does not
     support exec".
 
+    :param task: the task, as the job file gives it (interpolated for this run).
+    :param ctx: this run of the task.
+    :param handle: the handle the driver returned at start.
     :param command: the program and its arguments.
     :param timeout: seconds after which the command is killed.
     :returns: an :class:`herder.ExecResult`: the exit code and stdout and
         stderr together, capped at 64 KiB.
+    :raises TimeoutError: when the command outlived ``timeout`` (it is killed).
     """
 
 
@@ -190,6 +196,8 @@ def herder_task_exec(
 def herder_task_event(task: Task, ctx: TaskContext, event: TaskEvent) -> None:
     """Called for every task event, for observers. Must return quickly.
 
+    :param task: the task, as the job file gives it (interpolated for this run).
+    :param ctx: this run of the task.
     :param event: the event just recorded.
     """
 
@@ -203,6 +211,8 @@ def herder_task_event(task: Task, ctx: TaskContext, event: TaskEvent) -> None:
 def herder_task_exited(task: Task, ctx: TaskContext, result: ExitResult) -> None:
     """Called each time the task exits, before the restart decision.
 
+    :param task: the task, as the job file gives it (interpolated for this run).
+    :param ctx: this run of the task.
     :param result: how the task ended.
     """
 
@@ -211,6 +221,9 @@ def herder_task_exited(task: Task, ctx: TaskContext, result: ExitResult) -> None
 def herder_task_prekill(task: Task, ctx: TaskContext) -> None:
     """Called before herder kills a running task (services are deregistered
     here), before ``shutdown_delay``.
+
+    :param task: the task, as the job file gives it (interpolated for this run).
+    :param ctx: this run of the task.
     """
 
 
@@ -218,6 +231,10 @@ def herder_task_prekill(task: Task, ctx: TaskContext) -> None:
 def herder_task_recover(task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:
     """Reattach to a task after an agent restart. Driver-scoped.
 
+    Called when the agent starts again and finds a task it was running.
+
+    :param task: the task, as the job file gives it (interpolated for this run).
+    :param ctx: this run of the task.
     :param state: the dict the task's handle returned from ``state()``.
     :returns: a handle for the still-running task, or None if it is gone (the
         restart policy then applies).
@@ -226,11 +243,14 @@ def herder_task_recover(task: Task, ctx: TaskContext, state: dict[str, Any]) -> 
 
 @hookspec
 def herder_task_cleanup(task: Task, ctx: TaskContext) -> None:
-    """Release what the task created, once, when it is finished for good.
+    """Release what the task created: called once, when the task is finished
+    for good.
 
     The driver runs first, then third-party lifecycle plugins, then the
     built-in ones. ``ctx.created`` lists what was recorded at start.
 
+    :param task: the task, as the job file gives it (interpolated for this run).
+    :param ctx: this run of the task.
     :raises RecoverableError: to have cleanup retried (up to 4 times, with
         growing delays).
     """

@@ -24,9 +24,9 @@ class HookLog:
         return [json.loads(line) for line in self.path.read_text().splitlines()]
 
     def calls(self, *, skip_events: bool = True) -> list[tuple[str, str]]:
-        """(hook, kind) in call order, without herder_task_event and fingerprints unless asked."""
-        return [(e["hook"], e["kind"]) for e in self.entries()
-                if not (skip_events and e["hook"] in ("herder_task_event", "herder_driver_fingerprint"))]
+        """(hook, kind) in call order; events, fingerprints and schemas only when asked."""
+        quiet = ("herder_task_event", "herder_driver_fingerprint", "herder_driver_task_schema")
+        return [(e["hook"], e["kind"]) for e in self.entries() if not (skip_events and e["hook"] in quiet)]
 
 
 @pytest.fixture

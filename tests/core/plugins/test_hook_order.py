@@ -120,3 +120,29 @@ def test_fingerprint_attributes_are_interpolated(recording: HookLog, data_dir: P
     run_job(job, data_dir, config=make_config(data_dir, plugin_config(recording)))
     out = next(data_dir.glob("allocs/*/t/out.txt"))
     assert out.read_text().strip() == "1.0"
+
+
+def test_fingerprint_is_asked_of_the_driver_and_a_raising_one_is_unhealthy(recording: HookLog) -> None:
+    hooks = Hooks(load_plugins(plugin_config(recording)))
+    fingerprint = hooks.fingerprint("recdriver")
+    assert fingerprint.healthy and fingerprint.attributes == {"driver.recdriver.version": "1.0"}
+    assert [c for c in recording.calls(skip_events=False) if c[0] == "herder_driver_fingerprint"] == \
+        [("herder_driver_fingerprint", "driver")]
+    config = plugin_config(recording)
+    config["recdriver"]["raise_in"] = ["herder_driver_fingerprint"]
+    broken = Hooks(load_plugins(config)).fingerprint("recdriver")
+    assert (broken.detected, broken.healthy) == (False, False)
+    assert "recdriver" in broken.description and "herder_driver_fingerprint" in broken.description
+
+
+def test_the_driver_task_schema_validates_config(recording: HookLog) -> None:
+    from herder.jobspec import load_job_text, validate_task_configs
+
+    hooks = Hooks(load_plugins(plugin_config(recording)))
+    assert hooks.task_schema("recdriver") == {
+        "type": "object", "required": ["command"],
+        "properties": {"command": {"type": "string"}, "args": {"type": "array"}}}
+    job = load_job_text(BATCH.replace('command = "/bin/sh"', 'commando = "/bin/sh"'), "hcl", "j.hcl")
+    errors = validate_task_configs(job, {d: hooks.task_schema(d) for d in hooks.drivers})
+    assert any("job.groups[0].tasks[0].config" in e and "command" in e for e in errors), errors
+    assert ("herder_driver_task_schema", "driver") in recording.calls(skip_events=False)
