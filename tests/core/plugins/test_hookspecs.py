@@ -17,12 +17,12 @@ TESTS = Path(__file__).resolve().parents[2]
 
 
 def test_the_contract_has_every_hook_of_the_spec() -> None:
-    assert HOOKS == sorted([
+    assert sorted([
         "herder_driver_fingerprint", "herder_driver_task_schema", "herder_task_prestart", "herder_task_start",
         "herder_task_poststart", "herder_task_exec", "herder_task_exited", "herder_task_prekill",
         "herder_task_recover", "herder_task_cleanup", "herder_task_event", "herder_alloc_prerun",
         "herder_alloc_postrun",
-    ])
+    ]) == HOOKS
 
 
 @pytest.mark.parametrize("hook", HOOKS)
