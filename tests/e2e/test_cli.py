@@ -184,22 +184,22 @@ def test_on_a_terminal_run_shows_a_live_table(config_file: Path) -> None:
     import os
     import pty
 
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: herder on the pty
-        os.execv(sys.executable, [sys.executable, "-m", "herder", "run", "--config", str(config_file),
-                                  str(EXAMPLES / "counter.yaml")])
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "herder", "run", "--config", str(config_file),
+                             str(EXAMPLES / "counter.yaml")], stdout=terminal, stderr=terminal)
+    os.close(terminal)
     output = b""
     while True:
         try:
-            chunk = os.read(fd, 65536)
-        except OSError:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the terminal's other side is closed
             break
         if not chunk:
             break
         output += chunk
-    _, status = os.waitpid(pid, 0)
+    os.close(controller)
     text = output.decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert proc.wait(timeout=30) == 0, text
     for header in ("Allocation", "Task", "State", "Restarts", "Last event"):
         assert header in text
     assert "counter.count[2]" in text and "Not Restarting" in text
