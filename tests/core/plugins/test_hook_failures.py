@@ -75,3 +75,12 @@ def test_alloc_postrun_failure_is_an_event(recording: HookLog, data_dir: Path) -
     run = run_job(BATCH, data_dir, config=config)
     assert run.status == "complete"
     assert run.types("t")[-1] == HOOK_FAILED
+
+
+def test_recoverable_cleanup_error_is_retried(recording: HookLog, data_dir: Path) -> None:
+    config = make_config(data_dir, plugin_config(recording, recoverable_once=["herder_task_cleanup"]))
+    run = run_job(BATCH, data_dir, config=config)
+    assert run.status == "complete"
+    assert HOOK_FAILED not in run.types()
+    assert [c for c in recording.calls() if c[0] == "herder_task_cleanup"] == [
+        ("herder_task_cleanup", "driver"), ("herder_task_cleanup", "lifecycle"), ("herder_task_cleanup", "lifecycle")]

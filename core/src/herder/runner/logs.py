@@ -223,17 +223,6 @@ class LogSink(io.RawIOBase, BinaryIO):
         self._close_writer()
         self._finish(time.monotonic() + timeout)
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def _close_writer(self) -> None:
         with self._write_lock:
             if self._write_fd >= 0:
