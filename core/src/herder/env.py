@@ -34,7 +34,6 @@ SECRET_VARIABLES = frozenset(
 
 _AWS_SECRET = re.compile(r"AWS_\w*(KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL)\w*")
 _INVALID_CHAR = re.compile(r"[^A-Za-z0-9_]")
-_REFERENCE = re.compile(r"\$\{([^{}]+)\}")
 
 
 def clean_env_var(name: str) -> str:
@@ -91,11 +90,6 @@ def set_task_dirs(
     set_var(env, "SECRETS_DIR", str(secrets_dir))
 
 
-def interpolate_env(text: str, env: Mapping[str, str]) -> str:
-    """Replace each ``${NAME}`` in ``text`` by its value in ``env``; unknown ones stay."""
-    return _REFERENCE.sub(lambda m: env.get(m.group(1).strip(), m.group(0)), text)
-
-
 def task_environment(
     *,
     job: Job,
@@ -106,10 +100,11 @@ def task_environment(
     task_dir: TaskDir,
     ports: Sequence[AllocatedPort],
 ) -> dict[str, str]:
-    """The environment of ``task``, with host paths and host ports.
+    """herder's variables for ``task``, with host paths and host ports.
 
-    The task's own ``env`` comes last; its values may refer to the variables
-    before it (``${NOMAD_PORT_http}``). Its names are kept as written.
+    The task's own ``env`` is not included: the runner interpolates it
+    against these variables (and ``${attr.*}``, ``${meta.*}``, ...) at each
+    start and applies it last.
     """
     env: dict[str, str] = {}
     set_task_dirs(env, task_dir.alloc_dir, task_dir.local_dir, task_dir.secrets_dir)
@@ -131,7 +126,6 @@ def task_environment(
         # As Nomad: upper-cased, and as written for job files that use that.
         set_var(env, f"META_{key}", value)
         set_var(env, f"META_{clean_env_var(key).upper()}", value)
-    env.update({name: interpolate_env(value, env) for name, value in task.env.items()})
     return env
 
 

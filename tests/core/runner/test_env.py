@@ -104,25 +104,6 @@ def test_meta_precedence_is_job_then_group_then_task(tmp_path: Path) -> None:
     assert env["NOMAD_META_build_id"] == "7"
 
 
-def test_task_env_comes_last_and_may_refer_to_the_variables(tmp_path: Path) -> None:
-    env = build_env(
-        tmp_path,
-        env={
-            "LISTEN": "${NOMAD_ADDR_http}",
-            "ADMIN": "port ${HERDER_PORT_http_admin} of ${NOMAD_ALLOC_NAME}",
-            "UNKNOWN": "${NOPE} and ${attr.kernel.name}",
-            "NOMAD_REGION": "overridden",
-            "my.dotted-name": "kept",
-        },
-    )
-    assert env["LISTEN"] == "127.0.0.1:21000"
-    assert env["ADMIN"] == "port 21001 of web.app[2]"
-    assert env["UNKNOWN"] == "${NOPE} and ${attr.kernel.name}"
-    assert env["NOMAD_REGION"] == "overridden"
-    assert env["HERDER_REGION"] == "eu"
-    assert env["my.dotted-name"] == "kept"
-
-
 @pytest.mark.parametrize(
     ("name", "cleaned"),
     [

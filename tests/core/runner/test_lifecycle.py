@@ -185,3 +185,16 @@ def test_task_environment_has_both_prefixes(data_dir: Path, tmp_path: Path) -> N
     assert env["NOMAD_ALLOC_NAME"] == "j.g[0]"
     assert env["NOMAD_META_TEAM"] == "core"
     assert Path(env["NOMAD_TASK_DIR"]).name == "local"
+
+
+def test_task_env_comes_last_and_may_refer_to_variables_meta_and_attributes(data_dir: Path, tmp_path: Path) -> None:
+    env_file = tmp_path / "env"
+    extra = ('meta {\n team = "core"\n }\n env {\n LISTEN = "${NOMAD_ADDR_http}"\n'
+             ' OWNER = "${meta.team} on ${node.datacenter}"\n UNKNOWN = "${NOPE} and ${attr.kernel.name}"\n'
+             ' NOMAD_REGION = "overridden"\n }\n resources {\n network {\n port "http" {}\n }\n }')
+    run_job(job(sh("t", f"env > {env_file}", extra), type="batch"), data_dir)
+    env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    assert env["LISTEN"] == f"127.0.0.1:{env['NOMAD_PORT_http']}"
+    assert env["OWNER"] == "core on dc1"
+    assert env["UNKNOWN"] == "${NOPE} and ${attr.kernel.name}"
+    assert (env["NOMAD_REGION"], env["HERDER_REGION"]) == ("overridden", "global")

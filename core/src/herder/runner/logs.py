@@ -43,6 +43,9 @@ STREAMS = ("stdout", "stderr")
 PIPE_SIZE = 1024 * 1024
 """The pipe buffer asked for: how much output a task can write ahead of the disk."""
 
+INITIAL_BUFFER = 64 * 1024
+"""The reader's first buffer; it grows to the pipe's size once a read fills it."""
+
 DRAIN_TIMEOUT = 5.0
 """How long :meth:`LogSink.close` waits for the task's processes to let go of the pipe."""
 
@@ -172,7 +175,8 @@ class LogSink(io.RawIOBase, BinaryIO):
         self._pipe_size = _enlarge_pipe(self._write_fd)
         os.set_blocking(self._read_fd, False)
         self._wake_read, self._wake_write = os.pipe()
-        self._buffer = memoryview(bytearray(self._pipe_size))
+        # Small until the task is seen to write in bulk: most tasks never fill it.
+        self._buffer = memoryview(bytearray(min(INITIAL_BUFFER, self._pipe_size)))
         self._disk_failing = False
         self._write_lock = threading.Lock()
         self._finish_lock = threading.Lock()
@@ -292,6 +296,8 @@ class LogSink(io.RawIOBase, BinaryIO):
             moved = os.readv(self._read_fd, [self._buffer[:limit]])
         except BlockingIOError:
             return None
+        if moved == len(self._buffer) < self._pipe_size:
+            self._grow_buffer(moved)
         if self._file.fd >= 0:
             try:
                 self._write(self._buffer[:moved])
@@ -302,6 +308,12 @@ class LogSink(io.RawIOBase, BinaryIO):
                     log.warning("%s of task %s: writing logs again", self.stream, self.task_name)
                     self._disk_failing = False
         return moved
+
+    def _grow_buffer(self, used: int) -> None:
+        """Enlarge the buffer to the pipe's size, keeping the ``used`` bytes it holds."""
+        bigger = memoryview(bytearray(self._pipe_size))
+        bigger[:used] = self._buffer[:used]
+        self._buffer = bigger
 
     def _write(self, data: memoryview) -> None:
         while data:

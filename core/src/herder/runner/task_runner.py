@@ -166,10 +166,12 @@ class TaskRunner:
             return
 
     def _prepare(self) -> Task:
-        """A fresh environment and the task interpolated against it."""
+        """The task interpolated against herder's variables, and a fresh environment:
+        those variables, then the task's own ``env``."""
         self.ctx.env.clear()
         self.ctx.env.update(self._base_env)
         task = interpolate_task(self.task, self._make_lookup(dict(self.ctx.env)))
+        self.ctx.env.update(task.env)
         self._running_task = task
         return task
 
