@@ -31,7 +31,11 @@ from herder.runner.job_runner import JobRunner
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 
 F = TypeVar("F", bound=Callable[..., Any])
-err = Console(stderr=True, highlight=False)
+
+
+def say(text: str) -> None:
+    """A message for the user, on stderr."""
+    click.echo(text, err=True)
 
 
 def plugin_options(func: F) -> F:
@@ -49,7 +53,7 @@ def setup(config_path: Path | None, data_dir: Path | None, disabled: tuple[str, 
     try:
         config = load_config(config_path, data_dir=data_dir, disabled=disabled)
     except ConfigError as exc:
-        err.print(f"[red]Error:[/] {exc}", markup=True)
+        say(f"Error: {exc}")
         sys.exit(EXIT_INVALID)
     return config, Hooks(load_plugins(config.plugin, config.disabled_plugins))
 
@@ -57,7 +61,7 @@ def setup(config_path: Path | None, data_dir: Path | None, disabled: tuple[str, 
 def warn_failed_plugins(hooks: Hooks) -> None:
     for record in hooks.plugins.records:
         if record.error:
-            err.print(f"Warning: plugin {record.name} ({record.distribution} {record.version}) "
+            say(f"Warning: plugin {record.name} ({record.distribution} {record.version}) "
                       f"was not loaded: {record.error}")
 
 
@@ -67,7 +71,7 @@ def read_job(path: Path, variables: tuple[str, ...], hooks: Hooks) -> Job:
     for item in variables:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            err.print(f"Error: --var {item!r}: expected KEY=VALUE")
+            say(f"Error: --var {item!r}: expected KEY=VALUE")
             sys.exit(EXIT_INVALID)
         values[key] = value
     try:
@@ -76,12 +80,12 @@ def read_job(path: Path, variables: tuple[str, ...], hooks: Hooks) -> Job:
         if errors:
             raise JobError(errors)
     except JobError as exc:
-        err.print(f"Error: {path} is not a valid job file:")
+        say(f"Error: {path} is not a valid job file:")
         for message in exc.errors:
-            err.print(f"  * {message}")
+            say(f"  * {message}")
         sys.exit(EXIT_INVALID)
     for warning in job.warnings:
-        err.print(f"Warning: {warning}")
+        say(f"Warning: {warning}")
     return job
 
 
@@ -118,15 +122,6 @@ def run(file: Path, variables: tuple[str, ...], as_json: bool, show_logs: bool, 
     job = read_job(file, variables, hooks)
     view = make_view(as_json)
     runner = JobRunner(job, hooks, config, view.show)
-    try:
-        runner.place()
-    except PlacementError as exc:
-        err.print(f"Error: cannot place job {job.name}: {exc}")
-        sys.exit(EXIT_FAILED)
-
-    for alloc in runner.allocs:
-        for port in alloc.ports:
-            view.message(f"{alloc.alloc.name}: port {port.label} is {port.host_ip}:{port.value}")
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         view.message(f"Received {signal.Signals(signum).name}: stopping every task")
@@ -134,6 +129,14 @@ def run(file: Path, variables: tuple[str, ...], as_json: bool, show_logs: bool, 
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    try:
+        runner.place()
+    except PlacementError as exc:
+        say(f"Error: cannot place job {job.name}: {exc}")
+        sys.exit(EXIT_FAILED)
+    for alloc in runner.allocs:
+        for port in alloc.ports:
+            view.message(f"{alloc.alloc.name}: port {port.label} is {port.host_ip}:{port.value}")
     with view, (TaskOutput(runner, view.output) if show_logs else contextlib.nullcontext()):
         status = runner.run()
     if as_json:
