@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from herder.errors import ConfigError
+from herder.runner.ports import DEFAULT_MAX_PORT, DEFAULT_MIN_PORT, parse_reserved
 
 
 @dataclass(frozen=True)
 class PortsConfig:
     """Where dynamic ports come from. ``host_ip`` is the address tasks bind."""
 
-    min: int = 20000
-    max: int = 32000
-    reserved: str = ""
+    min: int = DEFAULT_MIN_PORT
+    max: int = DEFAULT_MAX_PORT
+    reserved: frozenset[int] = frozenset()
     host_ip: str = "127.0.0.1"
 
 
@@ -34,10 +35,6 @@ class Config:
     node_name: str = field(default_factory=lambda: os.uname().nodename)
     datacenter: str = "dc1"
 
-    def plugin_config(self, name: str) -> dict[str, Any]:
-        """The ``[plugin.NAME]`` table, ``{}`` when absent."""
-        return dict(self.plugin.get(name, {}))
-
 
 def default_data_dir(agent: bool = False) -> Path:
     """``/var/lib/herder`` for the agent as root, else ``$XDG_DATA_HOME/herder``."""
@@ -47,51 +44,76 @@ def default_data_dir(agent: bool = False) -> Path:
     return Path(xdg) / "herder"
 
 
-_KNOWN = {"data_dir", "bind", "token", "ports", "services", "consul", "plugins", "plugin", "node_name", "datacenter"}
+# The keys each table may have ("" is the top level); [plugin.NAME] tables are the plugins' own.
+_KEYS: dict[str, set[str]] = {
+    "": {"data_dir", "bind", "token", "ports", "services", "consul", "plugins", "plugin", "node_name",
+         "datacenter"},
+    "ports": {"min", "max", "reserved", "host_ip"},
+    "services": {"backend"},
+    "consul": {"address", "token"},
+    "plugins": {"disabled"},
+}
+
+
+def _table(raw: dict[str, Any], name: str) -> dict[str, Any]:
+    value = raw.get(name, {}) if name else raw
+    if not isinstance(value, dict):
+        raise ConfigError(f"[{name}] must be a table")
+    unknown = sorted(set(value) - _KEYS[name])
+    if unknown:
+        where = f"[{name}]" if name else "top level"
+        raise ConfigError(f"unknown key(s) at {where}: {', '.join(unknown)}")
+    return value
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tuple[str, ...]) -> Config:
+    _table(raw, "")
+    ports, plugins, plugin = _table(raw, "ports"), _table(raw, "plugins"), raw.get("plugin", {})
+    reserved = ports.get("reserved", "")
+    if isinstance(reserved, list):
+        reserved = ",".join(str(p) for p in reserved)
+    if not isinstance(plugin, dict) or not all(isinstance(t, dict) for t in plugin.values()):
+        raise ConfigError("[plugin.NAME] entries must be tables")
+    config = Config(
+        data_dir=Path(data_dir or raw.get("data_dir") or default_data_dir(agent)),
+        bind=str(raw.get("bind", "127.0.0.1:4646")),
+        token=str(raw.get("token", "")),
+        ports=PortsConfig(
+            min=int(ports.get("min", DEFAULT_MIN_PORT)),
+            max=int(ports.get("max", DEFAULT_MAX_PORT)),
+            reserved=frozenset(parse_reserved(str(reserved))),
+            host_ip=str(ports.get("host_ip", "127.0.0.1")),
+        ),
+        services_backend=str(_table(raw, "services").get("backend", "local")),
+        consul=dict(_table(raw, "consul")),
+        disabled_plugins=frozenset([*plugins.get("disabled", []), *disabled]),
+        plugin={str(name): dict(table) for name, table in plugin.items()},
+        node_name=str(raw.get("node_name", os.uname().nodename)),
+        datacenter=str(raw.get("datacenter", "dc1")),
+    )
+    if not 0 < config.ports.min <= config.ports.max <= 65535:
+        raise ConfigError("ports.min and ports.max must satisfy 0 < min <= max <= 65535")
+    if config.services_backend not in ("local", "consul"):
+        raise ConfigError("services.backend must be 'local' or 'consul'")
+    return config
 
 
 def load_config(path: Path | None, *, data_dir: Path | None = None, agent: bool = False,
                 disabled: tuple[str, ...] = ()) -> Config:
-    """Read the TOML file at ``path`` (or use defaults); command-line values win."""
-    raw: dict[str, Any] = {}
-    if path is not None:
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-    unknown = sorted(set(raw) - _KNOWN)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s): {', '.join(unknown)}")
+    """Read the TOML file at ``path`` (or use defaults); command-line values win.
+
+    :raises ConfigError: naming the file and what is wrong with it.
+    """
     try:
-        ports_raw = dict(raw.get("ports", {}))
-        reserved = ports_raw.get("reserved", "")
-        if isinstance(reserved, list):
-            reserved = ",".join(str(p) for p in reserved)
-        ports = PortsConfig(
-            min=int(ports_raw.get("min", 20000)),
-            max=int(ports_raw.get("max", 32000)),
-            reserved=str(reserved),
-            host_ip=str(ports_raw.get("host_ip", "127.0.0.1")),
-        )
-        plugins_raw = dict(raw.get("plugins", {}))
-        config = Config(
-            data_dir=Path(data_dir or raw.get("data_dir") or default_data_dir(agent)),
-            bind=str(raw.get("bind", "127.0.0.1:4646")),
-            token=str(raw.get("token", "")),
-            ports=ports,
-            services_backend=str(dict(raw.get("services", {})).get("backend", "local")),
-            consul=dict(raw.get("consul", {})),
-            disabled_plugins=frozenset([*plugins_raw.get("disabled", []), *disabled]),
-            plugin={str(k): dict(v) for k, v in dict(raw.get("plugin", {})).items()},
-            node_name=str(raw.get("node_name", os.uname().nodename)),
-            datacenter=str(raw.get("datacenter", "dc1")),
-        )
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    if not 0 < config.ports.min <= config.ports.max <= 65535:
-        raise ConfigError(f"{path}: ports.min and ports.max must satisfy 0 < min <= max <= 65535")
-    if config.services_backend not in ("local", "consul"):
-        raise ConfigError(f"{path}: services.backend must be 'local' or 'consul'")
-    return config
+        return _build(_read(path) if path is not None else {}, data_dir, agent, disabled)
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{path or 'configuration'}: {exc}") from None

@@ -99,6 +99,7 @@ def task_environment(
     alloc_index: int,
     task_dir: TaskDir,
     ports: Sequence[AllocatedPort],
+    datacenter: str,
 ) -> dict[str, str]:
     """herder's variables for ``task``, with host paths and host ports.
 
@@ -114,7 +115,7 @@ def task_environment(
     set_var(env, "JOB_NAME", job.name)
     set_var(env, "GROUP_NAME", group.name)
     set_var(env, "TASK_NAME", task.name)
-    set_var(env, "DC", job.datacenters[0] if job.datacenters else "")
+    set_var(env, "DC", datacenter)
     set_var(env, "REGION", job.region)
     set_var(env, "CPU_LIMIT", str(task.resources.cpu))
     set_var(env, "MEMORY_LIMIT", str(task.resources.memory))

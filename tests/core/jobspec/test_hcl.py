@@ -110,7 +110,7 @@ def test_ports_inside_resources_network() -> None:
     assert resources.ports == (PortSpec("http"), PortSpec("admin", static=8081), PortSpec("db", to=5432))
 
 
-def test_group_network_ports_go_to_every_task() -> None:
+def test_group_network_ports_belong_to_the_group() -> None:
     job = load("""
         job "web" {
           group "app" {
@@ -129,9 +129,10 @@ def test_group_network_ports_go_to_every_task() -> None:
           }
         }
     """)
-    a, b = job.groups[0].tasks
-    assert a.resources.ports == (PortSpec("http", to=80),)
-    assert b.resources.ports == (PortSpec("http", to=80), PortSpec("admin"))
+    group = job.groups[0]
+    a, b = group.tasks
+    assert group.ports == (PortSpec("http", to=80),)
+    assert (a.resources.ports, b.resources.ports) == ((), (PortSpec("admin"),))
 
 
 def test_repeated_service_check_artifact_and_template_blocks() -> None:
@@ -242,7 +243,7 @@ def test_logs_and_task_fields() -> None:
     assert (task.logs.max_files, task.logs.max_file_size) == (3, 15)
 
 
-def test_escaped_interpolation_is_a_literal() -> None:
+def test_escaped_interpolation_is_left_for_the_runtime() -> None:
     job = load(
         task_hcl("""
       env { LITERAL = "$${NOMAD_TASK_NAME}" }

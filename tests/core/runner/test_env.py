@@ -61,6 +61,7 @@ def build_env(tmp_path: Path, **task_fields: object) -> dict[str, str]:
         alloc_index=2,
         task_dir=task_dir,
         ports=ports,
+        datacenter="dc2",
     )
 
 

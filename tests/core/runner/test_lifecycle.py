@@ -190,11 +190,37 @@ def test_task_environment_has_both_prefixes(data_dir: Path, tmp_path: Path) -> N
 def test_task_env_comes_last_and_may_refer_to_variables_meta_and_attributes(data_dir: Path, tmp_path: Path) -> None:
     env_file = tmp_path / "env"
     extra = ('meta {\n team = "core"\n }\n env {\n LISTEN = "${NOMAD_ADDR_http}"\n'
-             ' OWNER = "${meta.team} on ${node.datacenter}"\n UNKNOWN = "${NOPE} and ${attr.kernel.name}"\n'
+             ' OWNER = "${meta.team} on ${node.datacenter}"\n UNKNOWN = "${NOPE} and ${attr.no.such}"\n'
              ' NOMAD_REGION = "overridden"\n }\n resources {\n network {\n port "http" {}\n }\n }')
     run_job(job(sh("t", f"env > {env_file}", extra), type="batch"), data_dir)
     env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
     assert env["LISTEN"] == f"127.0.0.1:{env['NOMAD_PORT_http']}"
     assert env["OWNER"] == "core on dc1"
-    assert env["UNKNOWN"] == "${NOPE} and ${attr.kernel.name}"
+    assert env["UNKNOWN"] == "${NOPE} and ${attr.no.such}"
     assert (env["NOMAD_REGION"], env["HERDER_REGION"]) == ("overridden", "global")
+
+
+def test_group_ports_are_shared_by_the_tasks_of_an_allocation(data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ports"
+    out.mkdir()
+    write = f"echo $NOMAD_PORT_http $NOMAD_PORT_metrics > {out}/$NOMAD_TASK_NAME"
+    network = 'network {\n port "http" {}\n port "metrics" {\n static = 9300\n }\n }'
+    run = run_job(job(network + sh("a", write) + sh("b", write), type="batch"), data_dir)
+    assert run.status == "complete"
+    a, b = ((out / name).read_text().split() for name in "ab")
+    assert a == b and a[1] == "9300"
+
+
+def test_the_task_env_can_be_used_in_config(data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    task = ('task "t" {\n driver = "raw_exec"\n env {\n GREETING = "hi ${NOMAD_TASK_NAME}"\n }\n config {\n'
+            f' command = "/bin/sh"\n args = ["-c", "echo ${{GREETING}} > {out}"]\n }}\n }}')
+    run_job(job(task, type="batch"), data_dir)
+    assert out.read_text().strip() == "hi t"
+
+
+def test_host_attributes_are_interpolated(data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_job(job(sh("t", f"echo ${{attr.kernel.name}} ${{attr.cpu.numcores}} ${{node.unique.name}} > {out}"),
+                type="batch"), data_dir)
+    assert out.read_text().split() == ["linux", str(os.cpu_count()), os.uname().nodename]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -194,4 +195,11 @@ def _yes(value: bool) -> str:
 
 
 def main() -> None:
-    cli()
+    """The console script: a bug of herder's is one line, unless HERDER_DEBUG=1 asks for the traceback."""
+    try:
+        cli()
+    except Exception as exc:
+        if os.environ.get("HERDER_DEBUG") == "1":
+            raise
+        say(f"herder: internal error: {type(exc).__name__}: {exc} (HERDER_DEBUG=1 shows the traceback)")
+        sys.exit(EXIT_FAILED)

@@ -3,8 +3,8 @@
 Also the checks a schema cannot express: unique names, restart policies,
 service and check ports that must name one of the task's ports.
 
-Ports of a group-level ``network`` are given to every task of the group (in
-addition to the task's own), since herder allocates ports per task.
+Ports of a group-level ``network`` belong to the allocation: allocated once
+and shared by every task of the group, beside each task's own ports.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ RESTART_DEFAULTS: dict[str, dict[str, Any]] = {
     "batch": {"attempts": 3, "interval": 24 * 3600.0, "delay": 15.0, "mode": "fail"},
 }
 MIN_RESTART_INTERVAL = 5.0
+RESERVED_TASK_NAME = "alloc"  # its directory would be the allocation's shared one
 _PORTED_CHECKS = {"http", "tcp", "grpc"}
 
 
@@ -76,7 +77,7 @@ class _GroupContext:
 
     name: str
     restart: dict[str, Any]
-    ports: list[tuple[dict[str, Any], Path]]
+    ports: tuple[PortSpec, ...]
 
 
 class _Builder:
@@ -113,7 +114,9 @@ class _Builder:
         restart = RESTART_DEFAULTS[job_type] | self.restart_fields(spec.get("restart", {}))
         policy = self.restart_policy(restart, (*path, "restart"))
         ports_path: Path = (*path, "network", "ports")
-        ports = [(port, (*ports_path, index)) for index, port in enumerate(spec.get("network", {}).get("ports", []))]
+        ports = self.ports(
+            [(port, (*ports_path, index)) for index, port in enumerate(spec.get("network", {}).get("ports", []))]
+        )
         context = _GroupContext(spec["name"], restart, ports)
         tasks = [self.task(task, (*path, "tasks", index), context) for index, task in enumerate(spec["tasks"])]
         self.unique([task.name for task in tasks], (*path, "tasks"), "name", "task name")
@@ -121,7 +124,12 @@ class _Builder:
         for index in leaders[1:]:
             self.problem((*path, "tasks", index, "leader"), "only one task of a group may be the leader")
         return Group(
-            name=spec["name"], count=_int(spec, "count", 1), restart=policy, tasks=tasks, meta=_texts(spec.get("meta"))
+            name=spec["name"],
+            count=_int(spec, "count", 1),
+            restart=policy,
+            tasks=tasks,
+            meta=_texts(spec.get("meta")),
+            ports=ports,
         )
 
     def restart_fields(self, spec: dict[str, Any]) -> dict[str, Any]:
@@ -147,13 +155,15 @@ class _Builder:
         return policy
 
     def task(self, spec: dict[str, Any], path: Path, group: _GroupContext) -> Task:
+        if spec["name"] == RESERVED_TASK_NAME:
+            self.problem((*path, "name"), f"{RESERVED_TASK_NAME!r} is the allocation's shared directory")
         resources = spec.get("resources", {})
         own_ports_path: Path = (*path, "resources", "network", "ports")
         own_ports = [
             (port, (*own_ports_path, index)) for index, port in enumerate(resources.get("network", {}).get("ports", []))
         ]
-        ports = self.ports(group.ports + own_ports)
-        labels = {port.label for port in ports}
+        ports = self.ports(own_ports, taken=group.ports)
+        labels = {port.label for port in (*group.ports, *ports)}
         logs = spec.get("logs", {})
         restart = None
         if "restart" in spec:
@@ -186,10 +196,13 @@ class _Builder:
             restart=restart,
         )
 
-    def ports(self, specs: list[tuple[dict[str, Any], Path]]) -> tuple[PortSpec, ...]:
-        """The task's ports (the group's first); labels and static ports must be unique."""
-        labels: set[str] = set()
-        by_static: dict[int, str] = {}
+    def ports(
+        self, specs: list[tuple[dict[str, Any], Path]], taken: tuple[PortSpec, ...] = ()
+    ) -> tuple[PortSpec, ...]:
+        """Ports of a group or a task; labels and static ports must be unique, also
+        against the group's ports (``taken``)."""
+        labels = {port.label for port in taken}
+        by_static = {port.static: port.label for port in taken if port.static is not None}
         result: list[PortSpec] = []
         for port, path in specs:
             label, static, to = port["label"], _int(port, "static", None), _int(port, "to", None)

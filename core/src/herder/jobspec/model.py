@@ -133,6 +133,7 @@ class Group:
     restart: RestartPolicy
     tasks: list[Task]
     meta: dict[str, str] = field(default_factory=dict)
+    ports: tuple[PortSpec, ...] = ()  # group-level network: shared by the group's tasks
 
 
 @dataclass

@@ -5,8 +5,8 @@ default = ..., type = ..., description = ... }``; JSON and YAML: ``variables:
 {NAME: {default: ...}}``) and refers to them as ``${var.NAME}`` in any string
 of the job. Values given to :func:`herder.jobspec.load_job` (``--var``)
 override defaults and are typed by the declaration's ``type`` (``string``,
-``number``, ``bool``; other types are read as JSON). ``$${`` writes a literal
-``${``.
+``number``, ``bool``; other types are read as JSON). ``$${`` writes ``${``
+untouched by variables, for runtime interpolation to resolve, as in Nomad.
 
 A string that is nothing but one reference takes the variable's value as it
 is, so ``count = var.n`` gives a number. A string value put in such a place is

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from herder.jobspec.model import Group, Job, Task
 from herder.objects import Alloc, TaskEvent
 from herder.plugins.hooks import HOOK_FAILED, Hooks
 from herder.runner.logs import TaskLogs
+from herder.runner.node import Node
 from herder.runner.ports import PortAllocator
 from herder.runner.restarts import RestartTracker
 from herder.runner.task_runner import Lookup, TaskRunner
@@ -31,15 +32,6 @@ class EventRecord:
     alloc_name: str
     task: str
     event: TaskEvent
-
-
-@dataclass(frozen=True)
-class Node:
-    """What interpolation knows of this host."""
-
-    name: str
-    datacenter: str
-    attributes: Mapping[str, str]
 
 
 class AllocRunner:
@@ -66,19 +58,21 @@ class AllocRunner:
         self._remaining = len(group.tasks)
         self._lock = threading.Lock()
         try:
+            shared_ports = self._port_allocator.allocate(alloc_id, group.ports)
             for task in group.tasks:
-                self.tasks.append(self._task_runner(task, node))
+                self.tasks.append(self._task_runner(task, node, shared_ports))
         except BaseException:
             self.discard()
             raise
 
-    def _task_runner(self, task: Task, node: Node) -> TaskRunner:
-        ports = self._port_allocator.allocate(self.alloc.id, task.resources.ports)
+    def _task_runner(self, task: Task, node: Node, shared_ports: list[AllocatedPort]) -> TaskRunner:
+        ports = shared_ports + self._port_allocator.allocate(self.alloc.id, task.resources.ports)
         task_dir = build_task_dir(self.alloc.dir, task.name)
         logs = TaskLogs.open(task_dir.logs_dir, task.name, task.logs)
         self._logs.append(logs)
         env = task_environment(job=self.job, group=self.group, task=task, alloc_id=self.alloc.id,
-                               alloc_index=self.alloc.index, task_dir=task_dir, ports=ports)
+                               alloc_index=self.alloc.index, task_dir=task_dir, ports=ports,
+                               datacenter=node.datacenter)
         ctx = TaskContext(
             alloc_id=self.alloc.id, alloc_name=self.alloc.name, alloc_index=self.alloc.index,
             job_name=self.job.name, group_name=self.group.name, task_name=task.name, env=env,
@@ -95,7 +89,8 @@ class AllocRunner:
 
     @property
     def ports(self) -> list[AllocatedPort]:
-        return [p for t in self.tasks for p in t.ctx.ports]
+        """Every port of the allocation, once."""
+        return list({(p.label, p.value): p for t in self.tasks for p in t.ctx.ports}.values())
 
     # -- running -----------------------------------------------------------
 

@@ -11,8 +11,9 @@ from herder.config import Config
 from herder.errors import PlacementError
 from herder.jobspec.model import Job
 from herder.plugins.hooks import Hooks
-from herder.runner.alloc_runner import AllocRunner, EventRecord, Node
-from herder.runner.ports import PortAllocator, parse_reserved
+from herder.runner.alloc_runner import AllocRunner, EventRecord
+from herder.runner.node import Node, host_attributes
+from herder.runner.ports import PortAllocator
 
 
 class JobRunner:
@@ -26,12 +27,12 @@ class JobRunner:
         self.allocs: list[AllocRunner] = []
         self._stop_requested = threading.Event()
         self._lock = threading.Lock()
-        self.ports = PortAllocator(config.ports.min, config.ports.max, parse_reserved(config.ports.reserved),
+        self.ports = PortAllocator(config.ports.min, config.ports.max, config.ports.reserved,
                                    host_ip=config.ports.host_ip)
 
     def node(self) -> Node:
         """Fingerprint the drivers the job uses; a driver that is not healthy fails placement."""
-        attributes: dict[str, str] = {}
+        attributes = host_attributes()
         for driver in sorted({t.driver for g in self.job.groups for t in g.tasks}):
             fingerprint = self.hooks.fingerprint(driver)
             if not (fingerprint.detected and fingerprint.healthy):

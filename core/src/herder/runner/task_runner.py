@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -11,7 +12,7 @@ from typing import Any
 
 from herder.context import TaskContext
 from herder.errors import RecoverableError
-from herder.jobspec import interpolate_task, validate_config
+from herder.jobspec import interpolate, interpolate_task, validate_config
 from herder.jobspec.durations import format_duration
 from herder.jobspec.model import Task
 from herder.objects import ExitResult, TaskEvent, TaskHandle, parse_signal
@@ -166,12 +167,13 @@ class TaskRunner:
             return
 
     def _prepare(self) -> Task:
-        """The task interpolated against herder's variables, and a fresh environment:
-        those variables, then the task's own ``env``."""
+        """A fresh environment (herder's variables, then the task's ``env``
+        interpolated against them) and the task interpolated against it."""
+        env = interpolate(self.task.env, self._make_lookup(self._base_env))
         self.ctx.env.clear()
         self.ctx.env.update(self._base_env)
-        task = interpolate_task(self.task, self._make_lookup(dict(self.ctx.env)))
-        self.ctx.env.update(task.env)
+        self.ctx.env.update(env)
+        task = interpolate_task(dataclasses.replace(self.task, env=env), self._make_lookup(dict(self.ctx.env)))
         self._running_task = task
         return task
 

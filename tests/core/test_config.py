@@ -1,0 +1,64 @@
+"""The configuration file: every mistake is a ConfigError naming the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from herder.config import load_config
+from herder.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "herder.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    config = load_config(None, data_dir=tmp_path)
+    assert (config.data_dir, config.ports.min, config.ports.max) == (tmp_path, 20000, 32000)
+    assert config.services_backend == "local" and config.plugin == {}
+
+
+def test_a_full_file(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, f"""
+data_dir = "{tmp_path}/d"
+token = "s3cret"
+[ports]
+min = 2000
+max = 3000
+reserved = "2001,2010-2012"
+[services]
+backend = "consul"
+[consul]
+address = "127.0.0.1:8500"
+[plugins]
+disabled = ["rkt"]
+[plugin.raw_exec]
+enabled = false
+"""), disabled=("docker",))
+    assert config.data_dir == tmp_path / "d"
+    assert config.ports.reserved == {2001, 2010, 2011, 2012}
+    assert config.disabled_plugins == {"rkt", "docker"}
+    assert config.plugin == {"raw_exec": {"enabled": False}}
+    assert config.services_backend == "consul"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[ports\nmin = 1", "herder.toml"),
+    ("colour = 'blue'", "unknown key(s) at top level: colour"),
+    ("[ports]\nminimum = 2000", "unknown key(s) at [ports]: minimum"),
+    ("[ports]\nreserved = 'abc'", "invalid port or port range 'abc'"),
+    ("[ports]\nmin = 5000\nmax = 4000", "0 < min <= max"),
+    ("[ports]\nmin = 'low'", "herder.toml"),
+    ("ports = 3", "[ports] must be a table"),
+    ("[services]\nbackend = 'etcd'", "services.backend"),
+    ("plugin = 1", "[plugin.NAME] entries must be tables"),
+])
+def test_mistakes_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text))
+    assert message in str(caught.value)
+    assert str(caught.value).startswith(str(tmp_path / "herder.toml"))
