@@ -50,11 +50,6 @@ class CreatedResources:
             if (kind, value) not in self._items:
                 self._items.append((kind, value))
 
-    def remove(self, kind: str, value: str) -> None:
-        with self._lock:
-            if (kind, value) in self._items:
-                self._items.remove((kind, value))
-
     def items(self) -> list[tuple[str, str]]:
         with self._lock:
             return list(self._items)
@@ -92,7 +87,3 @@ class TaskContext:
         """Record a task event (drivers use type ``Driver`` for progress)."""
         if self.emitter is not None:
             self.emitter(TaskEvent(type=type, message=message, details=details))
-
-    def port(self, label: str) -> AllocatedPort | None:
-        """The allocated port with this label, if any."""
-        return next((p for p in self.ports if p.label == label), None)

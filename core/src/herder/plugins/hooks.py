@@ -40,9 +40,6 @@ class Hooks:
     def drivers(self) -> list[str]:
         return self.plugins.driver_names
 
-    def has_driver(self, name: str) -> bool:
-        return name in self.plugins.plugins("driver")
-
     # -- choosing the participants ----------------------------------------
 
     def _caller(self, hook: str, phase: Phase, driver: str = "") -> Any:

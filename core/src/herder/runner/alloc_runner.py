@@ -104,9 +104,7 @@ class AllocRunner:
         except Exception as exc:
             message = self.hooks.describe_failure("herder_alloc_prerun", exc)
             for runner in self.tasks:
-                runner.emit("Setup Failure", message)
-                runner.status.failed = True
-                runner.status.state = "dead"
+                runner.fail_setup(message)
             self._finish()
             return
         for runner in self.tasks:

@@ -15,7 +15,7 @@ from herder.errors import RecoverableError
 from herder.jobspec import interpolate, interpolate_task, validate_config
 from herder.jobspec.durations import format_duration
 from herder.jobspec.model import Task
-from herder.objects import ExitResult, TaskEvent, TaskHandle, parse_signal
+from herder.objects import ExecResult, ExitResult, TaskEvent, TaskHandle, parse_signal
 from herder.plugins.hooks import CLEANUP_ORDER, Hooks
 from herder.runner.restarts import Decision, Outcome, RestartTracker
 
@@ -91,8 +91,13 @@ class TaskRunner:
     def start(self) -> None:
         self._thread.start()
 
-    def join(self, timeout: float | None = None) -> bool:
-        return self._done.wait(timeout)
+    def fail_setup(self, message: str) -> None:
+        """Fail the task without starting it (its allocation could not be set up)."""
+        self.emit("Setup Failure", message)
+        with self._lock:
+            self.status.failed = True
+            self.status.state = "dead"
+        self._done.set()
 
     def kill(self, reason: TaskEvent | None = None) -> None:
         """Stop the task for good (gracefully, then by force); returns once it is dead."""
@@ -124,7 +129,7 @@ class TaskRunner:
             self.emit("Signaling", f"Task being sent signal {sig}", signal=sig)
             handle.signal(sig)
 
-    def exec(self, command: list[str], timeout: float) -> Any:
+    def exec(self, command: list[str], timeout: float) -> ExecResult:
         with self._lock:
             handle = self._handle
         if handle is None:
