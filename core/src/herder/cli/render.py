@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TextIO
 
-from rich.console import Console, Group
+from rich.console import Console, RenderableType
+from rich.console import Group as RichGroup
 from rich.live import Live
 from rich.markup import escape
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 
 from herder.runner.alloc_runner import EventRecord
@@ -86,12 +89,25 @@ class _Lines:
             stream.flush()
 
 
+@dataclass
+class _Row:
+    state: str = "pending"
+    restarts: int = 0
+    event: str = ""
+    progress: tuple[int, int] | None = None  # (current, total) bytes of a download
+
+
 class LiveTable:
-    """On a terminal: events scroll above a live table of every task's state."""
+    """On a terminal: events scroll above a live table of every task's state.
+
+    ``Driver`` events carrying ``progress`` (``{"current", "total"}`` bytes,
+    as image pulls and artifact downloads report) show as a progress bar in
+    the table instead of scrolling by.
+    """
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self._rows: dict[tuple[str, str], dict[str, str]] = {}
+        self._rows: dict[tuple[str, str], _Row] = {}
         self._lock = threading.Lock()
         self._live = Live(self._render(), console=console, refresh_per_second=8, transient=False)
 
@@ -105,21 +121,24 @@ class LiveTable:
 
     def show(self, record: EventRecord) -> None:
         event = record.event
+        progress = event.details.get("progress") or {}
         with self._lock:
-            row = self._rows.setdefault((record.alloc_name, record.task), {"state": "pending", "restarts": "0"})
-            row["event"] = f"{event.type}: {event.message}" if event.message else event.type
+            row = self._rows.setdefault((record.alloc_name, record.task), _Row())
+            row.event = f"{event.type}: {event.message}" if event.message else event.type
+            row.progress = (int(progress.get("current", 0)), int(progress["total"])) if "total" in progress else None
             if event.type == "Started":
-                row["state"] = "running"
+                row.state = "running"
             elif event.type == "Restarting":
-                row["restarts"] = str(int(row["restarts"]) + 1)
-                row["state"] = "pending"
+                row.restarts += 1
+                row.state = "pending"
             elif event.type in ("Terminated", "Killed", "Not Restarting"):
-                row["state"] = "dead" if event.type != "Terminated" else "exited"
-            style = "red" if event.type in _FAILURES else "cyan"
-            self.console.print(f"[dim]{event.time:%H:%M:%S}[/] [bold]{escape(record.alloc_name)}[/] "
-                               f"{escape(record.task)} [{style}]{event.type}[/] {escape(event.message)}",
-                               highlight=False)
-            self._live.update(self._render())
+                row.state = "dead" if event.type != "Terminated" else "exited"
+            if row.progress is None:
+                style = "red" if event.type in _FAILURES else "cyan"
+                self.console.print(f"[dim]{event.time:%H:%M:%S}[/] [bold]{escape(record.alloc_name)}[/] "
+                                   f"{escape(record.task)} [{style}]{event.type}[/] {escape(event.message)}",
+                                   highlight=False)
+            self._live.update(self._render(), refresh=True)
 
     def message(self, text: str) -> None:
         self.console.print(escape(text), highlight=False)
@@ -127,15 +146,18 @@ class LiveTable:
     def output(self, prefix: str, line: str) -> None:
         self.console.print(f"[bold]{escape(prefix)}[/] | {escape(line)}", highlight=False)
 
-    def _render(self) -> Group:
+    def _render(self) -> Table:
         table = Table(expand=False, title=None, show_edge=True)
         for column in ("Allocation", "Task", "State", "Restarts", "Last event"):
             table.add_column(column, overflow="fold")
         for (alloc, task), row in sorted(self._rows.items()):
-            state = row["state"]
-            table.add_row(escape(alloc), escape(task), f"[{_STATE_STYLE.get(state, 'white')}]{state}[/]",
-                          row["restarts"], escape(row.get("event", "")))
-        return Group(table)
+            last: RenderableType = escape(row.event)
+            if row.progress is not None:
+                current, total = row.progress
+                last = RichGroup(escape(row.event), ProgressBar(total=max(total, 1), completed=current, width=30))
+            table.add_row(escape(alloc), escape(task), f"[{_STATE_STYLE.get(row.state, 'white')}]{row.state}[/]",
+                          str(row.restarts), last)
+        return table
 
 
 def make_view(as_json: bool) -> EventView:

@@ -1,0 +1,1 @@
+"""herder-docker: the docker driver for herder (entry point ``herder.drivers: docker``)."""

@@ -1,0 +1,280 @@
+"""The docker driver: herder's hooks over the Docker SDK for Python."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests
+
+from herder import (
+    DriverError,
+    DriverNetwork,
+    ExecResult,
+    Fingerprint,
+    RecoverableError,
+    Task,
+    TaskContext,
+    TaskHandle,
+    hookimpl,
+)
+from herder.env import set_task_dirs, set_var
+from herder.runner.taskdir import resolve_in_task_dir
+from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig
+from herder_docker.handle import DockerHandle, LogStream
+from herder_docker.images import Images
+
+log = logging.getLogger(__name__)
+
+FINGERPRINT_TIMEOUT = 3.0
+TASK_DIRS = {"alloc_dir": "/alloc", "local_dir": "/local", "secrets_dir": "/secrets"}
+DEFAULT_NETWORK_MODES = ("", "default", "bridge")
+
+
+def _daemon_error(what: str, exc: Exception) -> Exception:
+    """A daemon that cannot be reached or answers 5xx may come back: recoverable; anything else is not."""
+    if isinstance(exc, requests.RequestException):
+        return RecoverableError(f"{what}: Docker daemon unreachable: {exc}")
+    if isinstance(exc, docker.errors.APIError):
+        message = f"{what}: {exc.explanation or exc}"
+        return RecoverableError(message) if exc.is_server_error() and "timeout" in message.lower() \
+            else DriverError(message)
+    return DriverError(f"{what}: {exc}")
+
+
+class DockerDriver:
+    """The ``docker`` driver; herder creates it with the ``[plugin.docker]`` table."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = PluginConfig.from_mapping(config)
+        self._client: docker.DockerClient | None = None
+        self._lock = threading.Lock()
+        self._seen = False
+        self.images = Images(self.client, self.config.cleanup_image, self.config.cleanup_image_delay,
+                             self.config.pull_timeout)
+
+    def client(self) -> docker.DockerClient:
+        """The client for task work (created on first use)."""
+        with self._lock:
+            if self._client is None:
+                self._client = docker.DockerClient(base_url=self.config.endpoint, timeout=int(self.config.timeout))
+            return self._client
+
+    # -- driver description -------------------------------------------------
+
+    @hookimpl
+    def herder_driver_fingerprint(self) -> Fingerprint:
+        try:
+            client = docker.DockerClient(base_url=self.config.endpoint, timeout=int(FINGERPRINT_TIMEOUT))
+            try:
+                version = client.version()
+                bridge = client.networks.get("bridge").attrs
+            finally:
+                client.close()
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            reason = f"cannot reach the Docker daemon at {self.config.endpoint}: {exc}"
+            if self._seen:
+                return Fingerprint(detected=True, healthy=False, description=reason)
+            return Fingerprint(detected=False, healthy=False, description=reason)
+        self._seen = True
+        attributes = {"driver.docker.version": str(version.get("Version", ""))}
+        gateways = [c.get("Gateway") for c in (bridge.get("IPAM") or {}).get("Config") or [] if c.get("Gateway")]
+        if gateways:
+            attributes["driver.docker.bridge_ip"] = gateways[0]
+        return Fingerprint(detected=True, healthy=True, description="healthy", attributes=attributes)
+
+    @hookimpl
+    def herder_driver_task_schema(self) -> dict[str, Any]:
+        return TASK_SCHEMA
+
+    # -- task start ----------------------------------------------------------
+
+    @hookimpl
+    def herder_task_prestart(self, task: Task, ctx: TaskContext) -> None:
+        """Check what the task asks for, set the environment it sees, get its image."""
+        config = TaskConfig.from_mapping(task.config)
+        if config.volumes and not self.config.volumes_enabled:
+            raise DriverError("volumes are not allowed: set [plugin.docker] volumes_enabled = true")
+        if config.privileged and not self.config.allow_privileged:
+            raise DriverError("privileged containers are not allowed: set [plugin.docker] allow_privileged = true")
+        set_task_dirs(ctx.env, TASK_DIRS["alloc_dir"], TASK_DIRS["local_dir"], TASK_DIRS["secrets_dir"])
+        for port in ctx.ports:
+            set_var(ctx.env, f"PORT_{port.label}", str(self._container_port(config, port.label, port.to, port.value)))
+        tarball = self._tarball(config, ctx) if config.load else None
+
+        def progress(message: str, details: dict[str, int]) -> None:
+            ctx.emit_event("Driver", message, image=config.image_ref, progress=details)
+
+        try:
+            fetched = self.images.ensure(config.image_ref, _user(ctx), force_pull=config.force_pull,
+                                         tarball=tarball, progress=progress)
+        except (DriverError, RecoverableError):
+            raise
+        except Exception as exc:
+            raise _daemon_error(f"cannot get image {config.image_ref}", exc) from exc
+        if fetched:
+            ctx.created.add("image", config.image_ref)
+
+    @staticmethod
+    def _container_port(config: TaskConfig, label: str, to: int | None, host_port: int) -> int:
+        """The port the task listens on: ``port_map``, else the port's ``to``, else the host port."""
+        return (config.port_map or {}).get(label) or to or host_port
+
+    @staticmethod
+    def _tarball(config: TaskConfig, ctx: TaskContext) -> Path:
+        try:
+            path = resolve_in_task_dir(ctx.task_dir, config.load)
+        except ValueError as exc:
+            raise DriverError(f"load: {exc}") from exc
+        if not path.is_file():
+            raise DriverError(f"load: no image tarball at {config.load} in the task directory")
+        return path
+
+    @hookimpl
+    def herder_task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
+        config = TaskConfig.from_mapping(task.config)
+        client = self.client()
+        name = f"{task.name}-{ctx.alloc_id}"
+        try:
+            container = self._reusable(client, name)
+            if container is None:
+                container = client.containers.create(**self._create_options(task, ctx, config, name))
+            ctx.created.add("container", container.id)
+            if container.status != "running":
+                container.start()
+            container.reload()
+        except docker.errors.ImageNotFound as exc:
+            raise DriverError(f"image {config.image_ref} not found: {exc.explanation}") from exc
+        except (docker.errors.APIError, requests.RequestException) as exc:
+            raise _daemon_error(f"cannot start container {name}", exc) from exc
+        logs = [LogStream(client, container.id, "stdout", ctx.stdout), LogStream(client, container.id, "stderr",
+                                                                                 ctx.stderr)]
+        return DockerHandle(client, container.id, self._network(container.attrs, config, ctx), logs)
+
+    @staticmethod
+    def _reusable(client: docker.DockerClient, name: str) -> Any:
+        """A running container of this name from an earlier run; a stopped one is removed."""
+        try:
+            container = client.containers.get(name)
+        except docker.errors.NotFound:
+            return None
+        if container.status == "running":
+            return container
+        container.remove(force=True)
+        return None
+
+    def _create_options(self, task: Task, ctx: TaskContext, config: TaskConfig, name: str) -> dict[str, Any]:
+        binds = {str(getattr(ctx.task_dir, field)): {"bind": target, "mode": "rw"}
+                 for field, target in TASK_DIRS.items()}
+        for volume in config.volumes:
+            host, _, rest = volume.partition(":")
+            target, _, mode = rest.partition(":")
+            binds[host] = {"bind": target, "mode": mode or "rw"}
+        ports: dict[str, tuple[str, int]] = {}
+        for port in ctx.ports:
+            container_port = self._container_port(config, port.label, port.to, port.value)
+            for protocol in ("tcp", "udp"):
+                ports[f"{container_port}/{protocol}"] = (port.host_ip, port.value)
+        command = [config.command, *config.args] if config.command else list(config.args) or None
+        memory = f"{task.resources.memory}m"
+        options: dict[str, Any] = {
+            "image": config.image_ref,
+            "command": command,
+            "name": name,
+            "environment": dict(ctx.env),
+            "labels": {**(config.labels or {}), "herder.alloc_id": ctx.alloc_id, "herder.task": task.name},
+            "volumes": binds,
+            "ports": ports,
+            "mem_limit": memory,
+            "memswap_limit": memory,
+            "cpu_shares": max(2, task.resources.cpu),
+            "privileged": config.privileged,
+            "detach": True,
+        }
+        if config.entrypoint is not None:
+            options["entrypoint"] = list(config.entrypoint)
+        if config.work_dir:
+            options["working_dir"] = config.work_dir
+        if config.hostname:
+            options["hostname"] = config.hostname
+        if config.dns_servers:
+            options["dns"] = list(config.dns_servers)
+        if config.network_mode:
+            options["network_mode"] = config.network_mode
+        if task.user:
+            options["user"] = task.user
+        return options
+
+    @staticmethod
+    def _network(attrs: Mapping[str, Any], config: TaskConfig, ctx: TaskContext) -> DriverNetwork | None:
+        """The container's IP and port map: what ``address_mode = "driver"`` advertises."""
+        settings = attrs.get("NetworkSettings") or {}
+        ip = settings.get("IPAddress") or next(
+            (n.get("IPAddress") for n in (settings.get("Networks") or {}).values() if n.get("IPAddress")), "")
+        if not ip:
+            return None
+        port_map = {p.label: DockerDriver._container_port(config, p.label, p.to, p.value) for p in ctx.ports}
+        return DriverNetwork(ip=ip, port_map=port_map,
+                             auto_advertise=config.network_mode not in DEFAULT_NETWORK_MODES)
+
+    # -- running task ------------------------------------------------------
+
+    @hookimpl
+    def herder_task_exec(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
+                         timeout: float) -> ExecResult:
+        if not isinstance(handle, DockerHandle):
+            raise DriverError("not a docker task handle")
+        try:
+            return handle.exec(command, timeout)
+        except (docker.errors.APIError, requests.RequestException) as exc:
+            raise _daemon_error("exec", exc) from exc
+
+    @hookimpl
+    def herder_task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:
+        container_id = str(state.get("container_id") or "")
+        if not container_id:
+            return None
+        client = self.client()
+        try:
+            container = client.containers.get(container_id)
+        except docker.errors.NotFound:
+            return None
+        if container.status != "running":
+            return None
+        config = TaskConfig.from_mapping(task.config)
+        self.images.ensure(config.image_ref, _user(ctx), force_pull=False, tarball=None,
+                           progress=lambda message, details: None)
+        since = int(time.time())  # what the container wrote before is in the log files already
+        logs = [LogStream(client, container_id, "stdout", ctx.stdout, since),
+                LogStream(client, container_id, "stderr", ctx.stderr, since)]
+        return DockerHandle(client, container_id, self._network(container.attrs, config, ctx), logs)
+
+    # -- cleanup -------------------------------------------------------------
+
+    @hookimpl
+    def herder_task_cleanup(self, task: Task, ctx: TaskContext) -> None:
+        created = ctx.created.items()
+        client = self.client()
+        for kind, value in created:
+            if kind != "container":
+                continue
+            try:
+                client.api.remove_container(value, force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except (docker.errors.APIError, requests.RequestException) as exc:
+                raise RecoverableError(f"cannot remove container {value[:12]}: {exc}") from exc
+        image = TaskConfig.from_mapping(task.config).image_ref if "image" in task.config else ""
+        if image:
+            self.images.release(image, _user(ctx), fetched=("image", image) in created)
+
+
+def _user(ctx: TaskContext) -> str:
+    """Who uses an image: one task of one allocation."""
+    return f"{ctx.alloc_id}/{ctx.task_name}"

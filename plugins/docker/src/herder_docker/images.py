@@ -1,0 +1,200 @@
+"""Getting images (local, loaded from a tarball, or pulled) and removing them when unused.
+
+One pull per image at a time: tasks that want an image being pulled wait for
+that pull and see its progress. An image herder itself pulled or loaded is
+removed ``cleanup_image_delay`` after the last task using it finished, unless
+a task wants it again meanwhile or a container still uses it. An image that
+was already on the host is left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+import docker.errors
+import requests
+
+from herder import DriverError, RecoverableError
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, dict[str, int]], None]
+"""Called with a message and ``{"current": bytes, "total": bytes}`` while an image downloads."""
+
+PROGRESS_INTERVAL = 1.0
+
+
+@dataclass
+class _Pull:
+    """A pull in flight, shared by every task that wants the image."""
+
+    listeners: list[Progress] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+    error: Exception | None = None
+
+
+def _split(ref: str) -> tuple[str, str]:
+    repository, _, tag = ref.rpartition(":")
+    return repository, tag
+
+
+class Images:
+    """The images the docker driver's tasks use on this node."""
+
+    def __init__(self, client: Callable[[], docker.DockerClient], cleanup: bool, cleanup_delay: float,
+                 pull_timeout: float) -> None:
+        self._client = client
+        self._cleanup = cleanup
+        self._cleanup_delay = cleanup_delay
+        self._pull_timeout = pull_timeout
+        self._lock = threading.Lock()
+        self._pulls: dict[str, _Pull] = {}
+        self._users: dict[str, set[str]] = {}
+        self._owned: set[str] = set()
+        self._removals: dict[str, threading.Timer] = {}
+
+    # -- getting an image ----------------------------------------------------
+
+    def ensure(self, ref: str, user: str, *, force_pull: bool, tarball: Path | None,
+               progress: Progress) -> bool:
+        """Make ``ref`` available for ``user`` (a task); True if herder fetched it (pulled or loaded)."""
+        self._use(ref, user)
+        if tarball is not None:
+            self._load(ref, tarball)
+            self._own(ref)
+            return True
+        if not force_pull and self.exists(ref):
+            return False
+        self._pull_shared(ref, progress)
+        self._own(ref)
+        return True
+
+    def exists(self, ref: str) -> bool:
+        try:
+            self._client().images.get(ref)
+        except docker.errors.ImageNotFound:
+            return False
+        except (docker.errors.APIError, requests.RequestException) as exc:
+            raise RecoverableError(f"cannot inspect image {ref}: {exc}") from exc
+        return True
+
+    def _load(self, ref: str, tarball: Path) -> None:
+        try:
+            with tarball.open("rb") as data:
+                loaded = self._client().images.load(data)
+        except OSError as exc:
+            raise DriverError(f"cannot read image tarball {tarball}: {exc}") from exc
+        except docker.errors.APIError as exc:
+            raise DriverError(f"cannot load image tarball {tarball}: {exc.explanation or exc}") from exc
+        tags = {tag for image in loaded for tag in image.tags}
+        if ref not in tags:
+            raise DriverError(f"image tarball {tarball} holds {', '.join(sorted(tags)) or 'no tagged image'}, "
+                              f"not {ref}")
+
+    def _pull_shared(self, ref: str, progress: Progress) -> None:
+        with self._lock:
+            pull = self._pulls.get(ref)
+            leader = pull is None
+            if pull is None:
+                pull = self._pulls[ref] = _Pull()
+            pull.listeners.append(progress)
+        if leader:
+            try:
+                self._pull(ref, pull)
+            except Exception as exc:
+                pull.error = exc
+            finally:
+                with self._lock:
+                    del self._pulls[ref]
+                pull.done.set()
+        elif not pull.done.wait(self._pull_timeout + 5):
+            raise DriverError(f"pull of image {ref} did not finish within {self._pull_timeout:g}s")
+        if pull.error is not None:
+            raise pull.error
+
+    def _pull(self, ref: str, pull: _Pull) -> None:
+        """Pull ``ref``, telling listeners how far it got about once a second."""
+        repository, tag = _split(ref)
+        for listener in list(pull.listeners):
+            listener(f"Downloading image {ref}", {})
+        layers: dict[str, tuple[int, int]] = {}
+        deadline = time.monotonic() + self._pull_timeout
+        last_report = 0.0
+        try:
+            for line in self._client().api.pull(repository, tag=tag, stream=True, decode=True):
+                if "error" in line:
+                    raise DriverError(f"cannot pull image {ref}: {line['error']}")
+                detail = line.get("progressDetail") or {}
+                if line.get("status") == "Downloading" and "total" in detail:
+                    layers[line.get("id", "")] = (int(detail.get("current", 0)), int(detail["total"]))
+                now = time.monotonic()
+                if now > deadline:
+                    raise DriverError(f"pull of image {ref} did not finish within {self._pull_timeout:g}s")
+                if layers and now - last_report >= PROGRESS_INTERVAL:
+                    last_report = now
+                    current, total = (sum(values) for values in zip(*layers.values(), strict=True))
+                    for listener in list(pull.listeners):
+                        listener(f"Downloading image {ref}: {current / 1e6:.1f} of {total / 1e6:.1f} MB",
+                                 {"current": current, "total": total})
+        except docker.errors.APIError as exc:
+            raise DriverError(f"cannot pull image {ref}: {exc.explanation or exc}") from exc
+        except requests.RequestException as exc:
+            raise RecoverableError(f"pull of image {ref} broke off: {exc}") from exc
+        if not self.exists(ref):
+            raise DriverError(f"cannot pull image {ref}: the pull ended without the image")
+
+    # -- users and removal ---------------------------------------------------
+
+    def _use(self, ref: str, user: str) -> None:
+        with self._lock:
+            self._users.setdefault(ref, set()).add(user)
+            timer = self._removals.pop(ref, None)
+        if timer is not None:
+            timer.cancel()
+            log.info("image %s is wanted again: removal cancelled", ref)
+
+    def _own(self, ref: str) -> None:
+        with self._lock:
+            self._owned.add(ref)
+
+    def release(self, ref: str, user: str, fetched: bool) -> None:
+        """``user`` is finished with ``ref``; ``fetched``: herder pulled or loaded it for this user.
+
+        The image is removed after the cleanup delay once nobody uses it, if
+        herder fetched it and ``cleanup_image`` is on.
+        """
+        with self._lock:
+            if fetched:
+                self._owned.add(ref)
+            users = self._users.get(ref, set())
+            users.discard(user)
+            if users or not self._cleanup or ref not in self._owned or ref in self._removals:
+                return
+            timer = threading.Timer(self._cleanup_delay, self._remove, args=(ref,))
+            timer.daemon = True
+            self._removals[ref] = timer
+        timer.start()
+
+    def _remove(self, ref: str) -> None:
+        with self._lock:
+            if self._removals.get(ref) is not threading.current_thread() or self._users.get(ref):
+                return
+            del self._removals[ref]
+            self._owned.discard(ref)
+        try:
+            client = self._client()
+            if client.containers.list(all=True, filters={"ancestor": ref}):
+                log.info("image %s is still used by a container: not removed", ref)
+                return
+            client.images.remove(ref)
+            log.info("removed image %s", ref)
+        except docker.errors.ImageNotFound:
+            pass
+        except (docker.errors.APIError, requests.RequestException) as exc:
+            log.warning("cannot remove image %s: %s", ref, exc)
