@@ -1,5 +1,6 @@
 # make run   -- a venv with herder and every driver plugin, then the example job
 # make test  -- the whole test matrix (tox)
+# make busybox-image -- the image of the docker examples and tests (herder-test/busybox:1), from /bin/busybox
 
 PYTHON ?= python3
 VENV   := .venv
@@ -13,7 +14,7 @@ ifneq ($(PYENV_BINS),)
 export PATH := $(PATH):$(PYENV_BINS)
 endif
 
-.PHONY: run test bench clean
+.PHONY: run test bench busybox-image clean
 
 $(BIN)/herder: $(addsuffix /pyproject.toml,$(DISTS))
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +31,9 @@ test: $(BIN)/herder
 bench: $(BIN)/herder
 	$(BIN)/python bench/start_overhead.py
 	$(BIN)/python bench/log_throughput.py
+
+busybox-image:
+	examples/docker/build-busybox-image.sh
 
 clean:
 	rm -rf $(VENV) .tox

@@ -73,7 +73,7 @@ def test_a_broken_entry_point_is_reported_and_the_others_load(case: str, install
     assert expected in broken.error
     assert (broken.distribution, broken.version) == ("herder-broken", "6.6.6")
     assert "broken" not in plugins.plugins("lifecycle")
-    assert plugins.driver_names == ["good", "raw_exec"]
+    assert {"good", "raw_exec"} <= set(plugins.driver_names)  # and whichever driver plugins tox installed
 
 
 def test_a_driver_must_implement_start(install: Callable[..., Path]) -> None:
@@ -101,7 +101,7 @@ def test_disabled_plugins_are_listed_but_not_loaded(recording: HookLog) -> None:
     statuses = {r.name: r.status for r in plugins.records}
     assert statuses["recorder"] == "disabled" and statuses["raw_exec"] == "disabled"
     assert statuses["recdriver"] == "loaded"
-    assert plugins.driver_names == ["recdriver"]
+    assert "recdriver" in plugins.driver_names and "raw_exec" not in plugins.driver_names
 
 
 def test_herder_plugins_json_lists_loaded_and_failed(install: Callable[..., Path], herder: Callable[..., object],
@@ -120,7 +120,9 @@ def test_herder_plugins_json_lists_loaded_and_failed(install: Callable[..., Path
 
 
 def test_disable_plugin_on_the_command_line(herder: Callable[..., object]) -> None:
-    result = herder("drivers", "--json", "--disable-plugin", "raw_exec")
+    installed = [d["name"] for d in json.loads(herder("drivers", "--json").stdout)["drivers"]]
+    assert "raw_exec" in installed
+    result = herder("drivers", "--json", *(arg for name in installed for arg in ("--disable-plugin", name)))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"drivers": []}
 

@@ -64,6 +64,7 @@ class TaskRunner:
         self._lock = threading.RLock()
         self._handle: TaskHandle | None = None
         self._running_task: Task = task
+        self._env_task: Task = task
         self._kill_requested = threading.Event()
         self._restart_requested = threading.Event()
         self._wake = threading.Event()
@@ -178,7 +179,14 @@ class TaskRunner:
         self.ctx.env.clear()
         self.ctx.env.update(self._base_env)
         self.ctx.env.update(env)
-        task = interpolate_task(dataclasses.replace(self.task, env=env), self._make_lookup(dict(self.ctx.env)))
+        self._env_task = dataclasses.replace(self.task, env=env)
+        return self._interpolate()
+
+    def _interpolate(self) -> Task:
+        """The task interpolated against the environment as it is now: again after
+        prestart, whose hooks may change it (a driver that maps ports sets the
+        port the task listens on)."""
+        task = interpolate_task(self._env_task, self._make_lookup(dict(self.ctx.env)))
         self._running_task = task
         return task
 
@@ -197,6 +205,7 @@ class TaskRunner:
             return self.tracker.after_start_error(isinstance(exc, RecoverableError))
         if self._kill_requested.is_set():
             return None
+        task = self._interpolate()
         try:
             handle = self.hooks.task_start(task, self.ctx)
         except Exception as exc:
@@ -240,7 +249,7 @@ class TaskRunner:
                       shutdown_delay=task.shutdown_delay)
             time.sleep(task.shutdown_delay)
         sig = parse_signal(task.kill_signal) if task.kill_signal else None
-        sent = task.kill_signal or "interrupt"
+        sent = task.kill_signal or "the stop signal"
         self.emit("Killing", f"Sent {sent}. Waiting {format_duration(task.kill_timeout)} before force killing",
                   kill_timeout=task.kill_timeout)
         try:

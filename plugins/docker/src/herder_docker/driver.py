@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 import time
@@ -84,9 +85,9 @@ class DockerDriver:
             return Fingerprint(detected=False, healthy=False, description=reason)
         self._seen = True
         attributes = {"driver.docker.version": str(version.get("Version", ""))}
-        gateways = [c.get("Gateway") for c in (bridge.get("IPAM") or {}).get("Config") or [] if c.get("Gateway")]
-        if gateways:
-            attributes["driver.docker.bridge_ip"] = gateways[0]
+        bridge_ip = _bridge_ip(bridge)
+        if bridge_ip:
+            attributes["driver.docker.bridge_ip"] = bridge_ip
         return Fingerprint(detected=True, healthy=True, description="healthy", attributes=attributes)
 
     @hookimpl
@@ -175,7 +176,7 @@ class DockerDriver:
         for volume in config.volumes:
             host, _, rest = volume.partition(":")
             target, _, mode = rest.partition(":")
-            binds[host] = {"bind": target, "mode": mode or "rw"}
+            binds[self._volume_source(host, ctx)] = {"bind": target, "mode": mode or "rw"}
         ports: dict[str, tuple[str, int]] = {}
         for port in ctx.ports:
             container_port = self._container_port(config, port.label, port.to, port.value)
@@ -210,6 +211,18 @@ class DockerDriver:
         if task.user:
             options["user"] = task.user
         return options
+
+    @staticmethod
+    def _volume_source(host: str, ctx: TaskContext) -> str:
+        """An absolute host path as is; a relative one in the task directory, as in Nomad."""
+        if host.startswith("/"):
+            return host
+        try:
+            path = resolve_in_task_dir(ctx.task_dir, host)
+        except ValueError as exc:
+            raise DriverError(f"volumes: {exc}") from exc
+        path.mkdir(parents=True, exist_ok=True)
+        return str(path)
 
     @staticmethod
     def _network(attrs: Mapping[str, Any], config: TaskConfig, ctx: TaskContext) -> DriverNetwork | None:
@@ -273,6 +286,17 @@ class DockerDriver:
         image = TaskConfig.from_mapping(task.config).image_ref if "image" in task.config else ""
         if image:
             self.images.release(image, _user(ctx), fetched=("image", image) in created)
+
+
+def _bridge_ip(bridge: Mapping[str, Any]) -> str:
+    """The bridge network's gateway: given in its IPAM config, or else the subnet's first host
+    (Docker gives the bridge interface that address but does not always say so)."""
+    for entry in (bridge.get("IPAM") or {}).get("Config") or []:
+        if entry.get("Gateway"):
+            return str(entry["Gateway"])
+        if entry.get("Subnet"):
+            return str(next(ipaddress.ip_network(entry["Subnet"], strict=False).hosts()))
+    return ""
 
 
 def _user(ctx: TaskContext) -> str:

@@ -1,0 +1,116 @@
+"""Fixtures for the docker driver's tests, against the real Docker engine.
+
+Nothing is pulled: the test image ``herder-test/busybox:1`` is built FROM
+scratch out of the host's static ``/bin/busybox``. Tests run in parallel
+(pytest-xdist), so every job has a unique name, ports come from
+``make_config`` (2000-12000), and every container a test's allocations made
+is removed when the test ends, whatever happened.
+
+Without a daemon (or the SDK, or the driver) the tests are skipped, unless
+HERDER_REQUIRE names ``docker``: then they fail.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
+from tests.support.require import require
+
+from .helpers import (
+    BUSYBOX,
+    IMAGE,
+    Docker,
+    DockerJobs,
+    build_image,
+    busybox_digest,
+    docker,
+    remove_image,
+)
+
+BUILD_TIMEOUT = 300
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Docker]:
+    """A client of the daemon at DOCKER_HOST (or the default socket) that answered a ping within 5 s."""
+    require("docker", docker is not None, "the Docker SDK for Python (docker) is not installed")
+    try:
+        probe = docker.from_env(timeout=5)
+        probe.ping()
+        probe.close()
+    except Exception as exc:
+        require("docker", False, f"no Docker daemon: {exc}")
+    client = docker.from_env(timeout=BUILD_TIMEOUT)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def docker_driver(docker_client: Docker) -> str:
+    """The herder-docker distribution is installed, loads, and its fingerprint is healthy."""
+    plugins = load_plugins()
+    record = plugins.record("docker")
+    require("docker", record is not None and not record.error,
+            f"the docker driver is not installed or did not load: {record.error if record else 'no entry point'}")
+    fingerprint = Hooks(plugins).fingerprint("docker")
+    require("docker", fingerprint.detected and fingerprint.healthy,
+            f"the docker driver finds no healthy daemon: {fingerprint.description}")
+    return "docker"
+
+
+@pytest.fixture(scope="session")
+def busybox_image(docker_client: Docker, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``herder-test/busybox:1``, built unless an image of this very busybox is already there.
+
+    xdist workers take turns (a file lock in the temporary directory they
+    share), so the image is built once; a build by another program at the
+    same time is harmless: the tag moves from one identical image to the other.
+    """
+    require("docker", BUSYBOX.exists(), f"{BUSYBOX} is missing (Debian package busybox-static)")
+    shared = tmp_path_factory.getbasetemp().parent
+    with (shared / "busybox-image.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            labels = docker_client.images.get(IMAGE).labels or {}
+            if labels.get("herder.test.busybox.sha256") == busybox_digest():
+                return IMAGE
+        except docker.errors.ImageNotFound:
+            pass
+        build_image(docker_client, IMAGE, tmp_path_factory.mktemp("busybox-image"))
+    return IMAGE
+
+
+@pytest.fixture
+def unique_image(docker_client: Docker, busybox_image: str, tmp_path: Path) -> Iterator[Callable[[], str]]:
+    """A factory of images with a tag and an id of their own: ``herder-test/busybox-<uuid>:1``.
+
+    For tests that watch an image being removed; what is left is removed at the end.
+    """
+    made: list[str] = []
+
+    def make() -> str:
+        tag = f"herder-test/busybox-{uuid.uuid4().hex[:12]}:1"
+        directory = tmp_path / f"image-{len(made)}"
+        directory.mkdir()
+        made.append(tag)
+        build_image(docker_client, tag, directory, f"LABEL herder.test.unique={tag}\n")
+        return tag
+
+    yield make
+    for tag in made:
+        remove_image(docker_client, tag)
+
+
+@pytest.fixture
+def jobs(docker_client: Docker, docker_driver: str, busybox_image: str, data_dir: Path) -> Iterator[DockerJobs]:
+    """Runs jobs through herder's in-process runner with the docker driver; cleans up after the test."""
+    jobs = DockerJobs(docker_client, data_dir)
+    yield jobs
+    jobs.close()
