@@ -1,7 +1,9 @@
 """Fixtures for the docker driver's tests, against the real Docker engine.
 
-Nothing is pulled: the test image ``herder-test/busybox:1`` is built FROM
-scratch out of the host's static ``/bin/busybox``. Tests run in parallel
+Nothing is pulled from the internet: the test image ``herder-test/busybox:1``
+is built FROM scratch out of the host's static ``/bin/busybox``, and the pull
+tests pull from ``registry``, a test double of a registry on 127.0.0.1 that
+serves images exported from the local engine (``registry.py``). Tests run in parallel
 (pytest-xdist), so every job has a unique name, ports come from
 ``make_config`` (2000-12000), and every container a test's allocations made
 is removed when the test ends, whatever happened.
@@ -33,6 +35,7 @@ from .helpers import (
     docker,
     remove_image,
 )
+from .registry import Registry
 
 BUILD_TIMEOUT = 300
 
@@ -114,3 +117,21 @@ def jobs(docker_client: Docker, docker_driver: str, busybox_image: str, data_dir
     jobs = DockerJobs(docker_client, data_dir)
     yield jobs
     jobs.close()
+
+
+@pytest.fixture
+def registry(docker_client: Docker) -> Iterator[Registry]:
+    """A registry test double on ``127.0.0.1:PORT`` (see ``registry.py``), empty until ``add_image``.
+
+    At the end it stops, and every image it served is removed from the engine
+    under its ``127.0.0.1:PORT/...`` name, pulled or not, whatever happened.
+    A test that also runs jobs must have them cleaned up first (so that no
+    container still uses the image): ask for ``registry`` before ``jobs``.
+    """
+    registry = Registry().start()
+    try:
+        yield registry
+    finally:
+        registry.stop()
+        for image in registry.served:
+            remove_image(docker_client, image.ref)

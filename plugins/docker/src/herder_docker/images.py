@@ -71,7 +71,7 @@ class Images:
             return True
         if not force_pull and self.exists(ref):
             return False
-        self._pull_shared(ref, progress)
+        self._pull_shared(ref, progress, force_pull)
         self._own(ref)
         return True
 
@@ -97,7 +97,8 @@ class Images:
             raise DriverError(f"image tarball {tarball} holds {', '.join(sorted(tags)) or 'no tagged image'}, "
                               f"not {ref}")
 
-    def _pull_shared(self, ref: str, progress: Progress) -> None:
+    def _pull_shared(self, ref: str, progress: Progress, force: bool) -> None:
+        """Pull ``ref``, or wait for the pull of it already under way."""
         with self._lock:
             pull = self._pulls.get(ref)
             leader = pull is None
@@ -106,15 +107,19 @@ class Images:
             pull.listeners.append(progress)
         if leader:
             try:
-                self._pull(ref, pull)
+                # A pull that ended between our look and now has left the image.
+                if force or not self.exists(ref):
+                    self._pull(ref, pull)
             except Exception as exc:
                 pull.error = exc
             finally:
                 with self._lock:
                     del self._pulls[ref]
                 pull.done.set()
-        elif not pull.done.wait(self._pull_timeout + 5):
-            raise DriverError(f"pull of image {ref} did not finish within {self._pull_timeout:g}s")
+        else:
+            progress(f"Downloading image {ref}", {})
+            if not pull.done.wait(self._pull_timeout + 5):
+                raise DriverError(f"pull of image {ref} did not finish within {self._pull_timeout:g}s")
         if pull.error is not None:
             raise pull.error
 
