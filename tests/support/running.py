@@ -49,7 +49,7 @@ def make_config(data_dir: Path, plugin: dict[str, dict[str, object]] | None = No
 
 
 def start_job(text: str, data_dir: Path, *, fmt: str = "hcl", config: Config | None = None,
-              hooks: Hooks | None = None) -> tuple[Run, Callable[[], str]]:
+              hooks: Hooks | None = None) -> tuple[Run, Callable[..., str]]:
     """Place the job and run it in a thread; returns the run and a function that waits for its status."""
     config = config or make_config(data_dir)
     hooks = hooks or Hooks(load_plugins(config.plugin, config.disabled_plugins))
