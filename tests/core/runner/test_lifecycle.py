@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 from herder.errors import PlacementError
-from tests.support.running import run_job, start_job
+from herder.jobspec import load_job_text
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
+from herder.runner.job_runner import JobRunner
+from tests.support.running import make_config, run_job, start_job
 
 
 def job(tasks: str, *, type: str = "service", restart: str = "", count: int = 1) -> str:
@@ -224,3 +228,14 @@ def test_host_attributes_are_interpolated(data_dir: Path, tmp_path: Path) -> Non
     run_job(job(sh("t", f"echo ${{attr.kernel.name}} ${{attr.cpu.numcores}} ${{node.unique.name}} > {out}"),
                 type="batch"), data_dir)
     assert out.read_text().split() == ["linux", str(os.cpu_count()), os.uname().nodename]
+
+
+def test_a_stop_during_placement_runs_nothing(data_dir: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    job_text = job(sh("t", f"touch {marker}; sleep 30"))
+    runner = JobRunner(load_job_text(job_text, "hcl", "j.hcl"), Hooks(load_plugins()), make_config(data_dir),
+                       lambda record: None)
+    runner.stop()
+    runner.place()
+    assert runner.run() == "stopped"
+    assert not marker.exists()

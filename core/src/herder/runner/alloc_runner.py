@@ -21,8 +21,6 @@ from herder.runner.restarts import RestartTracker
 from herder.runner.task_runner import Lookup, TaskRunner
 from herder.runner.taskdir import build_alloc_dir, build_task_dir
 
-log = logging.getLogger(__name__)
-
 
 @dataclass(frozen=True)
 class EventRecord:

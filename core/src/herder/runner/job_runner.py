@@ -59,6 +59,8 @@ class JobRunner:
     def run(self) -> str:
         """Run every allocation to the end; returns "complete", "failed" or "stopped"."""
         threads = [threading.Thread(target=a.run, name=f"alloc-{a.alloc.name}", daemon=True) for a in self.allocs]
+        if self._stop_requested.is_set():  # asked to stop while placing: nothing runs
+            self.stop()
         for thread in threads:
             thread.start()
         for thread in threads:

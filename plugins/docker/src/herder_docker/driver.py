@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -30,8 +29,6 @@ from herder.runner.taskdir import resolve_in_task_dir
 from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig
 from herder_docker.handle import DockerHandle, LogStream
 from herder_docker.images import Images
-
-log = logging.getLogger(__name__)
 
 FINGERPRINT_TIMEOUT = 3.0
 TASK_DIRS = {"alloc_dir": "/alloc", "local_dir": "/local", "secrets_dir": "/secrets"}
