@@ -58,10 +58,18 @@ class DockerDriver:
                              self.config.pull_timeout)
 
     def client(self) -> docker.DockerClient:
-        """The client for task work (created on first use)."""
+        """The client for task work, created on first use.
+
+        :raises RecoverableError: while the daemon cannot be reached (it may come back).
+        """
         with self._lock:
             if self._client is None:
-                self._client = docker.DockerClient(base_url=self.config.endpoint, timeout=int(self.config.timeout))
+                try:
+                    self._client = docker.DockerClient(base_url=self.config.endpoint,
+                                                       timeout=int(self.config.timeout))
+                except docker.errors.DockerException as exc:
+                    raise RecoverableError(f"cannot reach the Docker daemon at {self.config.endpoint}: {exc}") \
+                        from exc
             return self._client
 
     # -- driver description -------------------------------------------------
