@@ -12,7 +12,9 @@ job "docker-web" {
       config {
         image   = "herder-test/busybox:1"
         command = "sh"
-        args    = ["-c", "echo hello from ${NOMAD_ALLOC_NAME} > /local/index.html && exec httpd -f -p 8080 -h /local"]
+        # sh stays PID 1 and exits on SIGTERM (a bare httpd as PID 1 would ignore it
+        # and be killed only after kill_timeout).
+        args    = ["-c", "echo hello from ${NOMAD_ALLOC_NAME} > /local/index.html; trap 'exit 0' TERM; httpd -f -p 8080 -h /local & wait"]
 
         port_map {
           http = 8080
