@@ -62,12 +62,12 @@ def test_a_task_ignoring_sigint_is_killed_after_kill_timeout_with_its_child(data
 
 
 def test_kill_signal_is_what_the_task_receives(data_dir: Path, tmp_path: Path) -> None:
-    got = tmp_path / "got"
-    script = (f"trap 'echo TERM > {got}; exit 0' TERM; trap 'echo INT > {got}; exit 0' INT; "
+    got, ready = tmp_path / "got", tmp_path / "ready"
+    script = (f"trap 'echo TERM > {got}; exit 0' TERM; trap 'echo INT > {got}; exit 0' INT; echo yes > {ready}; "
               "while true; do sleep 0.1; done")
     run, wait = start_job(job(sh("t", script, 'kill_signal = "SIGTERM"')), data_dir)
     run.wait_for("Started")
-    time.sleep(0.3)  # let the shell install its traps
+    wait_for_file(ready)  # the traps are in place
     run.runner.stop()
     wait()
     assert got.read_text().strip() == "TERM"
@@ -134,11 +134,11 @@ def test_shutdown_delay_comes_before_the_kill(data_dir: Path) -> None:
 
 
 def test_restart_and_signal_a_running_task(data_dir: Path, tmp_path: Path) -> None:
-    got = tmp_path / "usr1"
-    script = f"trap 'echo USR1 >> {got}' USR1; while true; do sleep 0.1; done"
+    got, ready = tmp_path / "usr1", tmp_path / "ready"
+    script = f"trap 'echo USR1 >> {got}' USR1; echo yes > {ready}; while true; do sleep 0.1; done"
     run, wait = start_job(job(sh("t", script)), data_dir)
     run.wait_for("Started")
-    time.sleep(0.3)
+    wait_for_file(ready)  # the trap is in place
     task = run.runner.allocs[0].tasks[0]
     task.signal(signal.SIGUSR1)
     assert wait_for_file(got).strip() == "USR1"
