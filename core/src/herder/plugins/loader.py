@@ -112,10 +112,9 @@ class PluginSet:
         except (pluggy.PluginValidationError, ValueError) as exc:
             record.error = f"invalid hook implementation: {exc}"
             return
-        impls = [impl for caller in self.pm.get_hookcallers(plugin) or [] for impl in caller.get_hookimpls()
-                 if impl.plugin is plugin]
-        unknown = sorted(impl.function.__name__ for impl in impls if self._spec_missing(impl))
-        names = {impl.function.__name__ for impl in impls}
+        callers = self.pm.get_hookcallers(plugin) or []
+        names = {caller.name for caller in callers}
+        unknown = sorted(caller.name for caller in callers if caller.spec is None)
         missing = [h for h in _REQUIRED_DRIVER_HOOKS if record.kind == "driver" and h not in names]
         if unknown or missing:
             self.pm.unregister(plugin)
@@ -123,13 +122,11 @@ class PluginSet:
                             else f"a driver must implement {', '.join(missing)}")
             return
         record.hooks = sorted(names)
-        for impl in impls:
-            self._code_owner[impl.function.__code__] = record.name
+        for caller in callers:
+            for impl in caller.get_hookimpls():
+                if impl.plugin is plugin:
+                    self._code_owner[impl.function.__code__] = record.name
         self._by_kind[record.kind][record.name] = plugin
-
-    def _spec_missing(self, impl: pluggy.HookImpl) -> bool:
-        caller = getattr(self.pm.hook, impl.function.__name__, None)
-        return caller is None or caller.spec is None
 
     def fail_duplicates(self) -> None:
         """Two distributions offering one driver name: neither is used, both are named."""

@@ -91,7 +91,10 @@ class TaskConfig:
 
     @property
     def image_ref(self) -> str:
-        """The image with a tag, as Docker names it (``busybox`` -> ``busybox:latest``)."""
-        name = self.image
-        last = name.rsplit("/", 1)[-1]
-        return name if ":" in last or "@" in last else f"{name}:latest"
+        return image_ref(self.image)
+
+
+def image_ref(name: str) -> str:
+    """The image with a tag, as Docker names it (``busybox`` -> ``busybox:latest``)."""
+    last = name.rsplit("/", 1)[-1]
+    return name if ":" in last or "@" in last else f"{name}:latest"

@@ -26,7 +26,7 @@ from herder import (
 )
 from herder.env import set_task_dirs, set_var
 from herder.runner.taskdir import resolve_in_task_dir
-from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig
+from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, image_ref
 from herder_docker.handle import DockerHandle, LogStream
 from herder_docker.images import Images
 
@@ -288,8 +288,8 @@ class DockerDriver:
                 pass
             except (docker.errors.APIError, requests.RequestException) as exc:
                 raise RecoverableError(f"cannot remove container {value[:12]}: {exc}") from exc
-        image = TaskConfig.from_mapping(task.config).image_ref if "image" in task.config else ""
-        if image:
+        if isinstance(task.config.get("image"), str):  # cleanup also follows a config that failed validation
+            image = image_ref(task.config["image"])
             self.images.release(image, _user(ctx), fetched=("image", image) in created)
 
 
