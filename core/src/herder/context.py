@@ -82,6 +82,9 @@ class TaskContext:
     created: CreatedResources = field(default_factory=CreatedResources)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("herder.task"))
     emitter: EventEmitter | None = field(default=None, repr=False)
+    supervisor: Any = field(default=None, repr=False)
+    """The process supervisor of this data dir (:class:`herder.supervisor.Supervisor`):
+    what :class:`herder.sdk.SupervisedProcess` starts the task's processes through."""
 
     def emit_event(self, type: str, message: str = "", **details: Any) -> None:
         """Record a task event (drivers use type ``Driver`` for progress)."""
