@@ -30,12 +30,12 @@ from typing import Any
 import docker
 import docker.errors
 
+from herder.client.alloc_runner import EventRecord
+from herder.client.job_runner import JobRunner
 from herder.config import Config, PortsConfig
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
-from herder.runner.alloc_runner import EventRecord
-from herder.runner.job_runner import JobRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import write_section

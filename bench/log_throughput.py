@@ -4,7 +4,7 @@ Writes a file of random bytes, then times, best of ``--runs`` after one
 warm-up run:
 
 (a) ``cat FILE > out`` (stdout straight to a file), the ceiling;
-(b) ``cat FILE`` with stdout a :class:`herder.runner.logs.LogSink` rotating at
+(b) ``cat FILE`` with stdout a :class:`herder.client.logs.LogSink` rotating at
     10 MB, until ``close()`` returns, i.e. until every byte is on disk;
 (c) ``cat FILE | cat > out``, for reference: a plain reader behind a pipe.
 
@@ -32,8 +32,8 @@ from pathlib import Path
 
 from results import write_section
 
-from herder.jobspec.model import LogConfig
-from herder.runner.logs import LogSink, log_files
+from herder.client.logs import LogSink, log_files
+from herder.model import LogConfig
 
 BENCH_DIR = Path(__file__).resolve().parent
 TITLE = "Log throughput"

@@ -19,11 +19,11 @@ import threading
 import time
 from pathlib import Path
 
+from herder.client.job_runner import JobRunner
 from herder.config import Config, PortsConfig
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
-from herder.runner.job_runner import JobRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import write_section

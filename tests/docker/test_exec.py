@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from herder import EXEC_OUTPUT_LIMIT
-from herder.runner.task_runner import TaskRunner
+from herder.client.task_runner import TaskRunner
 
 from .helpers import DockerJobs, docker_job, job_name, sh
 

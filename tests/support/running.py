@@ -7,12 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herder.client.alloc_runner import EventRecord
+from herder.client.job_runner import JobRunner
 from herder.config import Config, PortsConfig
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
-from herder.runner.alloc_runner import EventRecord
-from herder.runner.job_runner import JobRunner
 
 
 @dataclass

@@ -21,7 +21,7 @@ from herder import (
     TaskHandle,
     hookimpl,
 )
-from herder.process import ProcessHandle
+from herder.sdk.process import ProcessHandle
 
 
 class _Recording:

@@ -9,7 +9,7 @@ import pluggy
 
 from herder.context import AllocatedPort, CreatedResources, TaskContext, TaskDir
 from herder.errors import DriverError, RecoverableError
-from herder.jobspec.model import Task
+from herder.model import Task
 from herder.objects import (
     EXEC_OUTPUT_LIMIT,
     Alloc,

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from herder.client.ports import DEFAULT_MAX_PORT, DEFAULT_MIN_PORT, parse_reserved
 from herder.errors import ConfigError
-from herder.runner.ports import DEFAULT_MAX_PORT, DEFAULT_MIN_PORT, parse_reserved
 
 
 @dataclass(frozen=True)

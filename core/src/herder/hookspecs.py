@@ -50,7 +50,7 @@ from typing import Any
 import pluggy
 
 from herder.context import TaskContext
-from herder.jobspec.model import Task
+from herder.model import Task
 from herder.objects import Alloc, ExecResult, ExitResult, Fingerprint, TaskEvent, TaskHandle
 
 hookspec = pluggy.HookspecMarker("herder")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from herder.jobspec.model import Task
+from herder.model import Task
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import json
 from rich.console import Console
 
 from herder.cli.render import LiveTable, event_json
+from herder.client.alloc_runner import EventRecord
 from herder.objects import TaskEvent
-from herder.runner.alloc_runner import EventRecord
 
 
 def record(type: str, message: str = "", **details: object) -> EventRecord:

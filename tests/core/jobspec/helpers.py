@@ -9,7 +9,7 @@ import pytest
 
 from herder.errors import JobError
 from herder.jobspec import load_job_text
-from herder.jobspec.model import Job
+from herder.model import Job
 
 
 def load(text: str, fmt: str = "hcl", variables: Mapping[str, str] | None = None) -> Job:

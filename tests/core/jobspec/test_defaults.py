@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from herder.jobspec.model import LogConfig, Resources, RestartPolicy
+from herder.model import LogConfig, Resources, RestartPolicy
 
 from .helpers import load, problems, task_hcl
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from herder.jobspec.model import Check, CheckRestart, PortSpec
+from herder.model import Check, CheckRestart, PortSpec
 
 from .helpers import load, problems, task_hcl
 

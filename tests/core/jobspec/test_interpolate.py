@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from herder.jobspec import interpolate, interpolate_task, task_lookup
-from herder.jobspec.model import Artifact, Check, Service, Task, Template
+from herder.model import Artifact, Check, Service, Task, Template
 
 LOOKUP = task_lookup(
     env={"NOMAD_PORT_http": "23456", "HERDER_TASK_NAME": "server", "GREETING": "hi"},

@@ -21,13 +21,13 @@ from rich.table import Table
 
 from herder.cli.output import TaskOutput
 from herder.cli.render import make_view
+from herder.client.job_runner import JobRunner
 from herder.config import Config, load_config
 from herder.errors import ConfigError, JobError, PlacementError
 from herder.jobspec import load_job, validate_task_configs
-from herder.jobspec.model import Job
+from herder.model import Job
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
-from herder.runner.job_runner import JobRunner
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 

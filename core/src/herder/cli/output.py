@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from herder.runner.job_runner import JobRunner
-from herder.runner.logtail import LogTail
+from herder.client.job_runner import JobRunner
+from herder.client.logtail import LogTail
 
 POLL_INTERVAL = 0.2
 

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from herder.runner.alloc_runner import EventRecord
+from herder.client.alloc_runner import EventRecord
 
 _STATE_STYLE = {"pending": "yellow", "running": "green", "dead": "dim"}
 _FAILURES = {"Driver Failure", "Setup Failure", "Failed Validation", "Not Restarting", "Task hook failed",

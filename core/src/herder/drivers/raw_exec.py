@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from herder import DriverError, ExecResult, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
-from herder.env import inherited_environment
-from herder.process import ProcessHandle, run_capped
+from herder.sdk import inherited_environment
+from herder.sdk.process import ProcessHandle, run_capped
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

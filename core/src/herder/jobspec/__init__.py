@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from herder.jobspec.durations import format_duration, parse_duration
 from herder.jobspec.interpolate import interpolate, interpolate_task, task_lookup
 from herder.jobspec.load import load_job, load_job_text
 from herder.jobspec.task_config import validate_config, validate_task_configs
+from herder.sdk.durations import format_duration, parse_duration
 
 __all__ = [
     "format_duration",

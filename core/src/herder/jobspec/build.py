@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, overload
 
-from herder.jobspec.durations import format_duration, parse_duration
-from herder.jobspec.model import (
+from herder.jobspec.paths import Path
+from herder.model import (
     Artifact,
     Check,
     CheckRestart,
@@ -27,7 +27,7 @@ from herder.jobspec.model import (
     Task,
     Template,
 )
-from herder.jobspec.paths import Path
+from herder.sdk.durations import format_duration, parse_duration
 
 RESTART_DEFAULTS: dict[str, dict[str, Any]] = {
     "service": {"attempts": 2, "interval": 30 * 60.0, "delay": 15.0, "mode": "fail"},

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from herder.jobspec.model import Artifact, Check, Service, Task, Template
+from herder.model import Artifact, Check, Service, Task, Template
 
 Lookup = Callable[[str], str | None]
 

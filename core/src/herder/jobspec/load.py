@@ -15,12 +15,12 @@ from typing import Any
 from herder.errors import JobError
 from herder.jobspec.build import build_job
 from herder.jobspec.formats import format_of, parse_text, read_text
-from herder.jobspec.model import Job
 from herder.jobspec.paths import Locator
 from herder.jobspec.paths import Path as DocPath
 from herder.jobspec.stanzas import drop_unimplemented
 from herder.jobspec.validate import validate_job_document
 from herder.jobspec.variables import apply_variables
+from herder.model import Job
 
 
 def load_job(path: Path, variables: Mapping[str, str] | None = None) -> Job:

@@ -13,9 +13,9 @@ from typing import Any
 from jsonschema import SchemaError, ValidationError
 from jsonschema.validators import validator_for
 
-from herder.jobspec.model import Job
 from herder.jobspec.paths import Locator, Path, render_path
 from herder.jobspec.validate import Problem, schema_problems
+from herder.model import Job
 
 
 def _unresolved(error: ValidationError) -> bool:

@@ -20,9 +20,9 @@ from jsonschema.protocols import Validator
 
 # The module, not its names: herder.objects itself imports this package.
 from herder import objects
-from herder.jobspec.durations import parse_duration
 from herder.jobspec.paths import Path, render_path
 from herder.jobspec.variables import coerce_scalar
+from herder.sdk.durations import parse_duration
 
 Problem = tuple[Path, str]
 

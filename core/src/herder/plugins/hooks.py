@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from herder.context import TaskContext
 from herder.errors import DriverError
-from herder.jobspec.model import Task
+from herder.model import Task
 from herder.objects import Alloc, ExecResult, ExitResult, Fingerprint, TaskEvent, TaskHandle
 from herder.plugins.loader import PluginSet
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from herder.jobspec import parse_duration
+from herder.sdk import parse_duration
 
 DEFAULT_ENDPOINT = "unix:///var/run/docker.sock"
 

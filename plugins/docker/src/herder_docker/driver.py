@@ -24,8 +24,7 @@ from herder import (
     TaskHandle,
     hookimpl,
 )
-from herder.env import set_task_dirs, set_var
-from herder.runner.taskdir import resolve_in_task_dir
+from herder.sdk import resolve_in_task_dir, set_task_dirs, set_var
 from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, image_ref
 from herder_docker.handle import DockerHandle, LogStream
 from herder_docker.images import Images

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO, Self
 
-from herder.jobspec.model import LogConfig
+from herder.model import LogConfig
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer

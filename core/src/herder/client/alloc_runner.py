@@ -8,18 +8,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from herder.client.env import task_environment
+from herder.client.logs import TaskLogs
+from herder.client.node import Node
+from herder.client.ports import PortAllocator
+from herder.client.restarts import RestartTracker
+from herder.client.task_runner import Lookup, TaskRunner
+from herder.client.taskdir import build_alloc_dir, build_task_dir
 from herder.context import AllocatedPort, TaskContext
-from herder.env import task_environment
 from herder.jobspec import task_lookup
-from herder.jobspec.model import Group, Job, Task
+from herder.model import Group, Job, Task
 from herder.objects import Alloc, TaskEvent
 from herder.plugins.hooks import HOOK_FAILED, Hooks
-from herder.runner.logs import TaskLogs
-from herder.runner.node import Node
-from herder.runner.ports import PortAllocator
-from herder.runner.restarts import RestartTracker
-from herder.runner.task_runner import Lookup, TaskRunner
-from herder.runner.taskdir import build_alloc_dir, build_task_dir
 
 
 @dataclass(frozen=True)

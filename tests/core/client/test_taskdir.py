@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from herder.client.taskdir import build_alloc_dir, build_task_dir
 from herder.context import TaskDir
-from herder.runner.taskdir import build_alloc_dir, build_task_dir, resolve_in_task_dir
+from herder.sdk import resolve_in_task_dir
 
 
 @pytest.fixture

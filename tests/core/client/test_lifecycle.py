@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from herder.client.job_runner import JobRunner
 from herder.errors import PlacementError
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
-from herder.runner.job_runner import JobRunner
 from tests.support.running import make_config, run_job, start_job
 
 

@@ -9,18 +9,16 @@ Inside isolating drivers these appear as ``/alloc``, ``/local`` and
 ``/secrets``. Nomad also gives each task directory an ``alloc`` entry showing
 the shared directory; herder does not create one on the host (isolating
 drivers mount the shared directory themselves), but job-file paths may still
-reach it as ``alloc/...``: see :func:`resolve_in_task_dir`.
+reach it as ``alloc/...``: see :func:`herder.sdk.resolve_in_task_dir`.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from herder.context import TaskDir
-
-ALLOC_SHARED = "alloc"
-"""The name of the shared directory, and of its view inside each task directory."""
+from herder.sdk.paths import ALLOC_SHARED
 
 
 def build_alloc_dir(data_dir: Path, alloc_id: str) -> Path:
@@ -53,30 +51,3 @@ def build_task_dir(alloc_dir_root: Path, task_name: str) -> TaskDir:
     # mkdir's mode is filtered by the umask, and an existing dir keeps its own.
     os.chmod(task_dir.secrets_dir, 0o700)
     return task_dir
-
-
-def resolve_in_task_dir(task_dir: TaskDir, relative: str) -> Path:
-    """The host path of a job-file path such as an artifact or template destination.
-
-    The path is taken relative to the task directory, as in Nomad. It may
-    reach the shared allocation directory, either through the task's
-    ``alloc`` view (``alloc/data/x``) or as the sibling it is on the host
-    (``../alloc/data/x``). An absolute path is accepted only if it lies in
-    one of those two. Symlinks are resolved; anything that ends up outside
-    both directories raises :class:`ValueError`.
-    """
-    path = PurePosixPath(relative)
-    if path.parts[:1] == (ALLOC_SHARED,):
-        candidate = task_dir.alloc_dir.joinpath(*path.parts[1:])
-    else:
-        candidate = task_dir.dir / path
-    try:
-        resolved = candidate.resolve()
-    except (OSError, RuntimeError) as err:  # RuntimeError: a symlink loop (Python < 3.13)
-        raise ValueError(f"path {relative!r} cannot be resolved: {err}") from None
-    if any(p.is_symlink() for p in (resolved, *resolved.parents)):  # a loop left unresolved (Python >= 3.13)
-        raise ValueError(f"path {relative!r} cannot be resolved: symlink loop")
-    for root in (task_dir.dir, task_dir.alloc_dir):
-        if resolved.is_relative_to(root.resolve()):
-            return resolved
-    raise ValueError(f"path {relative!r} escapes the task directory")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from herder.jobspec.model import LogConfig
-from herder.runner.logs import LogSink, TaskLogs, log_files
+from herder.client.logs import LogSink, TaskLogs, log_files
+from herder.model import LogConfig
 
 MIB = 1024 * 1024
 

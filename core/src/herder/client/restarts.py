@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from herder.jobspec.durations import format_duration
-from herder.jobspec.model import RestartPolicy
+from herder.model import RestartPolicy
 from herder.objects import ExitResult
+from herder.sdk.durations import format_duration
 
 JITTER = 0.25
 

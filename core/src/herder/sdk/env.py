@@ -1,22 +1,19 @@
-"""The task environment (SPEC §5), and helpers for drivers that adjust it.
+"""Helpers for drivers that adjust the task environment (SPEC §5).
 
 Every variable is set twice, as ``HERDER_<NAME>`` and ``NOMAD_<NAME>``, so
-that Nomad job files work unchanged. :func:`task_environment` gives the values
-as the host sees them; a driver that shows the task something else (an
-isolating driver mounts the directories at ``/alloc``, ``/local`` and
-``/secrets``; a driver that maps ports has the task listen on another port)
-rewrites them with :func:`set_task_dirs` and :func:`set_port_vars`, which keep
-both prefixes in step.
+that Nomad job files work unchanged. The client builds the environment as the
+host sees it; a driver that shows the task something else (an isolating
+driver mounts the directories at ``/alloc``, ``/local`` and ``/secrets``; a
+driver that maps ports has the task listen on another port) rewrites it with
+:func:`set_task_dirs` and :func:`set_port_vars`, which keep both prefixes in
+step.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping
 from os import PathLike
-
-from herder.context import AllocatedPort, TaskDir
-from herder.jobspec.model import Group, Job, Task
 
 PREFIXES = ("HERDER_", "NOMAD_")
 
@@ -88,46 +85,6 @@ def set_task_dirs(
     set_var(env, "ALLOC_DIR", str(alloc_dir))
     set_var(env, "TASK_DIR", str(task_dir))
     set_var(env, "SECRETS_DIR", str(secrets_dir))
-
-
-def task_environment(
-    *,
-    job: Job,
-    group: Group,
-    task: Task,
-    alloc_id: str,
-    alloc_index: int,
-    task_dir: TaskDir,
-    ports: Sequence[AllocatedPort],
-    datacenter: str,
-) -> dict[str, str]:
-    """herder's variables for ``task``, with host paths and host ports.
-
-    The task's own ``env`` is not included: the runner interpolates it
-    against these variables (and ``${attr.*}``, ``${meta.*}``, ...) at each
-    start and applies it last.
-    """
-    env: dict[str, str] = {}
-    set_task_dirs(env, task_dir.alloc_dir, task_dir.local_dir, task_dir.secrets_dir)
-    set_var(env, "ALLOC_ID", alloc_id)
-    set_var(env, "ALLOC_NAME", f"{job.name}.{group.name}[{alloc_index}]")
-    set_var(env, "ALLOC_INDEX", str(alloc_index))
-    set_var(env, "JOB_NAME", job.name)
-    set_var(env, "GROUP_NAME", group.name)
-    set_var(env, "TASK_NAME", task.name)
-    set_var(env, "DC", datacenter)
-    set_var(env, "REGION", job.region)
-    set_var(env, "CPU_LIMIT", str(task.resources.cpu))
-    set_var(env, "MEMORY_LIMIT", str(task.resources.memory))
-    for port in ports:
-        set_var(env, f"IP_{port.label}", port.host_ip)
-        set_var(env, f"HOST_PORT_{port.label}", str(port.value))
-        set_port_vars(env, port.label, port.value)
-    for key, value in {**job.meta, **group.meta, **task.meta}.items():
-        # As Nomad: upper-cased, and as written for job files that use that.
-        set_var(env, f"META_{key}", value)
-        set_var(env, f"META_{clean_env_var(key).upper()}", value)
-    return env
 
 
 def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:

@@ -6,9 +6,7 @@ import random
 
 import pytest
 
-from herder.jobspec.model import RestartPolicy
-from herder.objects import ExitResult
-from herder.runner.restarts import (
+from herder.client.restarts import (
     REASON_DELAY,
     REASON_NO_RESTARTS,
     REASON_SUCCESS,
@@ -17,6 +15,8 @@ from herder.runner.restarts import (
     Outcome,
     RestartTracker,
 )
+from herder.model import RestartPolicy
+from herder.objects import ExitResult
 
 FAILED = ExitResult(exit_code=1)
 OK = ExitResult(exit_code=0)

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from herder.client.ports import PortAllocator, parse_reserved, port_is_free
 from herder.context import AllocatedPort
 from herder.errors import PlacementError
-from herder.jobspec.model import PortSpec
-from herder.runner.ports import PortAllocator, parse_reserved, port_is_free
+from herder.model import PortSpec
 
 LOW, HIGH = 2000, 12000
 

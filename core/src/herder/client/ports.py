@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from herder.context import AllocatedPort
 from herder.errors import PlacementError
-from herder.jobspec.model import PortSpec
+from herder.model import PortSpec
 
 DEFAULT_MIN_PORT = 20000
 DEFAULT_MAX_PORT = 32000

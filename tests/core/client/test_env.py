@@ -6,16 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from herder.client.env import task_environment
 from herder.context import AllocatedPort, TaskDir
-from herder.env import (
-    clean_env_var,
-    inherited_environment,
-    set_port_vars,
-    set_task_dirs,
-    set_var,
-    task_environment,
-)
-from herder.jobspec.model import Group, Job, PortSpec, Resources, RestartPolicy, Task
+from herder.model import Group, Job, PortSpec, Resources, RestartPolicy, Task
+from herder.sdk import clean_env_var, inherited_environment, set_port_vars, set_task_dirs, set_var
 
 
 def build_env(tmp_path: Path, **task_fields: object) -> dict[str, str]:

@@ -10,14 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from herder.client.restarts import Decision, Outcome, RestartTracker
 from herder.context import TaskContext
 from herder.errors import RecoverableError
 from herder.jobspec import interpolate, interpolate_task, validate_config
-from herder.jobspec.durations import format_duration
-from herder.jobspec.model import Task
+from herder.model import Task
 from herder.objects import ExecResult, ExitResult, TaskEvent, TaskHandle, parse_signal
 from herder.plugins.hooks import CLEANUP_ORDER, Hooks
-from herder.runner.restarts import Decision, Outcome, RestartTracker
+from herder.sdk.durations import format_duration
 
 log = logging.getLogger(__name__)
 

@@ -7,13 +7,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from herder.client.alloc_runner import AllocRunner, EventRecord
+from herder.client.node import Node, host_attributes
+from herder.client.ports import PortAllocator
 from herder.config import Config
 from herder.errors import PlacementError
-from herder.jobspec.model import Job
+from herder.model import Job
 from herder.plugins.hooks import Hooks
-from herder.runner.alloc_runner import AllocRunner, EventRecord
-from herder.runner.node import Node, host_attributes
-from herder.runner.ports import PortAllocator
 
 
 class JobRunner:

@@ -1,0 +1,49 @@
+"""The task environment as the host sees it (SPEC §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from herder.context import AllocatedPort, TaskDir
+from herder.model import Group, Job, Task
+from herder.sdk.env import clean_env_var, set_port_vars, set_task_dirs, set_var
+
+
+def task_environment(
+    *,
+    job: Job,
+    group: Group,
+    task: Task,
+    alloc_id: str,
+    alloc_index: int,
+    task_dir: TaskDir,
+    ports: Sequence[AllocatedPort],
+    datacenter: str,
+) -> dict[str, str]:
+    """herder's variables for ``task``, with host paths and host ports.
+
+    The task's own ``env`` is not included: the runner interpolates it
+    against these variables (and ``${attr.*}``, ``${meta.*}``, ...) at each
+    start and applies it last.
+    """
+    env: dict[str, str] = {}
+    set_task_dirs(env, task_dir.alloc_dir, task_dir.local_dir, task_dir.secrets_dir)
+    set_var(env, "ALLOC_ID", alloc_id)
+    set_var(env, "ALLOC_NAME", f"{job.name}.{group.name}[{alloc_index}]")
+    set_var(env, "ALLOC_INDEX", str(alloc_index))
+    set_var(env, "JOB_NAME", job.name)
+    set_var(env, "GROUP_NAME", group.name)
+    set_var(env, "TASK_NAME", task.name)
+    set_var(env, "DC", datacenter)
+    set_var(env, "REGION", job.region)
+    set_var(env, "CPU_LIMIT", str(task.resources.cpu))
+    set_var(env, "MEMORY_LIMIT", str(task.resources.memory))
+    for port in ports:
+        set_var(env, f"IP_{port.label}", port.host_ip)
+        set_var(env, f"HOST_PORT_{port.label}", str(port.value))
+        set_port_vars(env, port.label, port.value)
+    for key, value in {**job.meta, **group.meta, **task.meta}.items():
+        # As Nomad: upper-cased, and as written for job files that use that.
+        set_var(env, f"META_{key}", value)
+        set_var(env, f"META_{clean_env_var(key).upper()}", value)
+    return env

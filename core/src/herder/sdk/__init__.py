@@ -1,0 +1,49 @@
+"""The driver SDK: the building blocks a driver needs besides :mod:`herder` itself.
+
+A driver plugin imports only :mod:`herder` (the objects, errors and
+``hookimpl``) and this module; everything else in herder is internal.
+
+- :class:`SupervisedProcess`: a task handle for a local process, started
+  through the data dir's supervisor so that it outlives the herder process,
+  with its output in the rotating log files, and recoverable from ``state()``.
+- :func:`run_capped`: run a short command with a timeout and capped output,
+  as ``herder_task_exec`` needs.
+- The task environment: :func:`set_var`, :func:`get_var`,
+  :func:`set_port_vars`, :func:`set_task_dirs`, :func:`clean_env_var`,
+  :func:`inherited_environment`.
+- :func:`resolve_in_task_dir`: a job-file path inside the task directory,
+  never outside it.
+- :func:`parse_duration`, :func:`format_duration`, :func:`parse_signal`.
+"""
+
+from __future__ import annotations
+
+from herder.objects import EXEC_OUTPUT_LIMIT, parse_signal
+from herder.sdk.durations import format_duration, parse_duration
+from herder.sdk.env import (
+    clean_env_var,
+    get_var,
+    inherited_environment,
+    set_port_vars,
+    set_task_dirs,
+    set_var,
+)
+from herder.sdk.paths import resolve_in_task_dir
+from herder.sdk.process import exit_result, kill_group, run_capped
+
+__all__ = [
+    "EXEC_OUTPUT_LIMIT",
+    "clean_env_var",
+    "exit_result",
+    "format_duration",
+    "get_var",
+    "inherited_environment",
+    "kill_group",
+    "parse_duration",
+    "parse_signal",
+    "resolve_in_task_dir",
+    "run_capped",
+    "set_port_vars",
+    "set_task_dirs",
+    "set_var",
+]
