@@ -1,0 +1,38 @@
+"""The client's durable state, in SQLite under the data dir (SPEC §12).
+
+A low layer: it knows records and SQL, not runners or drivers.
+:class:`Store` opens ``<data_dir>/state.db``; the records are what it stores.
+"""
+
+from __future__ import annotations
+
+from herder.state.records import (
+    LIVE_STATUSES,
+    AllocRecord,
+    AllocStatus,
+    Deferred,
+    DesiredStatus,
+    JobRecord,
+    PortRecord,
+    TaskRecord,
+    TaskState,
+    job_id,
+)
+from herder.state.store import BUSY_TIMEOUT, EVENTS_KEPT, StateError, Store
+
+__all__ = [
+    "BUSY_TIMEOUT",
+    "EVENTS_KEPT",
+    "LIVE_STATUSES",
+    "AllocRecord",
+    "AllocStatus",
+    "Deferred",
+    "DesiredStatus",
+    "JobRecord",
+    "PortRecord",
+    "StateError",
+    "Store",
+    "TaskRecord",
+    "TaskState",
+    "job_id",
+]

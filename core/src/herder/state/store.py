@@ -1,0 +1,446 @@
+"""The client's durable state: one SQLite database, ``<data_dir>/state.db``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import fields
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from herder.errors import HerderError
+from herder.objects import TaskEvent
+from herder.state import schema
+from herder.state.records import (
+    LIVE_STATUSES,
+    AllocRecord,
+    AllocStatus,
+    Deferred,
+    DesiredStatus,
+    JobRecord,
+    PortRecord,
+    TaskRecord,
+    TaskState,
+    check_choice,
+)
+
+EVENTS_KEPT = 100
+"""How many events the store keeps per task; older ones are dropped."""
+
+BUSY_TIMEOUT = 10.0
+"""Seconds a write waits for another connection (another herder process on
+the same data dir) to finish its transaction before failing."""
+
+_ALLOC_UPDATABLE = frozenset({"status", "desired", "session", "keep"})
+_TASK_UPDATABLE = frozenset(f.name for f in fields(TaskRecord)) - {"alloc_id", "name"}
+_LIVE = ", ".join(f"'{status}'" for status in LIVE_STATUSES)
+
+
+class StateError(HerderError):
+    """The state database cannot be used: it is corrupt, not herder's, newer
+    than this herder, or SQLite failed (disk full, locked too long...)."""
+
+
+class Store:
+    """The client's state: jobs, allocations, task states, ports, events and
+    deferred work, in the SQLite database at ``path`` (created if missing).
+
+    Every public write is one transaction; :meth:`transaction` groups several.
+    A commit is atomic: a process killed at any instant leaves the database
+    as of its last commit, never half of one. The journal is a write-ahead
+    log synced at checkpoints only (``synchronous = NORMAL``), so a power loss
+    or an OS crash may lose the last few commits, but still never half of one.
+
+    One connection serves every thread, behind a lock. Several processes may
+    open the same file: a writer waits up to :data:`BUSY_TIMEOUT` seconds for
+    the others. Any SQLite failure is raised as :class:`StateError`.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._depth = 0  # how many transaction() blocks are open
+        try:
+            # isolation_level=None: the sqlite3 module opens no transaction
+            # behind our back; transaction() issues BEGIN and COMMIT itself.
+            self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None,
+                                       check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StateError(f"{path}: {exc}") from exc
+        try:
+            # The first statement to read the file: a file that is not a
+            # database fails here.
+            self._execute("PRAGMA journal_mode = WAL")
+            self._execute("PRAGMA synchronous = NORMAL")
+            self._execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _migrate(self) -> None:
+        known = len(schema.MIGRATIONS)
+        # One write transaction, version read inside it: of two processes
+        # opening a new database at once, the second sees the first's work.
+        with self.transaction():
+            version = self._execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                if self._execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                    raise StateError(f"{self.path} is not a herder state database (it has tables "
+                                     "but no schema version)")
+            elif self._execute("PRAGMA application_id").fetchone()[0] != schema.APPLICATION_ID:
+                raise StateError(f"{self.path} is not a herder state database")
+            if version > known:
+                raise StateError(f"{self.path} has schema version {version}, this herder knows up to {known}")
+            for number, migration in enumerate(schema.MIGRATIONS[version:], start=version + 1):
+                try:
+                    migration(self._db)
+                except sqlite3.Error as exc:
+                    raise StateError(f"{self.path}: migration to schema version {number} failed: {exc}") from exc
+            if version < known:
+                self._execute(f"PRAGMA user_version = {known}")
+
+    def close(self) -> None:
+        """Close the database; the store cannot be used afterwards."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # -- transactions and statements ---------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Make the writes of the block one transaction: all are committed, or none.
+
+        A nested block joins the outer one, which commits when it ends; if the
+        nested block raises, its own writes are undone (it is a savepoint) and
+        the exception goes on. Other threads wait until the outer block ends.
+        """
+        with self._lock:
+            outer = self._depth == 0
+            savepoint = f"nested_{self._depth}"
+            # IMMEDIATE takes the write lock now, while the busy timeout
+            # applies: a transaction that reads first and then upgrades its
+            # lock gets SQLITE_BUSY at once when another process wrote meanwhile.
+            self._execute("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
+            self._depth += 1
+            try:
+                yield
+                self._execute("COMMIT" if outer else f"RELEASE {savepoint}")
+            except BaseException:
+                # SQLite rolls back by itself on some errors (disk full, I/O):
+                # then there is nothing left to roll back.
+                if self._db.in_transaction:
+                    if outer:
+                        self._execute("ROLLBACK")
+                    else:
+                        self._execute(f"ROLLBACK TO {savepoint}")
+                        self._execute(f"RELEASE {savepoint}")
+                raise
+            finally:
+                self._depth -= 1
+
+    def _execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> sqlite3.Cursor:
+        """Run one statement; the caller holds the lock (through transaction() for writes)."""
+        try:
+            return self._db.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise StateError(f"{self.path}: {exc}") from exc
+
+    def _executemany(self, sql: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        try:
+            self._db.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise StateError(f"{self.path}: {exc}") from exc
+
+    def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StateError(f"{self.path}: {exc}") from exc
+
+    def _exists(self, sql: str, params: Sequence[Any]) -> bool:
+        return bool(self._query(sql, params))
+
+    def _update(self, table: str, keys: Mapping[str, Any], changes: Mapping[str, Any], missing: str) -> None:
+        """Set the columns ``changes`` names (checked names) in the row of
+        ``table`` that ``keys`` selects; KeyError(missing) if there is none."""
+        assignments = ", ".join(f'"{name}" = :{name}' for name in changes)
+        # The key parameters are prefixed so that they never clash with a changed column.
+        where = " AND ".join(f'"{name}" = :key_{name}' for name in keys)
+        params = {**changes, **{f"key_{name}": value for name, value in keys.items()}}
+        with self.transaction():
+            if self._execute(f"UPDATE {table} SET {assignments} WHERE {where}", params).rowcount == 0:
+                raise KeyError(missing)
+
+    # -- jobs ---------------------------------------------------------------------------------
+
+    def put_job(self, job: JobRecord) -> None:
+        """Store a job submission, unless one with the same id is stored already."""
+        with self.transaction():
+            self._execute(_insert("jobs", JobRecord) + " ON CONFLICT (id) DO NOTHING", _encode_job(job))
+
+    def job(self, job_id: str) -> JobRecord | None:
+        rows = self._query(f"SELECT {_columns(JobRecord)} FROM jobs WHERE id = ?", (job_id,))
+        return _decode_job(rows[0]) if rows else None
+
+    # -- allocations --------------------------------------------------------------------------
+
+    def put_alloc(self, alloc: AllocRecord, tasks: Sequence[TaskRecord], ports: Sequence[PortRecord]) -> None:
+        """Store an allocation with its tasks and ports, replacing what was
+        stored for it before (its events stay).
+
+        Raises KeyError if its job is not stored, ValueError if a task or a
+        port belongs to another allocation.
+        """
+        others = ({task.alloc_id for task in tasks} | {port.alloc_id for port in ports}) - {alloc.id}
+        if others:
+            raise ValueError(f"tasks or ports of {', '.join(sorted(others))} given with alloc {alloc.id}")
+        with self.transaction():
+            if not self._exists("SELECT 1 FROM jobs WHERE id = ?", (alloc.job_id,)):
+                raise KeyError(f"no job {alloc.job_id}")
+            updates = ", ".join(f'"{f.name}" = excluded."{f.name}"' for f in fields(AllocRecord) if f.name != "id")
+            self._execute(_insert("allocs", AllocRecord) + f" ON CONFLICT (id) DO UPDATE SET {updates}",
+                          _encode_alloc(alloc))
+            self._execute("DELETE FROM tasks WHERE alloc_id = ?", (alloc.id,))
+            self._execute("DELETE FROM ports WHERE alloc_id = ?", (alloc.id,))
+            self._executemany(_insert("tasks", TaskRecord), map(_encode_task, tasks))
+            self._executemany(_insert("ports", PortRecord), map(_fields, ports))
+
+    def alloc(self, alloc_id: str) -> AllocRecord | None:
+        rows = self._query(f"SELECT {_columns(AllocRecord)} FROM allocs WHERE id = ?", (alloc_id,))
+        return _decode_alloc(rows[0]) if rows else None
+
+    def allocs(self, *, job_name: str | None = None, live: bool | None = None,
+               session: str | None = None) -> list[AllocRecord]:
+        """The allocations, oldest first; ``live`` selects those pending or
+        running (True) or the others (False)."""
+        conditions = ["1"]
+        params: list[Any] = []
+        if job_name is not None:
+            conditions.append("job_name = ?")
+            params.append(job_name)
+        if session is not None:
+            conditions.append("session = ?")
+            params.append(session)
+        if live is not None:
+            conditions.append(f"status {'' if live else 'NOT '}IN ({_LIVE})")
+        rows = self._query(f"SELECT {_columns(AllocRecord)} FROM allocs WHERE {' AND '.join(conditions)} "
+                           "ORDER BY created_at, rowid", params)
+        return [_decode_alloc(row) for row in rows]
+
+    def update_alloc(self, alloc_id: str, /, **changes: Any) -> None:
+        """Change some of ``status``, ``desired``, ``session`` and ``keep``;
+        ``updated_at`` becomes now. KeyError if the allocation is not stored."""
+        _check_names("update_alloc", changes, _ALLOC_UPDATABLE)
+        if "status" in changes:
+            check_choice("status", changes["status"], AllocStatus)
+        if "desired" in changes:
+            check_choice("desired", changes["desired"], DesiredStatus)
+        self._update("allocs", {"id": alloc_id}, {**changes, "updated_at": time.time()}, f"no alloc {alloc_id}")
+
+    def delete_alloc(self, alloc_id: str) -> None:
+        """Forget an allocation with its tasks, ports and events (nothing if it is not stored)."""
+        with self.transaction():
+            self._execute("DELETE FROM allocs WHERE id = ?", (alloc_id,))
+
+    # -- tasks --------------------------------------------------------------------------------
+
+    def tasks(self, alloc_id: str) -> list[TaskRecord]:
+        """The tasks of an allocation, in the order put_alloc was given them."""
+        rows = self._query(f"SELECT {_columns(TaskRecord)} FROM tasks WHERE alloc_id = ? ORDER BY rowid",
+                           (alloc_id,))
+        return [_decode_task(row) for row in rows]
+
+    def task(self, alloc_id: str, name: str) -> TaskRecord | None:
+        rows = self._query(f"SELECT {_columns(TaskRecord)} FROM tasks WHERE alloc_id = ? AND name = ?",
+                           (alloc_id, name))
+        return _decode_task(rows[0]) if rows else None
+
+    def update_task(self, alloc_id: str, name: str, /, **changes: Any) -> None:
+        """Change fields of a task record. TypeError for a name that is not a
+        changeable field, KeyError if the task is not stored."""
+        _check_names("update_task", changes, _TASK_UPDATABLE)
+        if not changes:
+            raise TypeError("update_task() needs a field to change")
+        if "state" in changes:
+            check_choice("state", changes["state"], TaskState)
+        if "handle_state" in changes:
+            changes["handle_state"] = _dump_optional(changes["handle_state"])
+        if "created" in changes:
+            changes["created"] = json.dumps(changes["created"])
+        self._update("tasks", {"alloc_id": alloc_id, "name": name}, changes, f"no task {name} in alloc {alloc_id}")
+
+    # -- ports --------------------------------------------------------------------------------
+
+    def ports(self, alloc_id: str | None = None) -> list[PortRecord]:
+        """The ports of an allocation; with no ``alloc_id``, those of every
+        live allocation: what a restarted client must hold on to."""
+        columns = _columns(PortRecord, table="ports")
+        if alloc_id is None:
+            rows = self._query(f"SELECT {columns} FROM ports JOIN allocs ON allocs.id = ports.alloc_id "
+                               f"WHERE allocs.status IN ({_LIVE}) ORDER BY ports.rowid")
+        else:
+            rows = self._query(f"SELECT {columns} FROM ports WHERE alloc_id = ? ORDER BY rowid", (alloc_id,))
+        return [PortRecord(**_decode(PortRecord, row)) for row in rows]
+
+    def release_ports(self, alloc_id: str) -> None:
+        """Forget the ports of an allocation."""
+        with self.transaction():
+            self._execute("DELETE FROM ports WHERE alloc_id = ?", (alloc_id,))
+
+    # -- events -------------------------------------------------------------------------------
+
+    def add_event(self, alloc_id: str, task: str, event: TaskEvent) -> None:
+        """Append an event to a task's history, keeping its last :data:`EVENTS_KEPT`.
+
+        Detail values that JSON cannot hold are stored as their ``str()``.
+        KeyError if the allocation is not stored.
+        """
+        with self.transaction():
+            if not self._exists("SELECT 1 FROM allocs WHERE id = ?", (alloc_id,)):
+                raise KeyError(f"no alloc {alloc_id}")
+            self._execute(
+                "INSERT INTO events (alloc_id, task, type, time, message, details) VALUES (?, ?, ?, ?, ?, ?)",
+                (alloc_id, task, event.type, event.time.isoformat(), event.message,
+                 json.dumps(event.details, default=str)))
+            self._execute(
+                """
+                DELETE FROM events WHERE alloc_id = :alloc_id AND task = :task AND id <= (
+                    SELECT id FROM events WHERE alloc_id = :alloc_id AND task = :task
+                    ORDER BY id DESC LIMIT 1 OFFSET :kept)
+                """,
+                {"alloc_id": alloc_id, "task": task, "kept": EVENTS_KEPT})
+
+    def events(self, alloc_id: str, task: str | None = None, limit: int | None = None) -> list[tuple[str, TaskEvent]]:
+        """The events of an allocation (of one task if ``task`` is given) as
+        ``(task name, event)``, oldest first; ``limit`` keeps the latest ones."""
+        where, params = ("alloc_id = ?", [alloc_id]) if task is None else \
+            ("alloc_id = ? AND task = ?", [alloc_id, task])
+        rows = self._query(f"SELECT task, type, time, message, details FROM events WHERE {where} "
+                           "ORDER BY id DESC LIMIT ?", [*params, -1 if limit is None else limit])
+        return [(task_name, TaskEvent(type=type_, message=message, details=json.loads(details),
+                                      time=datetime.fromisoformat(time_)))
+                for task_name, type_, time_, message, details in reversed(rows)]
+
+    # -- deferred work ------------------------------------------------------------------------
+
+    def defer(self, work: Deferred) -> None:
+        """Record work to do later; it replaces work of the same kind and key."""
+        with self.transaction():
+            self._execute(_insert("deferred", Deferred)
+                          + " ON CONFLICT (kind, key) DO UPDATE SET payload = excluded.payload, due = excluded.due",
+                          _encode_deferred(work))
+
+    def deferred(self, kind: str | None = None) -> list[Deferred]:
+        """The deferred work (of one kind if given), soonest first."""
+        where, params = ("1", ()) if kind is None else ("kind = ?", (kind,))
+        rows = self._query(f"SELECT {_columns(Deferred)} FROM deferred WHERE {where} ORDER BY due, kind, key",
+                           params)
+        return [_decode_deferred(row) for row in rows]
+
+    def due(self, now: float) -> list[Deferred]:
+        """The deferred work due at ``now`` (epoch seconds), soonest first."""
+        rows = self._query(f"SELECT {_columns(Deferred)} FROM deferred WHERE due <= ? ORDER BY due, kind, key",
+                           (now,))
+        return [_decode_deferred(row) for row in rows]
+
+    def done(self, kind: str, key: str) -> None:
+        """Forget deferred work once it is done (nothing if it is not stored)."""
+        with self.transaction():
+            self._execute("DELETE FROM deferred WHERE kind = ? AND key = ?", (kind, key))
+
+    # -- checks -------------------------------------------------------------------------------
+
+    def integrity_check(self) -> list[str]:
+        """What is wrong with the database file; an empty list when nothing is."""
+        problems = [row[0] for row in self._query("PRAGMA integrity_check") if row[0] != "ok"]
+        problems += [f"row {rowid} of {table} refers to a missing row of {parent}"
+                     for table, rowid, parent, _ in self._query("PRAGMA foreign_key_check")]
+        return problems
+
+
+# -- rows <-> records -------------------------------------------------------------------------
+# A record's fields are its table's columns, by name and in order ("index"
+# and "to" are SQL keywords, hence the quotes).
+
+def _columns(record_type: type, table: str | None = None) -> str:
+    prefix = f"{table}." if table else ""
+    return ", ".join(f'{prefix}"{f.name}"' for f in fields(record_type))
+
+
+def _insert(table: str, record_type: type) -> str:
+    """An INSERT of a record given as named parameters."""
+    values = ", ".join(f":{f.name}" for f in fields(record_type))
+    return f"INSERT INTO {table} ({_columns(record_type)}) VALUES ({values})"
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+def _decode(record_type: type, row: tuple[Any, ...]) -> dict[str, Any]:
+    """A row selected with ``_columns(record_type)``, as the record's keyword arguments."""
+    return {f.name: value for f, value in zip(fields(record_type), row, strict=True)}
+
+
+def _check_names(method: str, changes: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    unknown = sorted(changes.keys() - allowed)
+    if unknown:
+        raise TypeError(f"{method}() cannot change {', '.join(unknown)}; it changes {', '.join(sorted(allowed))}")
+
+
+def _dump_optional(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+def _encode_job(job: JobRecord) -> dict[str, Any]:
+    return {**_fields(job), "variables": json.dumps(job.variables)}
+
+
+def _decode_job(row: tuple[Any, ...]) -> JobRecord:
+    values = _decode(JobRecord, row)
+    return JobRecord(**{**values, "variables": json.loads(values["variables"])})
+
+
+def _encode_alloc(alloc: AllocRecord) -> dict[str, Any]:
+    return {**_fields(alloc), "dir": str(alloc.dir)}
+
+
+def _decode_alloc(row: tuple[Any, ...]) -> AllocRecord:
+    values = _decode(AllocRecord, row)
+    return AllocRecord(**{**values, "dir": Path(values["dir"]), "keep": bool(values["keep"])})
+
+
+def _encode_task(task: TaskRecord) -> dict[str, Any]:
+    return {**_fields(task), "handle_state": _dump_optional(task.handle_state), "created": json.dumps(task.created)}
+
+
+def _decode_task(row: tuple[Any, ...]) -> TaskRecord:
+    values = _decode(TaskRecord, row)
+    handle_state = values["handle_state"]
+    return TaskRecord(**{**values, "failed": bool(values["failed"]),
+                         "handle_state": None if handle_state is None else json.loads(handle_state),
+                         "created": [(kind, value) for kind, value in json.loads(values["created"])]})
+
+
+def _encode_deferred(work: Deferred) -> dict[str, Any]:
+    return {**_fields(work), "payload": json.dumps(work.payload)}
+
+
+def _decode_deferred(row: tuple[Any, ...]) -> Deferred:
+    values = _decode(Deferred, row)
+    return Deferred(**{**values, "payload": json.loads(values["payload"])})

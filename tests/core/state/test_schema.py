@@ -1,0 +1,147 @@
+"""Opening state.db: creating, migrating, and refusing what is not ours."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from herder.state import StateError, Store, schema
+from tests.core.state.factory import make_alloc, make_job
+
+TABLES = {"jobs", "allocs", "tasks", "ports", "events", "deferred"}
+
+
+def pragma(path: Path, name: str) -> int:
+    db = sqlite3.connect(path)
+    try:
+        value: int = db.execute(f"PRAGMA {name}").fetchone()[0]
+        return value
+    finally:
+        db.close()
+
+
+def tables(path: Path) -> set[str]:
+    db = sqlite3.connect(path)
+    try:
+        return {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        db.close()
+
+
+def test_creates_the_database(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    Store(path).close()
+    assert pragma(path, "user_version") == len(schema.MIGRATIONS)
+    assert pragma(path, "application_id") == schema.APPLICATION_ID
+    assert tables(path) == TABLES
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        db.close()
+
+
+def test_migrates_an_empty_database_at_version_0(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    sqlite3.connect(path).close()  # an empty file is a database with no tables, at version 0
+    assert pragma(path, "user_version") == 0
+    with Store(path) as store:
+        assert store.integrity_check() == []
+    assert tables(path) == TABLES
+
+
+def test_reopening_keeps_the_data(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    job = make_job()
+    with Store(path) as store:
+        store.put_job(job)
+        store.put_alloc(*make_alloc("a1", job))
+    with Store(path) as store:
+        assert store.job(job.id) == job
+        assert len(store.tasks("a1")) == 3
+
+
+def test_runs_new_migrations_once_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "state.db"
+    job = make_job()
+    with Store(path) as store:
+        store.put_job(job)
+    ran: list[int] = []
+
+    def add_notes(db: sqlite3.Connection) -> None:
+        ran.append(2)
+        db.execute("CREATE TABLE notes (job_id TEXT REFERENCES jobs (id), note TEXT)")
+        db.execute("INSERT INTO notes SELECT id, 'from version 1' FROM jobs")
+
+    def add_index(db: sqlite3.Connection) -> None:
+        ran.append(3)
+        db.execute("CREATE INDEX notes_by_job ON notes (job_id)")
+
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, add_notes, add_index])
+    Store(path).close()
+    Store(path).close()
+    assert ran == [2, 3]
+    assert pragma(path, "user_version") == 3
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT job_id, note FROM notes").fetchall() == [(job.id, "from version 1")]
+    finally:
+        db.close()
+
+
+def test_a_failed_migration_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "state.db"
+    Store(path).close()
+
+    def half_done(db: sqlite3.Connection) -> None:
+        db.execute("CREATE TABLE notes (note TEXT)")
+        db.execute("INSERT INTO nowhere VALUES (1)")
+
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, half_done])
+    with pytest.raises(StateError, match="migration to schema version 2 failed"):
+        Store(path)
+    assert pragma(path, "user_version") == 1
+    assert tables(path) == TABLES
+
+
+def test_refuses_a_newer_database(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    with pytest.raises(StateError, match=f"state.db has schema version 99, this herder knows up to "
+                                         f"{len(schema.MIGRATIONS)}"):
+        Store(path)
+
+
+def test_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(b"this is not a database\n" * 200)
+    with pytest.raises(StateError) as caught:
+        Store(path)
+    assert str(path) in str(caught.value)
+    assert path.read_bytes() == b"this is not a database\n" * 200
+
+
+def test_refuses_another_programs_database(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE things (id INTEGER)")
+    db.close()
+    with pytest.raises(StateError, match="not a herder state database"):
+        Store(path)
+
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 1")
+    db.close()
+    with pytest.raises(StateError, match="not a herder state database"):
+        Store(path)
+
+
+def test_refuses_a_path_it_cannot_open(tmp_path: Path) -> None:
+    path = tmp_path / "missing" / "state.db"
+    with pytest.raises(StateError, match="missing"):
+        Store(path)
