@@ -30,9 +30,10 @@ from typing import Any
 import docker
 import docker.errors
 
+from herder.app import ForegroundRun
 from herder.client.alloc_runner import EventRecord
-from herder.client.job_runner import JobRunner
-from herder.config import Config, PortsConfig
+from herder.client.client import JobSource
+from herder.client.config import Config, PortsConfig
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
@@ -111,16 +112,21 @@ def through_herder(hooks: Hooks, image: str, count: int) -> float:
 
     with tempfile.TemporaryDirectory() as data_dir:
         config = Config(data_dir=Path(data_dir), ports=PortsConfig(min=2000, max=12000))
-        job = load_job_text(JOB.format(suffix=uuid.uuid4().hex[:8], count=count, image=image), "hcl", "bench.hcl")
+        text = JOB.format(suffix=uuid.uuid4().hex[:8], count=count, image=image)
+        job = load_job_text(text, "hcl", "bench.hcl")
         start = time.perf_counter()
-        runner = JobRunner(job, hooks, config, on_event)
-        runner.place()
-        thread = threading.Thread(target=runner.run, daemon=True)
-        thread.start()
-        ok = all_started.wait(120)
-        elapsed = time.perf_counter() - start
-        runner.stop()
-        thread.join(120)
+        runner = ForegroundRun(config, hooks, job, JobSource(text=text, format="hcl", source="bench.hcl"),
+                               on_event=on_event)
+        try:
+            runner.place()
+            thread = threading.Thread(target=runner.run, daemon=True)
+            thread.start()
+            ok = all_started.wait(120)
+            elapsed = time.perf_counter() - start
+            runner.stop()
+            thread.join(120)
+        finally:
+            runner.close()
     if not ok:
         raise SystemExit(f"only {started} of {count} tasks started")
     return elapsed

@@ -19,8 +19,9 @@ import threading
 import time
 from pathlib import Path
 
-from herder.client.job_runner import JobRunner
-from herder.config import Config, PortsConfig
+from herder.app import ForegroundRun
+from herder.client.client import JobSource
+from herder.client.config import Config, PortsConfig
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
@@ -64,11 +65,16 @@ def through_herder(count: int, hooks: Hooks) -> float:
     """One job with ``count = COUNT`` through the runner, from placement to the last cleanup."""
     with tempfile.TemporaryDirectory() as data_dir:
         config = Config(data_dir=Path(data_dir), ports=PortsConfig(min=2000, max=12000))
-        job = load_job_text(JOB.format(count=count), "hcl", "bench.hcl")
+        text = JOB.format(count=count)
+        job = load_job_text(text, "hcl", "bench.hcl")
         start = time.perf_counter()
-        runner = JobRunner(job, hooks, config, lambda record: None)
-        runner.place()
-        status = runner.run()
+        runner = ForegroundRun(config, hooks, job, JobSource(text=text, format="hcl", source="bench.hcl"),
+                               on_event=lambda record: None)
+        try:
+            runner.place()
+            status = runner.run()
+        finally:
+            runner.close()
         elapsed = time.perf_counter() - start
     if status != "complete":
         raise SystemExit(f"the benchmark job did not complete: {status}")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from herder.config import load_config
+from herder.client.config import load_config
 from herder.errors import ConfigError
 
 

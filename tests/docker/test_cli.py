@@ -132,3 +132,15 @@ def test_the_example_serves_its_page_until_interrupted(docker_driver: str, busyb
     assert [e["type"] for e in events][-3:] == ["Killing", "Terminated", "Killed"]
     assert last["summary"]["status"] == "stopped"
     assert containers_of(docker_client, alloc_id) == []
+
+
+def test_a_relative_data_dir_works(docker_driver: str, busybox_image: str, herder: Herder, tmp_path: Path,
+                                   config_file: Path) -> None:
+    """The task dirs reach Docker as absolute bind sources, not as (relative) volume names."""
+    job = write_job(tmp_path, f'image = "{busybox_image}"\n command = "sh"\n args = ["-c", "echo hi > /local/out"]')
+    job.write_text(job.read_text().replace('job "j" {', 'job "j" {\n type = "batch"'))
+    config_file.write_text("[ports]\nmin = 2000\nmax = 12000\n")
+    result = herder("run", "--config", str(config_file), "--data-dir", "rel-data", str(job), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    [out] = (tmp_path / "rel-data").glob("allocs/*/t/local/out")
+    assert out.read_text() == "hi\n"

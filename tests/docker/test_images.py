@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from herder.client.client import Client
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from tests.support.running import make_config, start_job
@@ -93,7 +94,7 @@ def test_load_of_a_tarball_without_the_image_fails_clearly(jobs: DockerJobs, uni
     run = jobs.run(docker_job(job_name("load"), sh("true", image=wanted, load="local/image.tar"), type="batch"),
                    plugin=plugins(tarball))
     assert run.status == "failed"
-    failure = next(e for e in run.events if e.event.type in ("Setup Failure", "Driver Failure")).event
+    failure = next(e for e in run.events if e.event.type == "Driver Failure").event
     assert wanted in failure.message and other in failure.message
     assert run.types("t")[-1] == "Not Restarting"
 
@@ -101,7 +102,7 @@ def test_load_of_a_tarball_without_the_image_fails_clearly(jobs: DockerJobs, uni
 def test_load_of_a_missing_tarball_fails_clearly(jobs: DockerJobs) -> None:
     run = jobs.run(docker_job(job_name("load"), sh("true", load="local/nope.tar"), type="batch"))
     assert run.status == "failed"
-    failure = next(e for e in run.events if e.event.type in ("Setup Failure", "Driver Failure")).event
+    failure = next(e for e in run.events if e.event.type == "Driver Failure").event
     assert "local/nope.tar" in failure.message
 
 
@@ -170,7 +171,34 @@ def test_a_task_wanting_the_image_again_cancels_its_removal(docker_client: Docke
         (run2.runner.allocs[0].tasks[0].ctx.task_dir.local_dir / "go").touch()
         assert wait2() == "complete", run2.types()
         assert image_exists(docker_client, tag), "removed before cleanup_image_delay"
-        assert poll(lambda: not image_exists(docker_client, tag), timeout=delay + 10), f"{tag} was not removed"
+        # the run ended before the delay: the next herder on the data dir removes the image when due
+        with Client(config, hooks) as later:
+            later.start()
+            assert poll(lambda: not image_exists(docker_client, tag), timeout=delay + 10), f"{tag} was not removed"
+    finally:
+        jobs.close()
+
+
+def test_a_removal_pending_when_herder_ends_is_done_by_the_next_herder(
+        docker_client: Docker, docker_driver: str, data_dir: Path,
+        tarball_of: Callable[[], tuple[str, Path]]) -> None:
+    """With the default delay a foreground run ends long before the removal is due: it is kept
+    in the state database, and carried out by the next herder on the data dir, not lost."""
+    tag, tarball = tarball_of()
+    config = make_config(data_dir, plugin=plugins(tarball, cleanup_image=True, cleanup_image_delay="2s"))
+    jobs = DockerJobs(docker_client, data_dir)
+    try:
+        run = jobs.run(docker_job(job_name("later"), sh("true", image=tag, load="local/image.tar"), type="batch"),
+                       plugin=config.plugin)
+        assert run.status == "complete", run.types()
+        assert image_exists(docker_client, tag)
+        # a fresh process's view: new plugin instances, nothing in memory
+        with Client(config, Hooks(load_plugins(config.plugin, config.disabled_plugins))) as later:
+            [pending] = later.store.deferred()
+            assert pending.payload["task"] == "t"
+            later.start()
+            assert poll(lambda: not image_exists(docker_client, tag), timeout=15), f"{tag} was not removed"
+            assert poll(lambda: later.store.deferred() == [], timeout=5)
     finally:
         jobs.close()
 

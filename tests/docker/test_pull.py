@@ -221,7 +221,7 @@ def test_a_tag_the_registry_does_not_have_fails_fast(registry: Registry, jobs: D
                    timeout=30)
     assert run.status == "failed"
     assert time.monotonic() - started < 15
-    failures = events_of(run, "Setup Failure")
+    failures = events_of(run, "Driver Failure")
     assert len(failures) == 1, run.types("t")
     assert missing in failures[0].message and "manifest unknown" in failures[0].message, failures[0].message
     assert failures[0].details["recoverable"] is False

@@ -101,14 +101,15 @@ def test_exit_code_is_reported_and_fails_the_task(jobs: DockerJobs, docker_clien
 
 def test_a_restarted_task_gets_a_fresh_container_and_all_are_removed(jobs: DockerJobs,
                                                                      docker_client: Docker) -> None:
-    script = "echo run >> /local/runs; exit 1"
+    script = "echo run >> /local/runs; echo run $(wc -l < /local/runs); exit 1"
     run = jobs.run(docker_job(job_name("restart"), sh(script), type="batch", attempts=2))
     assert run.status == "failed"
     assert run.types("t").count("Started") == 3
     assert run.types("t").count("Restarting") == 2
     assert (run.runner.allocs[0].tasks[0].ctx.task_dir.local_dir / "runs").read_text() == "run\n" * 3
+    # every run's output in the same log file, in order
     log = run.runner.allocs[0].tasks[0].ctx.task_dir.logs_dir / "t.stdout.0"
-    assert log.exists()
+    assert log.read_text() == "run 1\nrun 2\nrun 3\n"
     assert containers_of(docker_client, run.runner.allocs[0].alloc.id) == []
 
 
@@ -164,18 +165,21 @@ def test_the_default_kill_signal_is_sigterm(jobs: DockerJobs) -> None:
     assert (local / "got").read_text() == "got-term\n"
 
 
-def test_a_missing_image_fails_fast_and_clearly(jobs: DockerJobs) -> None:
-    # An image of a registry on a closed loopback port: the daemon's pull fails at once and nothing
-    # leaves the machine.
+def test_a_registry_out_of_reach_is_retried_by_the_restart_policy(jobs: DockerJobs) -> None:
+    # A registry on a closed loopback port: the daemon's pull fails at once and nothing leaves the
+    # machine. A registry that is down may come back, so the failure is recoverable (as in Nomad):
+    # the start is retried under the restart policy, and fails only when the policy says so.
     image = "127.0.0.1:1/herder-test/no-such-image:1"
-    run = jobs.run(docker_job(job_name("noimage"), sh("true", image=image)), timeout=60)
+    run = jobs.run(docker_job(job_name("noimage"), sh("true", image=image), attempts=1), timeout=60)
     assert run.status == "failed"
-    failures = events_of(run, "Driver Failure") + events_of(run, "Setup Failure")
-    assert failures, run.types()
+    failures = events_of(run, "Driver Failure")
+    assert len(failures) == 2, run.types("t")
     assert image in failures[0].message
+    assert all(f.details["recoverable"] is True for f in failures)
     assert "Started" not in run.types("t")
+    assert "Restarting" in run.types("t")
     [not_restarting] = events_of(run, "Not Restarting")
-    assert not_restarting.message == "Error was unrecoverable"
+    assert not_restarting.message.startswith("Exceeded allowed attempts 1")
 
 
 def test_volumes_are_refused_unless_enabled(jobs: DockerJobs, tmp_path: Path) -> None:
@@ -186,7 +190,7 @@ def test_volumes_are_refused_unless_enabled(jobs: DockerJobs, tmp_path: Path) ->
 
     refused = jobs.run(docker_job(job_name("vol"), config, type="batch"))
     assert refused.status == "failed"
-    failure = next(e for e in refused.events if e.event.type in ("Setup Failure", "Driver Failure")).event
+    failure = next(e for e in refused.events if e.event.type == "Driver Failure").event
     assert "volumes_enabled" in failure.message
     assert "Started" not in refused.types("t")
 
@@ -221,3 +225,16 @@ def test_labels_are_set_on_the_container(jobs: DockerJobs, docker_client: Docker
     assert container.attrs["HostConfig"]["Memory"] == 64 * 1024 * 1024
     run.runner.stop()
     assert wait() == "stopped"
+
+
+def test_an_error_answer_of_the_daemon_is_final_not_retried(jobs: DockerJobs) -> None:
+    """A 400 (here: a working directory Docker refuses) is the daemon's answer, not the daemon out of
+    reach: the task fails at once, whatever the restart policy allows."""
+    run = jobs.run(docker_job(job_name("bad-workdir"), sh("true", work_dir="relative/dir"), type="batch",
+                              attempts=3))
+    assert run.status == "failed"
+    [failure] = events_of(run, "Driver Failure")
+    assert failure.details["recoverable"] is False, failure
+    assert "needs to be an absolute path" in failure.message and "unreachable" not in failure.message
+    assert "Restarting" not in run.types("t")
+    assert events_of(run, "Not Restarting")[0].message == "Error was unrecoverable"

@@ -113,9 +113,9 @@ def test_web_serves_on_its_port_until_interrupted(sig: signal.Signals, config_fi
                              str(EXAMPLES / "web.hcl")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
-        line = proc.stderr.readline()
-        match = re.search(r"port http is ([\d.]+):(\d+)", line)
-        assert match, line
+        seen = [proc.stderr.readline() for _ in range(2)]  # the example's service stanza is warned about first
+        match = re.search(r"port http is ([\d.]+):(\d+)", "".join(seen))
+        assert match, seen
         url = f"http://{match[1]}:{match[2]}/"
         body = b""
         for _ in range(100):

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herder.app import ForegroundRun
 from herder.client.alloc_runner import EventRecord
-from herder.client.job_runner import JobRunner
-from herder.config import Config, PortsConfig
+from herder.client.client import JobSource
+from herder.client.config import Config, PortsConfig
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
@@ -17,7 +18,7 @@ from herder.plugins.loader import load_plugins
 
 @dataclass
 class Run:
-    runner: JobRunner
+    runner: ForegroundRun
     events: list[EventRecord] = field(default_factory=list)
     status: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -54,10 +55,22 @@ def start_job(text: str, data_dir: Path, *, fmt: str = "hcl", config: Config | N
     config = config or make_config(data_dir)
     hooks = hooks or Hooks(load_plugins(config.plugin, config.disabled_plugins))
     job = load_job_text(text, fmt, f"job.{fmt}")
-    run = Run(runner=JobRunner(job, hooks, config, lambda r: run.record(r)))
-    run.runner.place()
+    source = JobSource(text=text, format=fmt, source=f"job.{fmt}")
+    run = Run(runner=ForegroundRun(config, hooks, job, source, on_event=lambda r: run.record(r)))
+    try:
+        run.runner.place()
+    except BaseException:
+        run.runner.close()
+        raise
     result: list[str] = []
-    thread = threading.Thread(target=lambda: result.append(run.runner.run()), daemon=True)
+
+    def background() -> None:
+        try:
+            result.append(run.runner.run())
+        finally:
+            run.runner.close()
+
+    thread = threading.Thread(target=background, daemon=True)
     thread.start()
 
     def wait(timeout: float = 60.0) -> str:

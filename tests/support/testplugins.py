@@ -21,7 +21,7 @@ from herder import (
     TaskHandle,
     hookimpl,
 )
-from herder.sdk.process import ProcessHandle
+from herder.sdk import SupervisedProcess
 
 
 class _Recording:
@@ -105,8 +105,8 @@ class RecordingDriver(_Recording):
     def herder_task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
         self.record("herder_task_start", task)
         argv = [task.config["command"], *task.config.get("args", [])]
-        return ProcessHandle.spawn(argv, env=ctx.env, cwd=ctx.task_dir.dir, stdout=ctx.stdout,
-                                   stderr=ctx.stderr, default_signal=signal.SIGTERM)
+        return SupervisedProcess.spawn(task, ctx, argv, env=ctx.env, cwd=ctx.task_dir.dir,
+                                       default_signal=signal.SIGTERM)
 
     @hookimpl
     def herder_task_poststart(self, task: Task, ctx: TaskContext, handle: TaskHandle) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pluggy
 
 from herder.context import AllocatedPort, CreatedResources, TaskContext, TaskDir
-from herder.errors import DriverError, RecoverableError
+from herder.errors import CleanupLater, DriverError, RecoverableError
 from herder.model import Task
 from herder.objects import (
     EXEC_OUTPUT_LIMIT,
@@ -28,6 +28,7 @@ __all__ = [
     "EXEC_OUTPUT_LIMIT",
     "Alloc",
     "AllocatedPort",
+    "CleanupLater",
     "CreatedResources",
     "DriverError",
     "DriverNetwork",

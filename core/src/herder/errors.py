@@ -24,6 +24,21 @@ class RecoverableError(HerderError):
     """
 
 
+class CleanupLater(HerderError):
+    """Raised from ``herder_task_cleanup``: not finished yet, call again in ``delay`` seconds.
+
+    For work that must wait (an image kept for ``cleanup_image_delay`` in
+    case a task wants it again). The wait is kept in the state database: the
+    call is made again when due by this herder process or, if it ends first,
+    by the next one on the same data dir. The later call gets the same task
+    and a context with the same ``created`` resources.
+    """
+
+    def __init__(self, delay: float, reason: str = "") -> None:
+        super().__init__(reason or f"cleanup continues in {delay:g}s")
+        self.delay = delay
+
+
 class JobError(HerderError):
     """A job file is invalid. ``errors`` holds one message per problem."""
 

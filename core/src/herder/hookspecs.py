@@ -15,7 +15,12 @@ There are two kinds of plugins, found through entry points:
 
 ``herder.plugins``
     A **lifecycle plugin**. It takes part in every call of every hook it
-    implements, for every task, whatever the driver.
+    implements, for every task, whatever the driver. It may not implement the
+    driver-scoped hooks (``herder_driver_fingerprint``,
+    ``herder_driver_task_schema``, ``herder_task_start``,
+    ``herder_task_exec``, ``herder_task_recover``): a plugin that does is
+    reported as failed and left out, so no lifecycle plugin can pre-empt a
+    driver.
 
 The entry point names a module or object carrying hookimpls, or a callable (a
 class or factory) called with one argument, the plugin's configuration mapping
@@ -33,11 +38,19 @@ given point, herder makes separate calls, in this order:
 * ``herder_task_cleanup``: the driver, then third-party lifecycle plugins,
   then the built-in ones.
 
+* ``herder_alloc_prerun``: the drivers of the allocation's tasks, then the
+  built-in lifecycle plugins, then third-party ones;
+* ``herder_alloc_postrun``: the drivers, then third-party lifecycle plugins,
+  then the built-in ones.
+
 An exception from a hook never crashes herder. :class:`herder.RecoverableError`
 from ``herder_task_prestart``, ``herder_task_start`` or ``herder_task_cleanup``
 means "try again"; any other exception from prestart or start fails the task at
-once. An exception from any other hook is recorded as a ``Task hook failed``
-event naming the plugin, and the task goes on.
+once (``Driver Failure`` when the driver raised, ``Setup Failure`` when a
+lifecycle plugin did). An exception from ``herder_alloc_prerun`` fails every
+task of the allocation before it starts. An exception from any other hook is
+recorded as a ``Task hook failed`` event naming the plugin, and the task goes
+on.
 
 Hooks marked *firstresult* stop at the first implementation that returns
 something other than None, and return that value.
@@ -65,8 +78,9 @@ hookspec = pluggy.HookspecMarker("herder")
 def herder_driver_fingerprint() -> Fingerprint | None:
     """Describe what the driver finds on this host.
 
-    Called for one driver at a time: when the runner or agent starts, and
-    every 30 seconds after. It must return within a few seconds, and never
+    Called for one driver at a time: when herder starts (``herder run``,
+    ``herder drivers``, the agent), and every 30 seconds after while it runs,
+    so that a daemon that goes away or comes back is noticed. It must return within a few seconds, and never
     raise for a missing dependency: report ``detected=False`` (nothing found)
     or ``healthy=False`` (found but not working) with a ``description`` saying
     why.
@@ -98,10 +112,13 @@ def herder_driver_task_schema() -> dict[str, Any] | None:
 @hookspec
 def herder_alloc_prerun(alloc: Alloc) -> None:
     """Called once per allocation, after its directory exists and before any of
-    its tasks starts.
+    its tasks starts (not again when herder restarts and reattaches to it).
 
-    :param alloc: the allocation; ``alloc.dir`` is the shared allocation
-        directory and ``alloc.tasks`` the group's tasks.
+    :param alloc: the allocation; ``alloc.dir`` is the allocation's directory
+        (``allocs/<alloc_id>`` under the data dir; its ``alloc`` subdirectory
+        is the one the tasks share) and ``alloc.tasks`` the group's tasks.
+    :raises Exception: any exception fails every task of the allocation
+        (``Setup Failure``); none of them starts.
     """
 
 
@@ -111,6 +128,7 @@ def herder_alloc_postrun(alloc: Alloc) -> None:
     cleaned up.
 
     :param alloc: the allocation.
+    :raises Exception: recorded as a ``Task hook failed`` event of each task.
     """
 
 
@@ -131,7 +149,8 @@ def herder_task_prestart(task: Task, ctx: TaskContext) -> None:
     :param task: the task, as the job file gives it.
     :param ctx: this run of the task.
     :raises RecoverableError: to have the start retried under the restart
-        policy; any other exception fails the task (``Setup Failure``).
+        policy; any other exception fails the task (``Driver Failure`` from
+        the driver, ``Setup Failure`` from a lifecycle plugin).
     """
 
 
@@ -141,9 +160,10 @@ def herder_task_start(task: Task, ctx: TaskContext) -> TaskHandle | None:
 
     Called after ``herder_task_prestart``, for every start (restarts included).
 
-    The driver starts the task with ``ctx.env``, sends its output to
-    ``ctx.stdout`` and ``ctx.stderr``, and records what cleanup must remove in
-    ``ctx.created``.
+    The driver starts the task with ``ctx.env``, sends its output to the
+    task's log files (a process through :class:`herder.sdk.SupervisedProcess`,
+    which writes them itself; anything else by writing to ``ctx.stdout`` and
+    ``ctx.stderr``), and records what cleanup must remove in ``ctx.created``.
 
     :param task: the task; ``task.config`` has passed the driver's schema.
     :param ctx: this run of the task.
@@ -156,8 +176,9 @@ def herder_task_start(task: Task, ctx: TaskContext) -> TaskHandle | None:
 
 @hookspec
 def herder_task_poststart(task: Task, ctx: TaskContext, handle: TaskHandle) -> None:
-    """Called after every successful start, restarts included (services and
-    checks are registered here).
+    """Called after every successful start, restarts included, and after herder
+    restarted and reattached to the running task (services and checks are
+    registered here).
 
     :param task: the task.
     :param ctx: this run of the task.
@@ -229,9 +250,13 @@ def herder_task_prekill(task: Task, ctx: TaskContext) -> None:
 
 @hookspec(firstresult=True)
 def herder_task_recover(task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:
-    """Reattach to a task after an agent restart. Driver-scoped.
+    """Reattach to a task after herder restarted. Driver-scoped.
 
-    Called when the agent starts again and finds a task it was running.
+    Called when herder (the agent, or a ``herder run`` on the same data dir)
+    starts again and finds a task that an earlier herder process was running.
+    ``herder_task_prestart`` is not called again; ``herder_task_poststart``
+    follows a successful reattach. The plugin instance is a fresh one: all it
+    knows of the task is ``state`` and ``ctx`` (whose ``created`` is restored).
 
     :param task: the task, as the job file gives it (interpolated for this run).
     :param ctx: this run of the task.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from herder.client.env import task_environment
+from herder.client.env import host_address, task_environment
 from herder.context import AllocatedPort, TaskDir
 from herder.model import Group, Job, PortSpec, Resources, RestartPolicy, Task
 from herder.sdk import clean_env_var, inherited_environment, set_port_vars, set_task_dirs, set_var
@@ -124,17 +124,15 @@ def test_drivers_rewrite_what_the_task_sees(tmp_path: Path) -> None:
         assert env[prefix + "TASK_DIR"] == "/local"
         assert env[prefix + "SECRETS_DIR"] == "/secrets"
         assert env[prefix + "PORT_http_admin"] == "9090"
-        assert env[prefix + "ADDR_http_admin"] == "127.0.0.1:9090"
+        # the address that reaches the task from outside: the host's IP and port
+        assert env[prefix + "ADDR_http_admin"] == "127.0.0.1:21001"
         assert env[prefix + "HOST_PORT_http_admin"] == "21001"
         assert env[prefix + "CUSTOM"] == "1"
 
 
-def test_port_vars_with_another_ip() -> None:
-    env: dict[str, str] = {}
-    set_port_vars(env, "db", 5432, ip="172.17.0.2")
-    assert env["NOMAD_ADDR_db"] == "172.17.0.2:5432"
-    set_port_vars(env, "db", 5432, ip="::1")
-    assert env["HERDER_ADDR_db"] == "[::1]:5432"
+def test_an_ipv6_host_address_is_bracketed(tmp_path: Path) -> None:
+    assert host_address("::1", 5432) == "[::1]:5432"
+    assert host_address("10.0.0.1", 5432) == "10.0.0.1:5432"
 
 
 def test_inherited_environment_drops_secrets() -> None:

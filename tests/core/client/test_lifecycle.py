@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from herder.client.job_runner import JobRunner
+from herder.app import ForegroundRun
+from herder.client.client import JobSource
 from herder.errors import PlacementError
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
@@ -233,9 +234,12 @@ def test_host_attributes_are_interpolated(data_dir: Path, tmp_path: Path) -> Non
 def test_a_stop_during_placement_runs_nothing(data_dir: Path, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     job_text = job(sh("t", f"touch {marker}; sleep 30"))
-    runner = JobRunner(load_job_text(job_text, "hcl", "j.hcl"), Hooks(load_plugins()), make_config(data_dir),
-                       lambda record: None)
-    runner.stop()
-    runner.place()
-    assert runner.run() == "stopped"
+    runner = ForegroundRun(make_config(data_dir), Hooks(load_plugins()), load_job_text(job_text, "hcl", "j.hcl"),
+                           JobSource(text=job_text, format="hcl", source="j.hcl"), on_event=lambda record: None)
+    try:
+        runner.stop()
+        runner.place()
+        assert runner.run() == "stopped"
+    finally:
+        runner.close()
     assert not marker.exists()

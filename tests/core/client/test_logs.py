@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -102,12 +103,20 @@ def test_reopening_after_a_full_file_starts_the_next(tmp_path: Path) -> None:
 def test_reopening_with_fewer_max_files_drops_the_oldest(tmp_path: Path) -> None:
     for index in range(5):
         (tmp_path / f"web.stdout.{index}").write_bytes(b"old\n")
-    with LogSink(tmp_path, "web", "stdout", LogConfig(max_files=2, max_file_size=1)):
-        pass
+    with LogSink(tmp_path, "web", "stdout", LogConfig(max_files=2, max_file_size=1)) as sink:
+        sink.write(b"new\n")
     assert [p.name for p in log_files(tmp_path, "web", "stdout")] == [
         "web.stdout.3",
         "web.stdout.4",
     ]
+
+
+def test_a_sink_never_written_to_touches_no_file(tmp_path: Path) -> None:
+    """Tasks whose processes log through the supervisor never use their sink: it costs nothing."""
+    threads_before = threading.active_count()
+    with LogSink(tmp_path, "web", "stdout", LogConfig()):
+        assert threading.active_count() == threads_before
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_log_files_are_in_index_order_and_per_stream(tmp_path: Path) -> None:

@@ -54,8 +54,8 @@ def test_task_configs_are_checked_with_paths_and_lines() -> None:
     errors = validate_task_configs(load(JOB), SCHEMAS)
     assert errors == [
         "job.hcl:12: job.groups[0].tasks[1].config.image: is required",
-        "job.hcl:13: job.groups[0].tasks[1].config.args[1]: must be a string",
-        "job.hcl:15: job.groups[0].tasks[1].config.port_map.http: must be an integer",
+        "job.hcl:13: job.groups[0].tasks[1].config.args[1]: must be a string, not 8080",
+        "job.hcl:15: job.groups[0].tasks[1].config.port_map.http: must be an integer, not 'eighty'",
         "job.hcl:19: job.groups[0].tasks[1].config.colour: unknown key 'colour'",
         "job.hcl:24: job.groups[1].tasks[0].driver: unknown driver 'qemu' (available: docker, raw_exec)",
     ]
@@ -70,14 +70,14 @@ def test_validate_config_for_one_task() -> None:
     assert validate_config("task server", {"image": "x", "port_map": {"http": 80}}, DOCKER) == []
     assert validate_config("task server", {"anything": 1}, None) == []
     assert validate_config("job.groups[0].tasks[0]", {"image": 5}, DOCKER) == [
-        "job.groups[0].tasks[0].config.image: must be a string"
+        "job.groups[0].tasks[0].config.image: must be a string, not 5"
     ]
 
 
 def test_unresolved_references_fail_once_resolved() -> None:
     assert validate_config("t", {"image": "x", "force_pull": "${NOMAD_META_pull}"}, DOCKER) == []
     assert validate_config("t", {"image": "x", "force_pull": "yes"}, DOCKER) == [
-        "t.config.force_pull: must be true or false"
+        "t.config.force_pull: must be true or false, not 'yes'"
     ]
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from herder.plugins.hooks import HOOK_FAILED
+from herder.events import TASK_HOOK_FAILED as HOOK_FAILED
 from tests.support.running import make_config, run_job, start_job
 
 from .conftest import HookLog, plugin_config

@@ -15,7 +15,6 @@ from .conftest import HookLog, plugin_config
 
 GOOD = '''
 from herder import hookimpl, Fingerprint
-from herder.sdk.process import ProcessHandle
 
 class Driver:
     def __init__(self, config):

@@ -144,6 +144,15 @@ def test_update_alloc(store: Store, job: JobRecord) -> None:
                               updated_at=updated.updated_at)
 
 
+def test_claim_alloc_succeeds_only_for_the_owner_it_expects(store: Store, job: JobRecord) -> None:
+    store.put_alloc(*make_alloc("a1", job, session="dead"))
+    assert store.claim_alloc("a1", owner="dead", by="first", keep=True)
+    # a second herder that read the same old owner loses the race
+    assert not store.claim_alloc("a1", owner="dead", by="second", keep=False)
+    claimed = store.alloc("a1")
+    assert claimed is not None and (claimed.session, claimed.keep) == ("first", True)
+
+
 def test_update_alloc_refuses_what_it_cannot_change(store: Store, job: JobRecord) -> None:
     store.put_alloc(*make_alloc("a1", job))
     with pytest.raises(TypeError, match="job_name"):

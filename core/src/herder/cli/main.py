@@ -1,4 +1,4 @@
-"""The ``herder`` command line."""
+"""The ``herder`` command line: arguments in, :mod:`herder.app` use cases, output out."""
 
 from __future__ import annotations
 
@@ -19,15 +19,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from herder import app
 from herder.cli.output import TaskOutput
 from herder.cli.render import make_view
-from herder.client.job_runner import JobRunner
-from herder.config import Config, load_config
+from herder.client.client import JobSource
+from herder.client.config import Config, load_config
 from herder.errors import ConfigError, JobError, PlacementError
-from herder.jobspec import load_job, validate_task_configs
 from herder.model import Job
 from herder.plugins.hooks import Hooks
-from herder.plugins.loader import load_plugins
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 
@@ -56,30 +55,13 @@ def setup(config_path: Path | None, data_dir: Path | None, disabled: tuple[str, 
     except ConfigError as exc:
         say(f"Error: {exc}")
         sys.exit(EXIT_INVALID)
-    return config, Hooks(load_plugins(config.plugin, config.disabled_plugins))
+    return config, app.load_hooks(config)
 
 
-def warn_failed_plugins(hooks: Hooks) -> None:
-    for record in hooks.plugins.records:
-        if record.error:
-            say(f"Warning: plugin {record.name} ({record.distribution} {record.version}) "
-                      f"was not loaded: {record.error}")
-
-
-def read_job(path: Path, variables: tuple[str, ...], hooks: Hooks) -> Job:
+def read_job(path: Path, variables: tuple[str, ...], hooks: Hooks) -> tuple[Job, JobSource]:
     """Parse and validate a job file, task configs included; exits 2 on any error."""
-    values: dict[str, str] = {}
-    for item in variables:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            say(f"Error: --var {item!r}: expected KEY=VALUE")
-            sys.exit(EXIT_INVALID)
-        values[key] = value
     try:
-        job = load_job(path, values)
-        errors = validate_task_configs(job, {d: hooks.task_schema(d) for d in hooks.drivers})
-        if errors:
-            raise JobError(errors)
+        job, source = app.read_job(path, app.parse_variables(variables), hooks)
     except JobError as exc:
         say(f"Error: {path} is not a valid job file:")
         for message in exc.errors:
@@ -87,7 +69,7 @@ def read_job(path: Path, variables: tuple[str, ...], hooks: Hooks) -> Job:
         sys.exit(EXIT_INVALID)
     for warning in job.warnings:
         say(f"Warning: {warning}")
-    return job
+    return job, source
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -105,7 +87,7 @@ def validate(file: Path, variables: tuple[str, ...], config_path: Path | None, d
              disabled: tuple[str, ...]) -> None:
     """Parse and validate FILE; print each error with its path."""
     _, hooks = setup(config_path, data_dir, disabled)
-    job = read_job(file, variables, hooks)
+    job, _ = read_job(file, variables, hooks)
     click.echo(f"Job validation successful: {job.name} ({sum(len(g.tasks) for g in job.groups)} tasks)")
 
 
@@ -114,37 +96,58 @@ def validate(file: Path, variables: tuple[str, ...], config_path: Path | None, d
 @click.option("--var", "variables", multiple=True, metavar="KEY=VALUE", help="Set a job variable.")
 @click.option("--json", "as_json", is_flag=True, help="Print events and the summary as JSON lines.")
 @click.option("--logs", "show_logs", is_flag=True, help="Show the tasks' output too.")
+@click.option("--keep", is_flag=True,
+              help="If herder dies, leave the tasks running for the next 'herder run' of this job to reattach.")
 @plugin_options
-def run(file: Path, variables: tuple[str, ...], as_json: bool, show_logs: bool, config_path: Path | None,
-        data_dir: Path | None, disabled: tuple[str, ...]) -> None:
+def run(file: Path, variables: tuple[str, ...], as_json: bool, show_logs: bool, keep: bool,
+        config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
     """Run the job in FILE in the foreground until its tasks finish or it is interrupted."""
     config, hooks = setup(config_path, data_dir, disabled)
-    warn_failed_plugins(hooks)
-    job = read_job(file, variables, hooks)
+    for warning in app.failed_plugins(hooks):
+        say(f"Warning: {warning}")
+    job, source = read_job(file, variables, hooks)
     view = make_view(as_json)
-    runner = JobRunner(job, hooks, config, view.show)
+    foreground = app.ForegroundRun(config, hooks, job, source, on_event=view.show, keep=keep)
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         view.message(f"Received {signal.Signals(signum).name}: stopping every task")
-        threading.Thread(target=runner.stop, daemon=True).start()
+        threading.Thread(target=foreground.stop, daemon=True).start()
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     try:
-        runner.place()
-    except PlacementError as exc:
-        say(f"Error: cannot place job {job.name}: {exc}")
-        sys.exit(EXIT_FAILED)
-    for alloc in runner.allocs:
-        for port in alloc.ports:
-            view.message(f"{alloc.alloc.name}: port {port.label} is {port.host_ip}:{port.value}")
-    with view, (TaskOutput(runner, view.output) if show_logs else contextlib.nullcontext()):
-        status = runner.run()
+        try:
+            foreground.place()
+        except PlacementError as exc:
+            say(f"Error: cannot place job {job.name}: {exc}")
+            if as_json:
+                click.echo(json.dumps({"summary": foreground.summary("failed")}))
+            sys.exit(EXIT_FAILED)
+        for orphan in foreground.reaped.orphans:
+            view.message(f"{orphan.alloc.name}: left running by a herder that died; stopping it")
+        for alloc in foreground.allocs:
+            if alloc.restored:
+                view.message(f"{alloc.alloc.name}: reattaching to the tasks of an earlier run")
+            for port in alloc.ports:
+                view.message(f"{alloc.alloc.name}: port {port.label} is {port.host_ip}:{port.value}")
+        with view, (TaskOutput(foreground.allocs, view.output) if show_logs else contextlib.nullcontext()):
+            status = foreground.run()
+    finally:
+        foreground.close()
     if as_json:
-        click.echo(json.dumps({"summary": runner.summary(status)}))
+        click.echo(json.dumps({"summary": foreground.summary(status)}))
     else:
         view.message(f"Job {job.name}: {status}")
     sys.exit(EXIT_FAILED if status == "failed" else EXIT_OK)
+
+
+@cli.command(hidden=True)
+@plugin_options
+def reap(config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
+    """Stop and clean up the tasks of foreground runs that died (the supervisor runs this)."""
+    config, hooks = setup(config_path, data_dir, disabled)
+    count = app.reap(config, hooks)
+    say(f"herder reap: {count} allocation(s) stopped and cleaned up")
 
 
 @cli.command()
@@ -153,14 +156,7 @@ def run(file: Path, variables: tuple[str, ...], as_json: bool, show_logs: bool, 
 def drivers(as_json: bool, config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
     """List every driver: distribution, detected, healthy and attributes."""
     _, hooks = setup(config_path, data_dir, disabled)
-    rows: list[dict[str, Any]] = []
-    for name in hooks.drivers:
-        fingerprint = hooks.fingerprint(name)
-        record = hooks.plugins.record(name)
-        rows.append({"name": name, "distribution": record.distribution if record else "",
-                     "version": record.version if record else "", "detected": fingerprint.detected,
-                     "healthy": fingerprint.healthy, "description": fingerprint.description,
-                     "attributes": dict(sorted(fingerprint.attributes.items()))})
+    rows = app.driver_rows(hooks)
     if as_json:
         click.echo(json.dumps({"drivers": rows}, indent=2))
         return
@@ -178,15 +174,17 @@ def drivers(as_json: bool, config_path: Path | None, data_dir: Path | None, disa
 def plugins(as_json: bool, config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
     """List every plugin, loaded or failed, with its distribution and hooks."""
     _, hooks = setup(config_path, data_dir, disabled)
-    records = sorted(hooks.plugins.records, key=lambda r: (r.kind, r.name))
+    hooks.task_schemas()  # a driver whose schema hook is broken shows as failed
+    rows = app.plugin_rows(hooks)
     if as_json:
-        click.echo(json.dumps({"plugins": [r.to_json() for r in records]}, indent=2))
+        click.echo(json.dumps({"plugins": rows}, indent=2))
         return
     table = Table("Name", "Kind", "Status", "Distribution", "Hooks / error")
-    for r in records:
-        detail = f"[red]{escape(r.error)}[/]" if r.error else ", ".join(h.removeprefix("herder_") for h in r.hooks)
-        status = {"loaded": "[green]loaded[/]", "failed": "[red]failed[/]"}.get(r.status, r.status)
-        table.add_row(r.name, r.kind, status, f"{r.distribution} {r.version}".strip(), detail)
+    for r in rows:
+        hooks_list = ", ".join(h.removeprefix("herder_") for h in r["hooks"])
+        detail = f"[red]{escape(r['error'])}[/]" if r["error"] else hooks_list
+        status = {"loaded": "[green]loaded[/]", "failed": "[red]failed[/]"}.get(r["status"], r["status"])
+        table.add_row(r["name"], r["kind"], status, f"{r['distribution']} {r['version']}".strip(), detail)
     Console(highlight=False).print(table)
 
 

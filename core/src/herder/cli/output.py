@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from herder.client.job_runner import JobRunner
+from herder.client.alloc_runner import AllocRunner
 from herder.client.logtail import LogTail
 
 POLL_INTERVAL = 0.2
@@ -14,10 +14,10 @@ POLL_INTERVAL = 0.2
 class TaskOutput:
     """Polls every task's log files and passes each complete line to ``show(prefix, line)``."""
 
-    def __init__(self, runner: JobRunner, show: Callable[[str, str], None]) -> None:
+    def __init__(self, allocs: Iterable[AllocRunner], show: Callable[[str, str], None]) -> None:
         self._show = show
         self._tails: list[tuple[str, LogTail]] = []
-        for alloc in runner.allocs:
+        for alloc in allocs:
             for task in alloc.tasks:
                 for stream in ("stdout", "stderr"):
                     prefix = f"{alloc.alloc.name} {task.name}" + (" (stderr)" if stream == "stderr" else "")

@@ -1,25 +1,20 @@
-"""The allocation runner: the tasks of one group instance, side by side."""
+"""The allocation runner: the tasks of one placed group instance, side by side."""
 
 from __future__ import annotations
 
-import logging
+import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from herder.client.env import task_environment
-from herder.client.logs import TaskLogs
-from herder.client.node import Node
-from herder.client.ports import PortAllocator
+from herder import events
+from herder.client.placement import PlacedAlloc, PlacedTask
 from herder.client.restarts import RestartTracker
-from herder.client.task_runner import Lookup, TaskRunner
-from herder.client.taskdir import build_alloc_dir, build_task_dir
-from herder.context import AllocatedPort, TaskContext
-from herder.jobspec import task_lookup
-from herder.model import Group, Job, Task
-from herder.objects import Alloc, TaskEvent
-from herder.plugins.hooks import HOOK_FAILED, Hooks
+from herder.client.task_runner import TaskRunner, TaskState
+from herder.context import AllocatedPort
+from herder.objects import TaskEvent
+from herder.plugins.hooks import Hooks, Phase
+from herder.state import Store, TaskRecord
 
 
 @dataclass(frozen=True)
@@ -33,124 +28,150 @@ class EventRecord:
 
 
 class AllocRunner:
-    """Places one allocation (directories, ports, log sinks) and runs its tasks.
+    """Runs the tasks of one placed allocation and records what happens to them.
 
-    Placement happens in the constructor, so a taken static port fails before
-    any task of any allocation starts.
+    ``job_id`` names the job submission it comes from. ``restored`` holds
+    the stored records of an allocation an earlier herder ran: running tasks
+    are reattached, finished ones stay finished. ``on_done`` is called once
+    every task is dead and cleaned up.
     """
 
-    def __init__(self, *, alloc_id: str, index: int, job: Job, group: Group, hooks: Hooks,
-                 data_dir: Path, ports: PortAllocator, node: Node,
-                 on_event: Callable[[EventRecord], None]) -> None:
-        self.job = job
-        self.group = group
+    def __init__(self, placed: PlacedAlloc, job_id: str, hooks: Hooks, store: Store, *,
+                 on_event: Callable[[EventRecord], None], on_done: Callable[[AllocRunner], None],
+                 defer_cleanup: Callable[[str, str, Phase, float], None],
+                 restored: Mapping[str, TaskRecord] | None = None) -> None:
+        self.placed = placed
+        self.job_id = job_id
+        self.alloc = placed.alloc
+        self.job = placed.job
+        self.group = placed.group
         self.hooks = hooks
-        self._port_allocator = ports
+        self.store = store
+        self.restored = restored is not None
         self._on_event = on_event
-        self.alloc = Alloc(id=alloc_id, name=f"{job.name}.{group.name}[{index}]", index=index,
-                           job_name=job.name, group_name=group.name,
-                           dir=build_alloc_dir(data_dir, alloc_id), tasks=list(group.tasks))
-        self._logs: list[TaskLogs] = []
-        self.tasks: list[TaskRunner] = []
+        self._on_done = on_done
+        self._defer_cleanup = defer_cleanup
+        self._tasks_dead = threading.Event()
         self._done = threading.Event()
-        self._remaining = len(group.tasks)
+        self._stop_requested = threading.Event()
         self._lock = threading.Lock()
-        try:
-            shared_ports = self._port_allocator.allocate(alloc_id, group.ports)
-            for task in group.tasks:
-                self.tasks.append(self._task_runner(task, node, shared_ports))
-        except BaseException:
-            self.discard()
-            raise
+        self.tasks = [self._task_runner(task, (restored or {}).get(task.task.name)) for task in placed.tasks]
+        self._remaining = sum(not runner.done for runner in self.tasks)
 
-    def _task_runner(self, task: Task, node: Node, shared_ports: list[AllocatedPort]) -> TaskRunner:
-        ports = shared_ports + self._port_allocator.allocate(self.alloc.id, task.resources.ports)
-        task_dir = build_task_dir(self.alloc.dir, task.name)
-        logs = TaskLogs.open(task_dir.logs_dir, task.name, task.logs)
-        self._logs.append(logs)
-        env = task_environment(job=self.job, group=self.group, task=task, alloc_id=self.alloc.id,
-                               alloc_index=self.alloc.index, task_dir=task_dir, ports=ports,
-                               datacenter=node.datacenter)
-        ctx = TaskContext(
-            alloc_id=self.alloc.id, alloc_name=self.alloc.name, alloc_index=self.alloc.index,
-            job_name=self.job.name, group_name=self.group.name, task_name=task.name, env=env,
-            task_dir=task_dir, ports=list(ports), stdout=logs.stdout, stderr=logs.stderr,
-            logger=logging.getLogger(f"herder.task.{task.name}"),
-        )
-        tracker = RestartTracker(task.restart or self.group.restart, restart_on_success=self.job.type == "service")
-        meta = {**self.job.meta, **self.group.meta, **task.meta}
+    def _task_runner(self, placed: PlacedTask, record: TaskRecord | None) -> TaskRunner:
+        task = placed.task
+        tracker = RestartTracker(task.restart or self.group.restart, restart_on_success=self.job.type == "service",
+                                 count=record.restart_count if record else 0,
+                                 window_start=record.restart_window_start if record else None)
+        status = None
+        if record is not None:
+            status = TaskState(state=record.state, failed=record.failed, restarts=record.restarts,
+                               exit_code=record.exit_code, handle_state=record.handle_state)
+            status.events = [event for _, event in self.store.events(self.alloc.id, task.name)]
+        return TaskRunner(placed, self.hooks, tracker, on_event=self._forward, on_dead=self._task_dead,
+                          persist=functools.partial(self.store.update_task, self.alloc.id, task.name),
+                          defer_cleanup=functools.partial(self._defer_cleanup, self.alloc.id, task.name),
+                          status=status, recover=self._recover_state(record))
 
-        def make_lookup(env: dict[str, str]) -> Lookup:
-            return task_lookup(env, node.attributes, node.name, node.datacenter, meta)
-
-        return TaskRunner(task, ctx, self.hooks, tracker, make_lookup, self._forward, self._task_dead)
+    @staticmethod
+    def _recover_state(record: TaskRecord | None) -> dict[str, object] | None:
+        """What to reattach to: the handle state of a task that was running.
+        A task that was between two runs (say, waiting out a restart delay) has
+        none and starts again."""
+        if record is None or record.state != "running":
+            return None
+        return record.handle_state or {}
 
     @property
     def ports(self) -> list[AllocatedPort]:
-        """Every port of the allocation, once."""
-        return list({(p.label, p.value): p for t in self.tasks for p in t.ctx.ports}.values())
+        """Every port of the allocation."""
+        return self.placed.all_ports
+
+    @property
+    def failed(self) -> bool:
+        return any(t.status.failed for t in self.tasks)
+
+    @property
+    def status(self) -> str:
+        """``pending``, ``running``, then ``complete``, ``failed`` or ``stopped``."""
+        if not self._tasks_dead.is_set():
+            return "running" if any(t.status.state != "pending" for t in self.tasks) else "pending"
+        return self._final_status()
+
+    def _final_status(self) -> str:
+        if self.failed:
+            return "failed"
+        return "stopped" if self._stop_requested.is_set() else "complete"
 
     # -- running -----------------------------------------------------------
 
     def _forward(self, runner: TaskRunner, event: TaskEvent) -> None:
+        self.store.add_event(self.alloc.id, runner.name, event)
         self._on_event(EventRecord(self.alloc.id, self.alloc.name, runner.name, event))
 
     def run(self) -> None:
         """Start every task in parallel and return when all are dead and cleaned up."""
-        try:
-            self.hooks.alloc_prerun(self.alloc)
-        except Exception as exc:
-            message = self.hooks.describe_failure("herder_alloc_prerun", exc)
+        self.store.update_alloc(self.alloc.id, status="running")
+        if not self.restored:
+            try:
+                self.hooks.alloc_prerun(self.alloc)
+            except Exception as exc:
+                message = self.hooks.describe_failure("herder_alloc_prerun", exc)
+                for runner in self.tasks:
+                    runner.fail_setup(message)
+                self._finish()
+                return
             for runner in self.tasks:
-                runner.fail_setup(message)
-            self._finish()
-            return
+                runner.emit(events.RECEIVED, "Task received by client")
+        if self._stop_requested.is_set():  # stopped before it ran: nothing starts
+            self._kill_all(None)
         for runner in self.tasks:
-            runner.emit("Received", "Task received by client")
-        for runner in self.tasks:
-            runner.start()
-        self._done.wait()
+            if not runner.done:
+                runner.start()
+        if self._remaining:
+            self._tasks_dead.wait()
         self._finish()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every task is dead and cleaned up; False on timeout."""
+        return self._done.wait(timeout)
 
     def _task_dead(self, runner: TaskRunner) -> None:
         """React to a task finished for good: a failure or a dead leader stops the others."""
         reason: TaskEvent | None = None
         if runner.status.failed:
-            reason = TaskEvent("Sibling Task Failed", f"Task's sibling {runner.name!r} failed",
+            reason = TaskEvent(events.SIBLING_TASK_FAILED, f"Task's sibling {runner.name!r} failed",
                                {"failed_sibling": runner.name})
         elif runner.task.leader:
-            reason = TaskEvent("Leader Task Dead", "Leader Task in Group dead")
+            reason = TaskEvent(events.LEADER_TASK_DEAD, "Leader Task in Group dead")
         if reason is not None:
             self._kill_all(reason, exclude=runner)
         with self._lock:
             self._remaining -= 1
             if self._remaining == 0:
-                self._done.set()
+                self._tasks_dead.set()
 
     def _kill_all(self, reason: TaskEvent | None, exclude: TaskRunner | None = None) -> None:
         """Kill the other tasks in parallel, without waiting (called from task threads)."""
         for other in self.tasks:
-            if other is not exclude:
+            if other is not exclude and not other.done:
                 threading.Thread(target=other.kill, args=(reason,), daemon=True).start()
 
     def stop(self) -> None:
         """Kill every task gracefully (returns at once; ``run`` returns when all are dead)."""
+        if self._done.is_set():
+            return
+        self._stop_requested.set()
+        self.store.update_alloc(self.alloc.id, desired="stop")
         self._kill_all(None)
 
     def _finish(self) -> None:
-        self.discard()
+        self._tasks_dead.set()
         try:
             self.hooks.alloc_postrun(self.alloc)
         except Exception as exc:
             for runner in self.tasks:
-                runner.emit(HOOK_FAILED, self.hooks.describe_failure("herder_alloc_postrun", exc))
-
-    def discard(self) -> None:
-        """Release what placement took: log sinks and ports."""
-        for logs in self._logs:
-            logs.close()
-        self._port_allocator.release(self.alloc.id)
-
-    @property
-    def failed(self) -> bool:
-        return any(t.status.failed for t in self.tasks)
+                runner.emit(events.TASK_HOOK_FAILED, self.hooks.describe_failure("herder_alloc_postrun", exc))
+        self.store.update_alloc(self.alloc.id, status=self._final_status())
+        self._on_done(self)
+        self._done.set()

@@ -34,6 +34,13 @@ class Config:
     plugin: dict[str, dict[str, Any]] = field(default_factory=dict)
     node_name: str = field(default_factory=lambda: os.uname().nodename)
     datacenter: str = "dc1"
+    source: Path | None = None
+    """The configuration file this was read from, if any."""
+
+    def __post_init__(self) -> None:
+        # Every path herder hands to a driver is absolute: a relative bind source,
+        # say, is a volume name to Docker.
+        object.__setattr__(self, "data_dir", Path(self.data_dir).expanduser().absolute())
 
 
 def default_data_dir(agent: bool = False) -> Path:
@@ -75,7 +82,8 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(str(exc)) from None
 
 
-def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tuple[str, ...]) -> Config:
+def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tuple[str, ...],
+           source: Path | None) -> Config:
     _table(raw, "")
     ports, plugins, plugin = _table(raw, "ports"), _table(raw, "plugins"), raw.get("plugin", {})
     reserved = ports.get("reserved", "")
@@ -99,6 +107,7 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
         plugin={str(name): dict(table) for name, table in plugin.items()},
         node_name=str(raw.get("node_name", os.uname().nodename)),
         datacenter=str(raw.get("datacenter", "dc1")),
+        source=source.absolute() if source is not None else None,
     )
     if not 0 < config.ports.min <= config.ports.max <= 65535:
         raise ConfigError("ports.min and ports.max must satisfy 0 < min <= max <= 65535")
@@ -114,6 +123,6 @@ def load_config(path: Path | None, *, data_dir: Path | None = None, agent: bool 
     :raises ConfigError: naming the file and what is wrong with it.
     """
     try:
-        return _build(_read(path) if path is not None else {}, data_dir, agent, disabled)
+        return _build(_read(path) if path is not None else {}, data_dir, agent, disabled, path)
     except (ConfigError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path or 'configuration'}: {exc}") from None

@@ -9,6 +9,11 @@ from herder.model import Group, Job, Task
 from herder.sdk.env import clean_env_var, set_port_vars, set_task_dirs, set_var
 
 
+def host_address(ip: str, port: int) -> str:
+    """``ip:port``, with an IPv6 address in brackets."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
 def task_environment(
     *,
     job: Job,
@@ -41,6 +46,7 @@ def task_environment(
     for port in ports:
         set_var(env, f"IP_{port.label}", port.host_ip)
         set_var(env, f"HOST_PORT_{port.label}", str(port.value))
+        set_var(env, f"ADDR_{port.label}", host_address(port.host_ip, port.value))
         set_port_vars(env, port.label, port.value)
     for key, value in {**job.meta, **group.meta, **task.meta}.items():
         # As Nomad: upper-cased, and as written for job files that use that.

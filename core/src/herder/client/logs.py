@@ -168,9 +168,24 @@ class LogSink(io.RawIOBase, BinaryIO):
         if stream not in STREAMS:
             raise ValueError(f"unknown log stream {stream!r}, expected one of {STREAMS}")
         super().__init__()
+        self.logs_dir = logs_dir
         self.task_name = task_name
         self.stream = stream
-        self._file = _RotatingFile(logs_dir, task_name, stream, config or LogConfig())
+        self.config = config or LogConfig()
+        if self.config.max_files < 1 or self.config.max_file_size < 1:
+            raise ValueError("logs need max_files >= 1 and max_file_size >= 1")
+        self._read_fd = self._write_fd = -1
+        self._write_lock = threading.Lock()
+        self._finish_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._started = False
+        self._finished = False
+        self._closed = False
+
+    def _start(self) -> None:
+        """Open the pipe and start the reader, on first use: most tasks' processes
+        write through the supervisor, and never touch their sink."""
+        self._file = _RotatingFile(self.logs_dir, self.task_name, self.stream, self.config)
         self._read_fd, self._write_fd = os.pipe()
         self._pipe_size = _enlarge_pipe(self._write_fd)
         os.set_blocking(self._read_fd, False)
@@ -178,27 +193,27 @@ class LogSink(io.RawIOBase, BinaryIO):
         # Small until the task is seen to write in bulk: most tasks never fill it.
         self._buffer = memoryview(bytearray(min(INITIAL_BUFFER, self._pipe_size)))
         self._disk_failing = False
-        self._write_lock = threading.Lock()
-        self._finish_lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._finished = False
         self._thread = threading.Thread(
-            target=self._pump, name=f"logs-{task_name}-{stream}", daemon=True
+            target=self._pump, name=f"logs-{self.task_name}-{self.stream}", daemon=True
         )
         self._thread.start()
+        self._started = True
 
     def __repr__(self) -> str:
         return f"<LogSink {self.task_name}.{self.stream}{' closed' if self.closed else ''}>"
 
     @property
     def closed(self) -> bool:
-        return self._write_fd < 0
+        return self._closed
 
     def fileno(self) -> int:
         """The pipe's write end, for a child process to inherit."""
-        if self._write_fd < 0:
-            raise ValueError("log sink is closed")
-        return self._write_fd
+        with self._write_lock:
+            if self._closed:
+                raise ValueError("log sink is closed")
+            if not self._started:
+                self._start()
+            return self._write_fd
 
     def writable(self) -> bool:
         return True
@@ -208,8 +223,10 @@ class LogSink(io.RawIOBase, BinaryIO):
         view = memoryview(data).cast("B")
         total = len(view)
         with self._write_lock:
-            if self._write_fd < 0:
+            if self._closed:
                 raise ValueError("write to a closed log sink")
+            if not self._started:
+                self._start()
             while view:
                 view = view[os.write(self._write_fd, view) :]
         return total
@@ -229,11 +246,14 @@ class LogSink(io.RawIOBase, BinaryIO):
 
     def _close_writer(self) -> None:
         with self._write_lock:
+            self._closed = True
             if self._write_fd >= 0:
                 os.close(self._write_fd)
                 self._write_fd = -1
 
     def _finish(self, deadline: float) -> None:
+        if not self._started:
+            return
         self._thread.join(max(0.0, deadline - time.monotonic()))
         with self._finish_lock:
             if self._finished:

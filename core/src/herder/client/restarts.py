@@ -39,16 +39,20 @@ class RestartTracker:
 
     ``restart_on_success`` is true for service jobs: a service task that exits
     0 is restarted like any other exit; a batch task that exits 0 is complete.
+
+    ``count`` and ``window_start`` are persisted with the task, so a herder
+    started again goes on counting; hence the wall clock (``time.time``).
     """
 
     def __init__(self, policy: RestartPolicy, restart_on_success: bool,
-                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None) -> None:
+                 clock: Callable[[], float] = time.time, rng: random.Random | None = None,
+                 count: int = 0, window_start: float | None = None) -> None:
         self.policy = policy
         self.restart_on_success = restart_on_success
         self._clock = clock
         self._rng = rng or random.Random()
-        self._start = clock()
-        self.count = 0
+        self.window_start = clock() if window_start is None else window_start
+        self.count = count
 
     def after_exit(self, result: ExitResult) -> Decision:
         """Decide after the task exited with ``result``."""
@@ -67,14 +71,14 @@ class RestartTracker:
         if policy.attempts == 0:
             return Decision(Outcome.COMPLETE if successful else Outcome.FAIL, REASON_NO_RESTARTS)
         now = self._clock()
-        if now > self._start + policy.interval:
+        if now > self.window_start + policy.interval:
             self.count = 0
-            self._start = now
+            self.window_start = now
         self.count += 1
         if self.count <= policy.attempts:
             return Decision(Outcome.RESTART, REASON_WITHIN_POLICY, self._jittered_delay())
         if policy.mode == "delay":
-            return Decision(Outcome.RESTART, REASON_DELAY, max(0.0, self._start + policy.interval - now))
+            return Decision(Outcome.RESTART, REASON_DELAY, max(0.0, self.window_start + policy.interval - now))
         return Decision(Outcome.FAIL, f"Exceeded allowed attempts {policy.attempts} in interval "
                                       f"{format_duration(policy.interval)} and mode is \"fail\"")
 

@@ -1,4 +1,13 @@
-"""The task runner: one task of one allocation, from setup to cleanup (SPEC §7)."""
+"""The task runner: one task of one allocation, from setup to cleanup (SPEC §7).
+
+The runner is a loop in a thread of its own: prepare, prestart, start, wait,
+decide by the restart policy, and again; on the final stop, prekill, kill and
+cleanup. Every concern that is not the loop itself (the environment, images,
+services) is a hook. Every change of state is persisted as it happens, so a
+herder started again on the same data dir picks the task up where it was:
+:meth:`TaskRunner.start` with a stored handle state reattaches to the running
+task instead of starting it again.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from herder import events
+from herder.client.placement import PlacedTask
 from herder.client.restarts import Decision, Outcome, RestartTracker
-from herder.context import TaskContext
-from herder.errors import RecoverableError
+from herder.errors import CleanupLater, DriverError, RecoverableError
 from herder.jobspec import interpolate, interpolate_task, validate_config
 from herder.model import Task
 from herder.objects import ExecResult, ExitResult, TaskEvent, TaskHandle, parse_signal
-from herder.plugins.hooks import CLEANUP_ORDER, Hooks
+from herder.plugins.hooks import CLEANUP_ORDER, PRESTART_ORDER, Hooks, Phase
 from herder.sdk.durations import format_duration
 
 log = logging.getLogger(__name__)
@@ -24,7 +34,8 @@ log = logging.getLogger(__name__)
 CLEANUP_ATTEMPTS = 4
 CLEANUP_BASE_DELAY = 0.5
 
-Lookup = Callable[[str], "str | None"]
+LOST = ExitResult(exit_code=-1, error="the task could not be reattached")
+"""How a task that was running when herder stopped, and cannot be found again, ended."""
 
 
 @dataclass
@@ -39,44 +50,62 @@ class TaskState:
     handle_state: dict[str, Any] | None = None
 
 
+Persist = Callable[..., None]
+"""Stores changed fields of the task's record (``state``, ``restarts``, ``handle_state``, ...)."""
+
+DeferCleanup = Callable[[Phase, float], None]
+"""Has a cleanup step that raised :class:`herder.CleanupLater` called again after a delay."""
+
+
 class TaskRunner:
     """Runs one task in its own thread: prestart, start, wait, restart, kill, cleanup.
 
-    ``ctx`` is prepared by the allocation runner (directories, ports, log
-    sinks, base environment); ``make_lookup`` gives the interpolation lookup
-    for an environment. ``on_event`` is called for every event, ``on_dead``
-    once when the task is finished for good.
+    ``placed`` is the task as placement prepared it (context, log sinks,
+    environment). ``on_event`` is called for every event, ``on_dead`` once
+    when the task is finished for good, ``persist`` with every change of
+    state, ``defer_cleanup`` for a cleanup step to finish later. ``recover``
+    is the handle state stored by an earlier herder: the runner reattaches
+    to that task rather than starting it.
     """
 
-    def __init__(self, task: Task, ctx: TaskContext, hooks: Hooks, tracker: RestartTracker,
-                 make_lookup: Callable[[dict[str, str]], Lookup],
-                 on_event: Callable[[TaskRunner, TaskEvent], None],
-                 on_dead: Callable[[TaskRunner], None]) -> None:
-        self.task = task
-        self.ctx = ctx
+    def __init__(self, placed: PlacedTask, hooks: Hooks, tracker: RestartTracker, *,
+                 on_event: Callable[[TaskRunner, TaskEvent], None], on_dead: Callable[[TaskRunner], None],
+                 persist: Persist, defer_cleanup: DeferCleanup, status: TaskState | None = None,
+                 recover: dict[str, Any] | None = None) -> None:
+        self.task = placed.task
+        self.ctx = placed.ctx
         self.hooks = hooks
         self.tracker = tracker
-        self.status = TaskState()
-        self._base_env = dict(ctx.env)
-        self._make_lookup = make_lookup
+        self.status = status or TaskState()
+        self._base_env = dict(self.ctx.env)
+        self._make_lookup = placed.make_lookup
         self._on_event = on_event
         self._on_dead = on_dead
+        self._persist = persist
+        self._defer_cleanup = defer_cleanup
+        self._recover = recover
         self._lock = threading.RLock()
         self._handle: TaskHandle | None = None
-        self._running_task: Task = task
-        self._env_task: Task = task
+        self._running_task: Task = self.task
+        self._env_task: Task = self.task
         self._kill_requested = threading.Event()
         self._restart_requested = threading.Event()
         self._wake = threading.Event()
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"task-{task.name}", daemon=True)
-        ctx.emitter = self._record
+        if self.status.state == "dead":  # restored from state: finished for good already
+            self._done.set()
+        self._thread = threading.Thread(target=self._run, name=f"task-{self.task.name}", daemon=True)
+        self.ctx.emitter = self._record
 
     @property
     def name(self) -> str:
         return self.task.name
 
-    # -- events ------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    # -- events and state -----------------------------------------------------
 
     def _record(self, event: TaskEvent) -> None:
         with self._lock:
@@ -87,6 +116,13 @@ class TaskRunner:
     def emit(self, type: str, message: str = "", **details: Any) -> None:
         self.ctx.emit_event(type, message, **details)
 
+    def _set(self, **fields: Any) -> None:
+        """Change the task's state, here and in the store."""
+        with self._lock:
+            for name, value in fields.items():
+                setattr(self.status, name, value)
+        self._persist(**fields)
+
     # -- control from other threads -----------------------------------------
 
     def start(self) -> None:
@@ -94,10 +130,8 @@ class TaskRunner:
 
     def fail_setup(self, message: str) -> None:
         """Fail the task without starting it (its allocation could not be set up)."""
-        self.emit("Setup Failure", message)
-        with self._lock:
-            self.status.failed = True
-            self.status.state = "dead"
+        self.emit(events.SETUP_FAILURE, message)
+        self._set(failed=True, state="dead", finished_at=time.time())
         self._done.set()
 
     def kill(self, reason: TaskEvent | None = None) -> None:
@@ -120,14 +154,14 @@ class TaskRunner:
         if handle is None or self._kill_requested.is_set():
             return
         self._restart_requested.set()
-        self.emit("Restart Signal", reason or "User requested restart")
+        self.emit(events.RESTART_SIGNAL, reason or "User requested restart")
         self._kill_handle(handle)
 
     def signal(self, sig: int) -> None:
         with self._lock:
             handle = self._handle
         if handle is not None:
-            self.emit("Signaling", f"Task being sent signal {sig}", signal=sig)
+            self.emit(events.SIGNALING, f"Task being sent signal {sig}", signal=sig)
             handle.signal(sig)
 
     def exec(self, command: list[str], timeout: float) -> ExecResult:
@@ -144,32 +178,32 @@ class TaskRunner:
             self._loop()
         except Exception as exc:  # a bug of ours must still leave a dead, cleaned-up task
             log.exception("task runner %s crashed", self.name)
-            self.status.failed = True
-            self.emit("Driver Failure", f"internal error: {exc}")
+            self._set(failed=True)
+            self.emit(events.DRIVER_FAILURE, f"internal error: {exc}")
         finally:
             self._cleanup()
-            with self._lock:
-                self.status.state = "dead"
+            self._set(state="dead", handle_state=None, finished_at=time.time())
             self._done.set()
             self._on_dead(self)
 
     def _loop(self) -> None:
-        self.emit("Task Setup", "Building Task Directory")
-        while not self._kill_requested.is_set():
+        if self._recover is not None:
+            decision = self._reattach(self._recover)
+        else:
+            self.emit(events.TASK_SETUP, "Building Task Directory")
             decision = self._run_once()
-            if decision is None:  # killed
-                return
+        while decision is not None:
             if decision.outcome is Outcome.RESTART:
-                self.emit("Restarting", f"Task restarting in {format_duration(decision.delay)}",
+                self.emit(events.RESTARTING, f"Task restarting in {format_duration(decision.delay)}",
                           restart_delay=decision.delay, reason=decision.reason)
                 if self._wake.wait(decision.delay):
                     return
-                with self._lock:
-                    self.status.restarts += 1
+                self._set(restarts=self.status.restarts + 1)
+                decision = self._run_once()
                 continue
             if decision.outcome is Outcome.FAIL:
-                self.status.failed = True
-            self.emit("Not Restarting", decision.reason, reason=decision.reason)
+                self._set(failed=True)
+            self.emit(events.NOT_RESTARTING, decision.reason, reason=decision.reason)
             return
 
     def _prepare(self) -> Task:
@@ -192,85 +226,161 @@ class TaskRunner:
 
     def _run_once(self) -> Decision | None:
         """Start the task once and wait for it; the restart decision, or None when killed."""
+        if self._kill_requested.is_set():
+            return None
         task = self._prepare()
-        errors = validate_config(f"task {task.name}", task.config, self.hooks.task_schema(task.driver))
-        if errors:
-            self.emit("Failed Validation", "; ".join(errors), errors=errors)
-            return self.tracker.after_start_error(recoverable=False)
         try:
-            self.hooks.task_prestart(task, self.ctx)
-        except Exception as exc:
-            self.emit("Setup Failure", self.hooks.describe_failure("herder_task_prestart", exc),
-                      recoverable=isinstance(exc, RecoverableError))
-            return self.tracker.after_start_error(isinstance(exc, RecoverableError))
+            schema = self.hooks.task_schema(task.driver)
+        except DriverError as exc:
+            self.emit(events.DRIVER_FAILURE, str(exc))
+            return self._after_start_error(recoverable=False)
+        errors = validate_config(f"task {task.name}", task.config, schema)
+        if errors:
+            self.emit(events.FAILED_VALIDATION, "; ".join(errors), errors=errors)
+            return self._after_start_error(recoverable=False)
+        for phase in PRESTART_ORDER:
+            try:
+                self.hooks.task_prestart(task, self.ctx, phase)
+            except Exception as exc:
+                recoverable = isinstance(exc, RecoverableError)
+                # The driver's own preparation failing (an image pull, a refused volume) is the
+                # driver failing; a lifecycle plugin failing is the task's setup failing.
+                kind = events.DRIVER_FAILURE if phase == "driver" else events.SETUP_FAILURE
+                self.emit(kind, self.hooks.describe_failure("herder_task_prestart", exc), recoverable=recoverable)
+                return self._after_start_error(recoverable)
         if self._kill_requested.is_set():
             return None
         task = self._interpolate()
         try:
             handle = self.hooks.task_start(task, self.ctx)
         except Exception as exc:
-            self.emit("Driver Failure", str(exc) or type(exc).__name__, recoverable=isinstance(exc, RecoverableError))
-            return self.tracker.after_start_error(isinstance(exc, RecoverableError))
+            recoverable = isinstance(exc, RecoverableError)
+            self.emit(events.DRIVER_FAILURE, str(exc) or type(exc).__name__, recoverable=recoverable)
+            return self._after_start_error(recoverable)
+        if not self._adopt(handle):
+            return self._after_exit(task, self._kill_lost(handle), recoverable=False)
+        self.emit(events.STARTED, "Task started by client")
+        return self._watch(task, handle)
+
+    def _reattach(self, state: dict[str, Any]) -> Decision | None:
+        """Find the task an earlier herder started; one that cannot be found is
+        handled by the restart policy, as if it had failed."""
+        task = self._prepare()
+        try:
+            handle = self.hooks.task_recover(task, self.ctx, state)
+        except Exception as exc:
+            self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("herder_task_recover", exc))
+            handle = None
+        if handle is None:
+            return self._after_exit(task, LOST)
+        if not self._adopt(handle):
+            return self._after_exit(task, self._kill_lost(handle), recoverable=False)
+        self.emit(events.REATTACHED, "Task found running after herder restarted", handle=handle.id)
+        return self._watch(task, handle)
+
+    def _adopt(self, handle: TaskHandle) -> bool:
+        """Make ``handle`` the running task and persist its state; False if its
+        state cannot be had (the task cannot be recovered, so it is killed)."""
+        try:
+            handle_state = handle.state()
+        except Exception as exc:
+            self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("state", exc))
+            return False
         with self._lock:
             self._handle = handle
-            self.status.state = "running"
-            self.status.handle_state = handle.state()
-            killed_meanwhile = self._kill_requested.is_set()
-        self.emit("Started", "Task started by client")
-        if killed_meanwhile:
+        self._set(state="running", handle_state=handle_state, created=self.ctx.created.items(),
+                  started_at=time.time())
+        return True
+
+    def _watch(self, task: Task, handle: TaskHandle) -> Decision | None:
+        """Poststart, then wait for the task to exit."""
+        if self._kill_requested.is_set():
             self._kill_handle(handle)
         else:
             self.hooks.task_poststart(task, self.ctx, handle)
-        result = handle.wait()
+        try:
+            result = handle.wait()
+        except Exception as exc:
+            self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("wait", exc))
+            return self._after_exit(task, self._kill_lost(handle), recoverable=False)
         assert result is not None
         return self._after_exit(task, result)
 
-    def _after_exit(self, task: Task, result: ExitResult) -> Decision | None:
+    def _kill_lost(self, handle: TaskHandle) -> ExitResult:
+        """A task whose handle failed is killed, so that it never runs unwatched."""
+        try:
+            handle.kill(0, None)
+        except Exception as exc:
+            log.warning("task %s: cannot kill a task whose handle failed: %s", self.name, exc)
+        return ExitResult(exit_code=-1, error="the driver lost track of the task")
+
+    def _after_start_error(self, recoverable: bool) -> Decision:
+        decision = self.tracker.after_start_error(recoverable)
+        self._persist_tracker()
+        return decision
+
+    def _after_exit(self, task: Task, result: ExitResult, recoverable: bool = True) -> Decision | None:
+        """Record the exit and decide what comes next; a task whose driver failed
+        (``recoverable`` false) is not restarted."""
         with self._lock:
             self._handle = None
-            self.status.exit_code = result.exit_code
-        self.emit("Terminated", _describe_exit(result), exit_code=result.exit_code, signal=result.signal,
+        self._set(exit_code=result.exit_code, handle_state=None)
+        self.emit(events.TERMINATED, _describe_exit(result), exit_code=result.exit_code, signal=result.signal,
                   oom_killed=result.oom_killed, error=result.error)
         self.hooks.task_exited(task, self.ctx, result)
         if self._kill_requested.is_set():
-            self.emit("Killed", "Task successfully killed")
+            self.emit(events.KILLED, "Task successfully killed")
             return None
         if self._restart_requested.is_set():
             self._restart_requested.clear()
             return Decision(Outcome.RESTART, "Restart requested")
-        return self.tracker.after_exit(result)
+        if not recoverable:
+            return self._after_start_error(recoverable=False)
+        decision = self.tracker.after_exit(result)
+        self._persist_tracker()
+        return decision
+
+    def _persist_tracker(self) -> None:
+        self._persist(restart_count=self.tracker.count, restart_window_start=self.tracker.window_start)
 
     def _kill_handle(self, handle: TaskHandle) -> None:
         """prekill hooks, shutdown_delay, then kill_signal and force after kill_timeout."""
         task = self._running_task
         self.hooks.task_prekill(task, self.ctx)
         if task.shutdown_delay > 0:
-            self.emit("Waiting for shutdown delay", f"Waiting {format_duration(task.shutdown_delay)}",
+            self.emit(events.WAITING_FOR_SHUTDOWN_DELAY, f"Waiting {format_duration(task.shutdown_delay)}",
                       shutdown_delay=task.shutdown_delay)
             time.sleep(task.shutdown_delay)
         sig = parse_signal(task.kill_signal) if task.kill_signal else None
         sent = task.kill_signal or "the stop signal"
-        self.emit("Killing", f"Sent {sent}. Waiting {format_duration(task.kill_timeout)} before force killing",
+        self.emit(events.KILLING, f"Sent {sent}. Waiting {format_duration(task.kill_timeout)} before force killing",
                   kill_timeout=task.kill_timeout)
         try:
             handle.kill(task.kill_timeout, sig)
         except Exception as exc:
-            self.emit("Driver Failure", self.hooks.describe_failure("kill", exc))
+            self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("kill", exc))
 
     def _cleanup(self) -> None:
-        """Cleanup in the documented order; a step raising RecoverableError is retried."""
+        """Cleanup in the documented order; a step raising RecoverableError is
+        retried, one raising CleanupLater is called again when due."""
         for phase in CLEANUP_ORDER:
             for attempt in range(CLEANUP_ATTEMPTS + 1):
                 try:
                     self.hooks.task_cleanup(self._running_task, self.ctx, phase)
                     break
+                except CleanupLater as exc:
+                    # What the plugin noted in ``created`` must reach the later call.
+                    self._persist(created=self.ctx.created.items())
+                    self._defer_cleanup(phase, exc.delay)
+                    break
                 except RecoverableError as exc:
                     if attempt == CLEANUP_ATTEMPTS:
-                        self.emit("Task hook failed", self.hooks.describe_failure("herder_task_cleanup", exc))
+                        self.emit(events.TASK_HOOK_FAILED,
+                                  self.hooks.describe_failure("herder_task_cleanup", exc))
                         break
                     time.sleep(CLEANUP_BASE_DELAY * 2**attempt)
                 except Exception as exc:
-                    self.emit("Task hook failed", self.hooks.describe_failure("herder_task_cleanup", exc),
+                    self.emit(events.TASK_HOOK_FAILED, self.hooks.describe_failure("herder_task_cleanup", exc),
                               hook="herder_task_cleanup", plugin=self.hooks.plugins.blame(exc))
                     break
 

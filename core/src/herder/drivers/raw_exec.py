@@ -1,8 +1,10 @@
 """raw_exec: runs a command as a plain process, without isolation.
 
 Built into herder, but registered through herder's own ``herder.drivers``
-entry point exactly like an external driver. The task's process leads its own
-process group; it inherits the runner's environment minus secrets.
+entry point exactly like an external driver, and built on :mod:`herder.sdk`
+alone. The task's process is started through the supervisor, so it outlives
+herder and is found again after a restart; it leads its own process group and
+inherits herder's environment minus secrets.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from herder import DriverError, ExecResult, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
-from herder.sdk import inherited_environment
-from herder.sdk.process import ProcessHandle, run_capped
+from herder.sdk import SupervisedProcess, inherited_environment, run_capped
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -49,11 +50,11 @@ class RawExecDriver:
             raise DriverError("raw_exec is disabled (set [plugin.raw_exec] enabled = true)")
         argv = [task.config["command"], *task.config.get("args", [])]
         env = {**inherited_environment(os.environ), **ctx.env}
-        try:
-            return ProcessHandle.spawn(argv, env=env, cwd=ctx.task_dir.dir, stdout=ctx.stdout,
-                                       stderr=ctx.stderr, user=task.user or None)
-        except (OSError, ValueError, LookupError) as exc:  # LookupError: unknown user
-            raise DriverError(f"cannot start {argv[0]!r}: {exc}") from exc
+        return SupervisedProcess.spawn(task, ctx, argv, env=env, cwd=ctx.task_dir.dir, user=task.user or None)
+
+    @hookimpl
+    def herder_task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:
+        return SupervisedProcess.recover(ctx, state)
 
     @hookimpl
     def herder_task_exec(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],

@@ -30,9 +30,13 @@ def validate_config(task_path: str, config: dict[str, Any], schema: dict[str, An
     return [f"{render_path(path, task_path)}: {message}" for path, message in _config_problems(config, schema)]
 
 
-def validate_task_configs(job: Job, schemas: Mapping[str, dict[str, Any] | None]) -> list[str]:
+def validate_task_configs(job: Job, schemas: Mapping[str, dict[str, Any] | None],
+                          unavailable: Mapping[str, str] | None = None) -> list[str]:
     """Check every task's driver and config; ``schemas`` maps each available
-    driver to its config schema (None when it has none)."""
+    driver to its config schema (None when it has none), ``unavailable`` the
+    drivers that are installed but cannot be used to the reason why
+    ("disabled", "failed to load: ...")."""
+    unavailable = unavailable or {}
     locator = Locator(job.source, job.lines)
     available = ", ".join(sorted(schemas)) or "none"
     errors: list[str] = []
@@ -40,7 +44,10 @@ def validate_task_configs(job: Job, schemas: Mapping[str, dict[str, Any] | None]
         for task_index, task in enumerate(group.tasks):
             path: Path = ("job", "groups", group_index, "tasks", task_index)
             if task.driver not in schemas:
-                message = f"unknown driver {task.driver!r} (available: {available})"
+                if task.driver in unavailable:
+                    message = f"driver {task.driver!r} is {unavailable[task.driver]}"
+                else:
+                    message = f"unknown driver {task.driver!r} (available: {available})"
                 errors.append(locator.format((*path, "driver"), message))
                 continue
             found = [

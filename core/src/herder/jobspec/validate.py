@@ -111,17 +111,18 @@ def _describe(error: ValidationError, path: Path) -> list[Problem]:
         return [((*path, key), f"unknown key {key!r}") for key in extra]
     if custom:
         return [(path, str(custom))]
+    found = _value(error.instance)
     if kind == "type":
         types = [expected] if isinstance(expected, str) else list(expected)
-        return [(path, "must be " + " or ".join(_TYPE_NAMES.get(name, name) for name in types))]
+        return [(path, "must be " + " or ".join(_TYPE_NAMES.get(name, name) for name in types) + f", not {found}")]
     if kind == "enum":
-        return [(path, "must be one of: " + ", ".join(_show(value) for value in expected))]
+        return [(path, f"{found} is not one of " + ", ".join(_show(value) for value in expected))]
     if kind == "const":
-        return [(path, f"must be {_show(expected)}")]
+        return [(path, f"must be {_show(expected)}, not {found}")]
     if kind == "minimum":
-        return [(path, f"must be at least {expected}")]
+        return [(path, f"{found} is below {expected}")]
     if kind == "maximum":
-        return [(path, f"must be at most {expected}")]
+        return [(path, f"{found} is above {expected}")]
     if kind in ("minItems", "minLength") and expected == 1:
         return [(path, "must not be empty")]
     if kind == "minItems":
@@ -135,6 +136,17 @@ def _describe(error: ValidationError, path: Path) -> list[Problem]:
 
 def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
+
+
+_KINDS = {dict: "a map", list: "a list", bool: "a boolean", type(None): "null"}
+
+
+def _value(value: Any) -> str:
+    """The offending value, for a message: a scalar as written, a map or list by its kind."""
+    kind = _KINDS.get(type(value))
+    if kind is not None and not isinstance(value, bool):
+        return kind
+    return repr(value) if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def _coerce(document: dict[str, Any], errors: list[ValidationError], coercible: set[str]) -> bool:

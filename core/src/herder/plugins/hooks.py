@@ -14,13 +14,12 @@ from typing import Any, Literal
 
 from herder.context import TaskContext
 from herder.errors import DriverError
+from herder.events import TASK_HOOK_FAILED
 from herder.model import Task
 from herder.objects import Alloc, ExecResult, ExitResult, Fingerprint, TaskEvent, TaskHandle
 from herder.plugins.loader import PluginSet
 
 log = logging.getLogger(__name__)
-
-HOOK_FAILED = "Task hook failed"
 
 # Who takes part in one call: herder's built-in lifecycle plugins, third-party
 # lifecycle plugins, the task's driver, or all three at once.
@@ -70,7 +69,7 @@ class Hooks:
         try:
             self._caller(hook, "all", task.driver)(task=task, ctx=ctx, **kwargs)
         except Exception as exc:
-            ctx.emit_event(HOOK_FAILED, self.describe_failure(hook, exc), hook=hook,
+            ctx.emit_event(TASK_HOOK_FAILED, self.describe_failure(hook, exc), hook=hook,
                            plugin=self.plugins.blame(exc), error=str(exc))
 
     def describe_failure(self, hook: str, exc: BaseException) -> str:
@@ -93,8 +92,25 @@ class Hooks:
         return result  # type: ignore[no-any-return]
 
     def task_schema(self, driver: str) -> dict[str, Any] | None:
-        result = self._caller("herder_driver_task_schema", "driver", driver)()
+        """The driver's config schema. A driver whose schema hook raises is broken:
+        it is marked failed (``herder plugins`` shows why) and left out."""
+        try:
+            result = self._caller("herder_driver_task_schema", "driver", driver)()
+        except Exception as exc:
+            self.plugins.fail(driver, self.describe_failure("herder_driver_task_schema", exc))
+            self._callers.clear()
+            raise DriverError(f"driver {driver} is broken: {exc}") from exc
         return result  # type: ignore[no-any-return]
+
+    def task_schemas(self) -> dict[str, dict[str, Any] | None]:
+        """The config schema of every driver that can give one; the others are marked failed."""
+        schemas: dict[str, dict[str, Any] | None] = {}
+        for driver in self.drivers:
+            try:
+                schemas[driver] = self.task_schema(driver)
+            except DriverError:
+                continue
+        return schemas
 
     # -- allocation --------------------------------------------------------
 
@@ -113,16 +129,16 @@ class Hooks:
 
     # -- task start ----------------------------------------------------------
 
-    def task_prestart(self, task: Task, ctx: TaskContext) -> None:
-        """Built-in plugins, then third-party lifecycle plugins, then the driver.
+    def task_prestart(self, task: Task, ctx: TaskContext, phase: Phase) -> None:
+        """One step of prestart; the runner calls the steps in :data:`PRESTART_ORDER`
+        (built-in plugins, third-party lifecycle plugins, the driver).
 
         Raises what a plugin raised (``RecoverableError`` means retry).
         """
-        for phase in PRESTART_ORDER:
-            self._caller("herder_task_prestart", phase, task.driver)(task=task, ctx=ctx)
+        self._caller("herder_task_prestart", phase, task.driver)(task=task, ctx=ctx)
 
     def task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
-        handle = self._caller("herder_task_start", "all", task.driver)(task=task, ctx=ctx)
+        handle = self._caller("herder_task_start", "driver", task.driver)(task=task, ctx=ctx)
         if handle is None:
             raise DriverError(f"driver {task.driver} returned no task handle")
         return handle  # type: ignore[no-any-return]
@@ -137,7 +153,7 @@ class Hooks:
         """Run ``command`` in the task; DriverError when the driver cannot exec."""
         if not self._implemented("herder_task_exec", "driver", task.driver):
             raise DriverError(f"driver {task.driver} does not support exec")
-        result = self._caller("herder_task_exec", "all", task.driver)(
+        result = self._caller("herder_task_exec", "driver", task.driver)(
             task=task, ctx=ctx, handle=handle, command=command, timeout=timeout)
         if result is None:
             raise DriverError(f"driver {task.driver} does not support exec")
@@ -160,7 +176,7 @@ class Hooks:
         self._observe("herder_task_prekill", task, ctx)
 
     def task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:
-        handle = self._caller("herder_task_recover", "all", task.driver)(task=task, ctx=ctx, state=state)
+        handle = self._caller("herder_task_recover", "driver", task.driver)(task=task, ctx=ctx, state=state)
         return handle  # type: ignore[no-any-return]
 
     def task_cleanup(self, task: Task, ctx: TaskContext, phase: Phase) -> None:

@@ -9,7 +9,6 @@ still load.
 from __future__ import annotations
 
 import inspect
-import logging
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -22,14 +21,17 @@ import pluggy
 
 from herder import hookspecs
 
-log = logging.getLogger(__name__)
-
 DRIVER_GROUP = "herder.drivers"
 PLUGIN_GROUP = "herder.plugins"
 
 Kind = Literal["driver", "lifecycle", "builtin"]
 _GROUP_KIND: dict[str, Kind] = {DRIVER_GROUP: "driver", PLUGIN_GROUP: "lifecycle"}
 _REQUIRED_DRIVER_HOOKS = ("herder_task_start",)
+DRIVER_HOOKS = frozenset({
+    "herder_driver_fingerprint", "herder_driver_task_schema", "herder_task_start", "herder_task_exec",
+    "herder_task_recover",
+})
+"""Driver-scoped hooks: only the task's driver takes part, so a lifecycle plugin may not implement them."""
 
 
 @dataclass
@@ -116,10 +118,15 @@ class PluginSet:
         names = {caller.name for caller in callers}
         unknown = sorted(caller.name for caller in callers if caller.spec is None)
         missing = [h for h in _REQUIRED_DRIVER_HOOKS if record.kind == "driver" and h not in names]
-        if unknown or missing:
+        driver_only = sorted(names & DRIVER_HOOKS) if record.kind != "driver" else []
+        if unknown or missing or driver_only:
             self.pm.unregister(plugin)
-            record.error = (f"unknown hook(s): {', '.join(unknown)}" if unknown
-                            else f"a driver must implement {', '.join(missing)}")
+            if unknown:
+                record.error = f"unknown hook(s): {', '.join(unknown)}"
+            elif missing:
+                record.error = f"a driver must implement {', '.join(missing)}"
+            else:
+                record.error = f"only a driver may implement {', '.join(driver_only)} (driver-scoped hooks)"
             return
         record.hooks = sorted(names)
         for caller in callers:
@@ -127,6 +134,22 @@ class PluginSet:
                 if impl.plugin is plugin:
                     self._code_owner[impl.function.__code__] = record.name
         self._by_kind[record.kind][record.name] = plugin
+
+    def fail(self, name: str, error: str) -> None:
+        """Leave out a loaded plugin that turned out broken, recording why."""
+        record = self.record(name)
+        if record is None:
+            return
+        record.error = error
+        plugin = self._by_kind[record.kind].pop(name, None)
+        if plugin is not None:
+            self.pm.unregister(plugin)
+
+    def unavailable(self) -> dict[str, str]:
+        """Why each known driver that cannot be used is unavailable: disabled, or failed."""
+        return {r.name: "disabled" if r.disabled else f"failed to load: {r.error}"
+                for r in self.records if r.kind == "driver" and (r.disabled or r.error)
+                and r.name not in self._by_kind["driver"]}
 
     def fail_duplicates(self) -> None:
         """Two distributions offering one driver name: neither is used, both are named."""
@@ -219,13 +242,8 @@ def load_plugins(
         except Exception as exc:  # any failure of third-party code is reported, not raised
             record.error = _describe(exc)
             plugins.records.append(record)
-            log.warning("plugin %s (%s %s) failed to load: %s", ep.name, record.distribution, record.version,
-                        record.error)
             continue
         plugins.add(record, plugin)
-        if record.error:
-            log.warning("plugin %s (%s %s) left out: %s", ep.name, record.distribution, record.version,
-                        record.error)
     plugins.fail_duplicates()
     for name, plugin in builtins:
         plugins.add(PluginRecord(name=name, kind="builtin", distribution="herder", version=_core_version()), plugin)

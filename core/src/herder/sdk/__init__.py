@@ -30,9 +30,11 @@ from herder.sdk.env import (
 )
 from herder.sdk.paths import resolve_in_task_dir
 from herder.sdk.process import exit_result, kill_group, run_capped
+from herder.sdk.supervised import SupervisedProcess
 
 __all__ = [
     "EXEC_OUTPUT_LIMIT",
+    "SupervisedProcess",
     "clean_env_var",
     "exit_result",
     "format_duration",

@@ -61,18 +61,14 @@ def get_var(env: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def set_port_vars(
-    env: MutableMapping[str, str], label: str, port: int, ip: str | None = None
-) -> None:
-    """Set ``PORT_<label>`` to the port the task listens on, and ``ADDR_<label>``.
+def set_port_vars(env: MutableMapping[str, str], label: str, port: int) -> None:
+    """Set ``PORT_<label>``: the port the task listens on, for a driver that maps
+    ports (a container listening on ``port``, reached through the host port).
 
-    ``ADDR_<label>`` is ``ip:port``, where ``ip`` defaults to the
-    ``IP_<label>`` already in ``env`` (the host IP). ``HOST_PORT_<label>`` is
-    left alone.
+    ``ADDR_<label>`` and ``HOST_PORT_<label>`` are left alone: they name the
+    host's address and port, the ones that reach the task from outside.
     """
-    address = ip or get_var(env, f"IP_{label}") or "127.0.0.1"
     set_var(env, f"PORT_{label}", str(port))
-    set_var(env, f"ADDR_{label}", f"[{address}]:{port}" if ":" in address else f"{address}:{port}")
 
 
 def set_task_dirs(

@@ -252,6 +252,18 @@ class Store:
             check_choice("desired", changes["desired"], DesiredStatus)
         self._update("allocs", {"id": alloc_id}, {**changes, "updated_at": time.time()}, f"no alloc {alloc_id}")
 
+    def claim_alloc(self, alloc_id: str, *, owner: str, by: str, keep: bool) -> bool:
+        """Make session ``by`` the owner of an allocation, if ``owner`` still is.
+
+        Compare-and-set, so that of two herder processes taking over the
+        allocations of a dead one, exactly one gets each allocation.
+        """
+        with self.transaction():
+            cursor = self._execute(
+                "UPDATE allocs SET session = ?, keep = ?, updated_at = ? WHERE id = ? AND session = ?",
+                (by, int(keep), time.time(), alloc_id, owner))
+            return cursor.rowcount == 1
+
     def delete_alloc(self, alloc_id: str) -> None:
         """Forget an allocation with its tasks, ports and events (nothing if it is not stored)."""
         with self.transaction():

@@ -14,6 +14,7 @@ import docker.errors
 import requests
 
 from herder import (
+    CleanupLater,
     DriverError,
     DriverNetwork,
     ExecResult,
@@ -30,18 +31,24 @@ from herder_docker.handle import DockerHandle, LogStream
 from herder_docker.images import Images
 
 FINGERPRINT_TIMEOUT = 3.0
+RELEASED = "image-released"
+"""``ctx.created`` kind: when (epoch seconds) the task stopped using the image herder fetched for it."""
 TASK_DIRS = {"alloc_dir": "/alloc", "local_dir": "/local", "secrets_dir": "/secrets"}
 DEFAULT_NETWORK_MODES = ("", "default", "bridge")
 
 
 def _daemon_error(what: str, exc: Exception) -> Exception:
-    """A daemon that cannot be reached or answers 5xx may come back: recoverable; anything else is not."""
-    if isinstance(exc, requests.RequestException):
-        return RecoverableError(f"{what}: Docker daemon unreachable: {exc}")
+    """A daemon that cannot be reached, times out or answers 5xx may come back:
+    recoverable. Any other answer (a 400 for a bad mount, a 404) is final.
+
+    ``APIError`` is a subclass of ``requests.RequestException``, so it is
+    told apart first: it is an answer, not a daemon out of reach.
+    """
     if isinstance(exc, docker.errors.APIError):
         message = f"{what}: {exc.explanation or exc}"
-        return RecoverableError(message) if exc.is_server_error() and "timeout" in message.lower() \
-            else DriverError(message)
+        return RecoverableError(message) if exc.is_server_error() else DriverError(message)
+    if isinstance(exc, requests.RequestException):
+        return RecoverableError(f"{what}: Docker daemon unreachable: {exc}")
     return DriverError(f"{what}: {exc}")
 
 
@@ -53,7 +60,7 @@ class DockerDriver:
         self._client: docker.DockerClient | None = None
         self._lock = threading.Lock()
         self._seen = False
-        self.images = Images(self.client, self.config.cleanup_image, self.config.cleanup_image_delay,
+        self.images = Images(self.client, self.config.cleanup_image_delay,
                              self.config.pull_timeout)
 
     def client(self) -> docker.DockerClient:
@@ -288,8 +295,26 @@ class DockerDriver:
             except (docker.errors.APIError, requests.RequestException) as exc:
                 raise RecoverableError(f"cannot remove container {value[:12]}: {exc}") from exc
         if isinstance(task.config.get("image"), str):  # cleanup also follows a config that failed validation
-            image = image_ref(task.config["image"])
-            self.images.release(image, _user(ctx), fetched=("image", image) in created)
+            self._release_image(image_ref(task.config["image"]), ctx)
+
+    def _release_image(self, image: str, ctx: TaskContext) -> None:
+        """Remove an image herder fetched for this task ``cleanup_image_delay`` after the
+        task finished. The time it finished is kept in ``ctx.created``, so the wait
+        survives herder itself: cleanup is called again when due (:class:`CleanupLater`)."""
+        created = ctx.created.items()
+        self.images.release(image, _user(ctx))
+        if not (self.config.cleanup_image and ("image", image) in created):
+            return
+        released = next((float(value) for kind, value in created if kind == RELEASED), None)
+        if released is None:
+            released = time.time()
+            ctx.created.add(RELEASED, repr(released))
+        wait = released + self.config.cleanup_image_delay - time.time()
+        if wait <= 0:
+            # Another task may have wanted the image meanwhile: then wait for it too.
+            wait = self.images.remove_when_unused(image)
+        if wait > 0:
+            raise CleanupLater(wait, f"image {image} is removed in {wait:.0f}s unless a task wants it again")
 
 
 def _bridge_ip(bridge: Mapping[str, Any]) -> str:

@@ -4,7 +4,9 @@ One pull per image at a time: tasks that want an image being pulled wait for
 that pull and see its progress. An image herder itself pulled or loaded is
 removed ``cleanup_image_delay`` after the last task using it finished, unless
 a task wants it again meanwhile or a container still uses it. An image that
-was already on the host is left alone.
+was already on the host is left alone. The delay is waited out by herder's
+deferred cleanup (:class:`herder.CleanupLater`), so it survives the herder
+process: the next herder on the data dir removes the image when due.
 """
 
 from __future__ import annotations
@@ -39,6 +41,18 @@ class _Pull:
     error: Exception | None = None
 
 
+_FINAL_PULL_ERRORS = ("not found", "manifest unknown", "unauthorized", "access denied", "authentication required")
+
+
+def _pull_error(ref: str, message: str) -> Exception:
+    """A missing image or refused credentials will not change by retrying; any
+    other pull error (the registry down, DNS) may: recoverable, as in Nomad."""
+    error = f"cannot pull image {ref}: {message}"
+    if any(final in message.lower() for final in _FINAL_PULL_ERRORS):
+        return DriverError(error)
+    return RecoverableError(error)
+
+
 def _split(ref: str) -> tuple[str, str]:
     repository, _, tag = ref.rpartition(":")
     return repository, tag
@@ -47,17 +61,14 @@ def _split(ref: str) -> tuple[str, str]:
 class Images:
     """The images the docker driver's tasks use on this node."""
 
-    def __init__(self, client: Callable[[], docker.DockerClient], cleanup: bool, cleanup_delay: float,
-                 pull_timeout: float) -> None:
+    def __init__(self, client: Callable[[], docker.DockerClient], cleanup_delay: float, pull_timeout: float) -> None:
         self._client = client
-        self._cleanup = cleanup
         self._cleanup_delay = cleanup_delay
         self._pull_timeout = pull_timeout
         self._lock = threading.Lock()
         self._pulls: dict[str, _Pull] = {}
         self._users: dict[str, set[str]] = {}
-        self._owned: set[str] = set()
-        self._removals: dict[str, threading.Timer] = {}
+        self._released: dict[str, float] = {}
 
     # -- getting an image ----------------------------------------------------
 
@@ -67,12 +78,10 @@ class Images:
         self._use(ref, user)
         if tarball is not None:
             self._load(ref, tarball)
-            self._own(ref)
             return True
         if not force_pull and self.exists(ref):
             return False
         self._pull_shared(ref, progress, force_pull)
-        self._own(ref)
         return True
 
     def exists(self, ref: str) -> bool:
@@ -134,7 +143,7 @@ class Images:
         try:
             for line in self._client().api.pull(repository, tag=tag, stream=True, decode=True):
                 if "error" in line:
-                    raise DriverError(f"cannot pull image {ref}: {line['error']}")
+                    raise _pull_error(ref, str(line["error"]))
                 detail = line.get("progressDetail") or {}
                 if line.get("status") == "Downloading" and "total" in detail:
                     layers[line.get("id", "")] = (int(detail.get("current", 0)), int(detail["total"]))
@@ -147,8 +156,8 @@ class Images:
                     for listener in list(pull.listeners):
                         listener(f"Downloading image {ref}: {current / 1e6:.1f} of {total / 1e6:.1f} MB",
                                  {"current": current, "total": total})
-        except docker.errors.APIError as exc:
-            raise DriverError(f"cannot pull image {ref}: {exc.explanation or exc}") from exc
+        except docker.errors.APIError as exc:  # before RequestException, its base class
+            raise _pull_error(ref, str(exc.explanation or exc)) from exc
         except requests.RequestException as exc:
             raise RecoverableError(f"pull of image {ref} broke off: {exc}") from exc
         if not self.exists(ref):
@@ -159,47 +168,35 @@ class Images:
     def _use(self, ref: str, user: str) -> None:
         with self._lock:
             self._users.setdefault(ref, set()).add(user)
-            timer = self._removals.pop(ref, None)
-        if timer is not None:
-            timer.cancel()
-            log.info("image %s is wanted again: removal cancelled", ref)
 
-    def _own(self, ref: str) -> None:
+    def release(self, ref: str, user: str) -> None:
+        """``user`` (a task) is finished with ``ref``."""
         with self._lock:
-            self._owned.add(ref)
-
-    def release(self, ref: str, user: str, fetched: bool) -> None:
-        """``user`` is finished with ``ref``; ``fetched``: herder pulled or loaded it for this user.
-
-        The image is removed after the cleanup delay once nobody uses it, if
-        herder fetched it and ``cleanup_image`` is on.
-        """
-        with self._lock:
-            if fetched:
-                self._owned.add(ref)
             users = self._users.get(ref, set())
-            users.discard(user)
-            if users or not self._cleanup or ref not in self._owned or ref in self._removals:
-                return
-            timer = threading.Timer(self._cleanup_delay, self._remove, args=(ref,))
-            timer.daemon = True
-            self._removals[ref] = timer
-        timer.start()
+            if user in users:  # not when cleanup is called again for the same task
+                users.discard(user)
+                self._released[ref] = time.time()
 
-    def _remove(self, ref: str) -> None:
+    def remove_when_unused(self, ref: str) -> float:
+        """Remove ``ref`` if no task has used it for ``cleanup_image_delay``; else
+        the seconds to wait before asking again (a task wants it again, or one
+        released it less than the delay ago). 0 once it is removed or gone."""
         with self._lock:
-            if self._removals.get(ref) is not threading.current_thread() or self._users.get(ref):
-                return
-            del self._removals[ref]
-            self._owned.discard(ref)
+            if self._users.get(ref):
+                return self._cleanup_delay or 1.0
+            wait = self._released.get(ref, 0.0) + self._cleanup_delay - time.time()
+            if wait > 0:
+                return wait
+            self._released.pop(ref, None)
         try:
             client = self._client()
             if client.containers.list(all=True, filters={"ancestor": ref}):
                 log.info("image %s is still used by a container: not removed", ref)
-                return
+                return 0.0
             client.images.remove(ref)
             log.info("removed image %s", ref)
         except docker.errors.ImageNotFound:
             pass
         except (docker.errors.APIError, requests.RequestException) as exc:
             log.warning("cannot remove image %s: %s", ref, exc)
+        return 0.0

@@ -1,0 +1,211 @@
+"""The use cases every front end shares.
+
+The command line and the agent only translate between their medium and
+these: reading a job, describing drivers and plugins, running a job in the
+foreground, reaping what a dead foreground run left behind, and the JSON
+shapes of events and summaries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from herder.client.alloc_runner import AllocRunner, EventRecord
+from herder.client.client import Client, JobSource
+from herder.client.config import Config
+from herder.errors import JobError
+from herder.jobspec import load_job_text, validate_task_configs
+from herder.jobspec.formats import format_of, read_text
+from herder.model import Job
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
+
+# -- plugins and drivers -----------------------------------------------------
+
+
+def load_hooks(config: Config) -> Hooks:
+    """Every installed plugin, as the configuration enables them."""
+    return Hooks(load_plugins(config.plugin, config.disabled_plugins))
+
+
+def failed_plugins(hooks: Hooks) -> list[str]:
+    """One warning per plugin that could not be loaded."""
+    return [f"plugin {r.name} ({r.distribution} {r.version}) was not loaded: {r.error}"
+            for r in hooks.plugins.records if r.error]
+
+
+def driver_rows(hooks: Hooks) -> list[dict[str, Any]]:
+    """Every driver with its distribution and fingerprint: ``herder drivers``, ``GET /v1/drivers``."""
+    rows: list[dict[str, Any]] = []
+    for name in hooks.drivers:
+        fingerprint = hooks.fingerprint(name)
+        record = hooks.plugins.record(name)
+        rows.append({"name": name, "distribution": record.distribution if record else "",
+                     "version": record.version if record else "", "detected": fingerprint.detected,
+                     "healthy": fingerprint.healthy, "description": fingerprint.description,
+                     "attributes": dict(sorted(fingerprint.attributes.items()))})
+    return rows
+
+
+def plugin_rows(hooks: Hooks) -> list[dict[str, Any]]:
+    """Every plugin, loaded or failed: ``herder plugins``, ``GET /v1/plugins``."""
+    return [r.to_json() for r in sorted(hooks.plugins.records, key=lambda r: (r.kind, r.name))]
+
+
+# -- jobs --------------------------------------------------------------------
+
+
+def parse_variables(items: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items as a mapping; :class:`JobError` for one without ``=``."""
+    values: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise JobError([f"--var {item!r}: expected KEY=VALUE"])
+        values[key] = value
+    return values
+
+
+def read_job(path: Path, variables: Mapping[str, str], hooks: Hooks) -> tuple[Job, JobSource]:
+    """Parse and validate the job file at ``path``, each task's config included.
+
+    :raises JobError: listing every problem, each with its path.
+    """
+    source = JobSource(text=read_text(path), format=format_of(path), source=str(path), variables=dict(variables))
+    return load_submitted(source, hooks), source
+
+
+def load_submitted(source: JobSource, hooks: Hooks) -> Job:
+    """A job from its submitted text, validated against the drivers' config schemas."""
+    job = load_job_text(source.text, source.format, source.source, source.variables)
+    errors = validate_task_configs(job, hooks.task_schemas(), hooks.plugins.unavailable())
+    if errors:
+        raise JobError(errors)
+    return job
+
+
+# -- JSON shapes -------------------------------------------------------------
+
+
+def rfc3339(time: datetime) -> str:
+    return time.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def event_json(record: EventRecord) -> dict[str, Any]:
+    """One event in the documented ``herder run --json`` shape."""
+    event = record.event
+    return {"time": rfc3339(event.time), "alloc_id": record.alloc_id, "alloc_name": record.alloc_name,
+            "task": record.task, "type": event.type, "message": event.message,
+            "details": json.loads(json.dumps(event.details, default=str))}
+
+
+def summary(status: str, allocs: Iterable[AllocRunner]) -> dict[str, Any]:
+    """The ``--json`` summary of SPEC §9."""
+    return {"status": status, "allocs": {
+        a.alloc.id: {"name": a.alloc.name, "tasks": {
+            t.name: {"state": t.status.state, "failed": t.status.failed, "restarts": t.status.restarts,
+                     "exit_code": t.status.exit_code} for t in a.tasks}}
+        for a in allocs}}
+
+
+# -- running in the foreground -----------------------------------------------
+
+
+@dataclass
+class Reaped:
+    """What a foreground run found left behind by herders that died, and stopped."""
+
+    orphans: list[AllocRunner] = field(default_factory=list)
+    replaced: list[AllocRunner] = field(default_factory=list)
+
+
+class ForegroundRun:
+    """``herder run``: one job on this host until its tasks finish or it is stopped.
+
+    Its tasks belong to this process: if it dies, the supervisor stops them
+    and runs ``herder reap`` to clean up. With ``keep`` they are left running
+    instead, and the next ``herder run`` of the same job on the same data dir
+    reattaches to them. A job file that changed meanwhile replaces them.
+    """
+
+    def __init__(self, config: Config, hooks: Hooks, job: Job, source: JobSource, *,
+                 on_event: Callable[[EventRecord], None], keep: bool = False) -> None:
+        self.job = job
+        self.source = source
+        self.client = Client(config, hooks, keep=keep, on_event=on_event,
+                             on_lost=None if keep else {"argv": reap_command(config), "env": dict(os.environ)})
+        self.allocs: list[AllocRunner] = []
+        self.reaped = Reaped()
+        self._stop_requested = threading.Event()
+
+    def place(self) -> None:
+        """Take over what earlier runs left, then place the job's allocations if
+        none of them is already running.
+
+        :raises PlacementError: nothing is placed.
+        """
+        client = self.client
+        self.reaped.orphans = client.restore(keep=False)
+        mine = client.restore(job_name=self.job.name)
+        adopted = [a for a in mine if a.job_id == self.source.id]
+        self.reaped.replaced = [a for a in mine if a not in adopted]
+        stale = self.reaped.orphans + self.reaped.replaced
+        client.run(stale)
+        for alloc in stale:
+            alloc.stop()
+        self.allocs = adopted or client.submit(self.job, self.source)
+
+    def run(self) -> str:
+        """Run every allocation to the end; returns "complete", "failed" or "stopped"."""
+        self.client.start()
+        if self._stop_requested.is_set():  # asked to stop while placing: nothing runs
+            self.stop()
+        self.client.run(self.allocs)
+        while not self.client.wait(self.allocs + self.reaped.orphans + self.reaped.replaced, timeout=0.5):
+            pass  # short waits, so that signal handlers run promptly in the main thread
+        if any(a.failed for a in self.allocs):
+            return "failed"
+        return "stopped" if self._stop_requested.is_set() else "complete"
+
+    def stop(self) -> None:
+        """Stop every task gracefully; safe to call from a signal handler's thread."""
+        self._stop_requested.set()
+        for alloc in self.allocs:
+            alloc.stop()
+
+    def summary(self, status: str) -> dict[str, Any]:
+        return summary(status, self.allocs)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def reap_command(config: Config) -> list[str]:
+    """The command the supervisor runs when a foreground run dies: ``herder reap``
+    on the same data dir, configuration and disabled plugins."""
+    argv = [sys.executable, "-m", "herder", "reap", "--data-dir", str(config.data_dir)]
+    if config.source is not None:
+        argv += ["--config", str(config.source)]
+    for name in sorted(config.disabled_plugins):
+        argv += ["--disable-plugin", name]
+    return argv
+
+
+def reap(config: Config, hooks: Hooks, on_event: Callable[[EventRecord], None] | None = None) -> int:
+    """Stop and clean up every allocation that a foreground run left behind when
+    it died; returns how many there were."""
+    with Client(config, hooks, keep=False, on_event=on_event) as client:
+        orphans = client.restore(keep=False)
+        client.run(orphans)
+        for alloc in orphans:
+            alloc.stop()
+        client.wait(orphans)
+    return len(orphans)

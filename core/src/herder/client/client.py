@@ -1,0 +1,284 @@
+"""The client: the one long-lived owner of this process's allocations.
+
+A :class:`Client` holds the state database, the session with the data dir's
+process supervisor, the port allocator and the drivers' fingerprints, and the
+allocations: it places and runs new ones (:meth:`Client.submit`), takes over
+the ones an earlier herder left running (:meth:`Client.restore`), and stops
+them. Every front end (``herder run``, the agent) is a thin layer over it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from herder.client.alloc_runner import AllocRunner, EventRecord
+from herder.client.config import Config
+from herder.client.deferred import DeferredCleanups
+from herder.client.fingerprints import FINGERPRINT_INTERVAL, Fingerprints
+from herder.client.node import Node, host_attributes
+from herder.client.placement import PlacedAlloc, Placement
+from herder.client.ports import PortAllocator
+from herder.client.sessions import SessionLock, is_alive
+from herder.context import AllocatedPort, TaskContext
+from herder.errors import HerderError, JobError, PlacementError
+from herder.jobspec import interpolate_task, load_job_text
+from herder.model import Group, Job, Task
+from herder.plugins.hooks import Hooks
+from herder.state import AllocRecord, JobRecord, PortRecord, Store, TaskRecord, job_id
+from herder.supervisor import Supervisor
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "state.db"
+
+
+@dataclass(frozen=True)
+class JobSource:
+    """A job file as submitted: what rebuilds the job after a restart."""
+
+    text: str
+    format: str
+    source: str
+    variables: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return job_id(self.format, self.text, self.variables)
+
+
+class Client:
+    """Owns the allocations of one herder process on one data dir.
+
+    ``keep`` says whether this process's tasks outlive it: an agent's do; a
+    foreground ``herder run``'s are stopped by the supervisor when it dies,
+    which then runs ``on_lost`` (``{"argv": [...], "env": {...}}``) to clean
+    up what is left. ``on_event`` sees every task event of every allocation.
+    """
+
+    def __init__(self, config: Config, hooks: Hooks, *, keep: bool = True, on_lost: dict[str, Any] | None = None,
+                 on_event: Callable[[EventRecord], None] | None = None,
+                 fingerprint_interval: float = FINGERPRINT_INTERVAL) -> None:
+        self.config = config
+        self.hooks = hooks
+        self.keep = keep
+        self.session = uuid.uuid4().hex
+        self.data_dir = config.data_dir
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._session_lock = SessionLock(self.data_dir, self.session)
+        self.store = Store(self.data_dir / STATE_FILE)
+        self.supervisor = Supervisor(self.data_dir, session=self.session, keep=keep, on_lost=on_lost)
+        self.ports = PortAllocator(config.ports.min, config.ports.max, config.ports.reserved,
+                                   host_ip=config.ports.host_ip)
+        self.placement = Placement(self.data_dir, self.ports, self.supervisor)
+        self.fingerprints = Fingerprints(hooks, fingerprint_interval)
+        self.deferred = DeferredCleanups(self.store, hooks, self._rebuild_task)
+        self._on_event = on_event or (lambda record: None)
+        self._allocs: dict[str, AllocRunner] = {}
+        self._threads: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the node ------------------------------------------------------------
+
+    def node(self) -> Node:
+        """This host as job files see it: its attributes and those of every healthy driver."""
+        attributes = host_attributes()
+        for driver in self.hooks.drivers:
+            fingerprint = self.fingerprints.get(driver)
+            if fingerprint.detected and fingerprint.healthy:
+                attributes.update(fingerprint.attributes)
+        return Node(name=self.config.node_name, datacenter=self.config.datacenter, attributes=attributes)
+
+    def _check_drivers(self, job: Job) -> None:
+        for driver in sorted({t.driver for g in job.groups for t in g.tasks}):
+            fingerprint = self.fingerprints.get(driver)
+            if not (fingerprint.detected and fingerprint.healthy):
+                raise PlacementError(f"driver {driver} is not available: {fingerprint.description}")
+
+    # -- allocations -------------------------------------------------------
+
+    @property
+    def allocs(self) -> list[AllocRunner]:
+        with self._lock:
+            return list(self._allocs.values())
+
+    def alloc(self, alloc_id: str) -> AllocRunner | None:
+        with self._lock:
+            return self._allocs.get(alloc_id)
+
+    def submit(self, job: Job, source: JobSource) -> list[AllocRunner]:
+        """Place every allocation of ``job`` and record them; all or nothing.
+
+        The allocations are not running yet: :meth:`run` starts them.
+
+        :raises PlacementError: a driver is unavailable or a port cannot be had;
+            nothing is left placed.
+        """
+        self._check_drivers(job)
+        node = self.node()
+        placed: list[PlacedAlloc] = []
+        try:
+            for group in job.groups:
+                for index in range(group.count):
+                    placed.append(self.placement.place(job, group, index, node))
+        except BaseException:
+            for alloc in placed:
+                self.placement.release(alloc)
+            raise
+        now = time.time()
+        with self.store.transaction():
+            self.store.put_job(JobRecord(id=source.id, name=job.name, source=source.source, format=source.format,
+                                         text=source.text, variables=dict(source.variables), created_at=now))
+            for alloc in placed:
+                self.store.put_alloc(self._alloc_record(alloc, source.id, now), _task_records(alloc),
+                                     _port_records(alloc))
+        return [self._adopt(alloc, source.id) for alloc in placed]
+
+    def restore(self, *, job_name: str | None = None, session: str | None = None,
+                keep: bool | None = None) -> list[AllocRunner]:
+        """Take over the live allocations an earlier herder left on this data dir.
+
+        Only allocations whose owning process is dead are taken (``job_name``,
+        ``session`` and ``keep`` narrow the choice). Their running tasks are
+        reattached when :meth:`run` starts them; an allocation that cannot be
+        restored (its job no longer loads, its ports are held) is marked failed.
+        """
+        restored: list[AllocRunner] = []
+        for record in self.store.allocs(job_name=job_name, live=True, session=session):
+            if keep is not None and record.keep != keep:
+                continue
+            if record.session == self.session or is_alive(self.data_dir, record.session):
+                continue
+            if not self.store.claim_alloc(record.id, owner=record.session, by=self.session, keep=self.keep):
+                continue  # another herder took it over first
+            try:
+                placed = self._replace(record)
+            except HerderError as exc:
+                log.warning("allocation %s cannot be restored: %s", record.name, exc)
+                self.store.update_alloc(record.id, status="failed")
+                continue
+            tasks = {task.name: task for task in self.store.tasks(record.id)}
+            restored.append(self._adopt(placed, record.job_id, tasks))
+        return restored
+
+    def _stored_job(self, record: AllocRecord) -> tuple[Job, Group]:
+        """The job and group of a stored allocation, loaded again from the job file as submitted."""
+        stored = self.store.job(record.job_id)
+        if stored is None:
+            raise JobError([f"the job of allocation {record.name} is not in the state database"])
+        job = load_job_text(stored.text, stored.format, stored.source, stored.variables)
+        group = next((g for g in job.groups if g.name == record.group_name), None)
+        if group is None:
+            raise JobError([f"job {job.name} has no group {record.group_name}"])
+        return job, group
+
+    def _replace(self, record: AllocRecord) -> PlacedAlloc:
+        """Placement again, from the stored job, ports and created resources."""
+        job, group = self._stored_job(record)
+        ports: dict[str, list[AllocatedPort]] = {}
+        for port in self.store.ports(record.id):
+            ports.setdefault(port.owner, []).append(
+                AllocatedPort(label=port.label, value=port.value, to=port.to, host_ip=port.host_ip))
+        created = {task.name: task.created for task in self.store.tasks(record.id)}
+        return self.placement.restore(job, group, record.id, record.index, self.node(), ports, created)
+
+    def _rebuild_task(self, alloc_id: str, task_name: str) -> tuple[Task, TaskContext] | None:
+        """A finished task and its context, for a cleanup step that was deferred."""
+        record = self.store.alloc(alloc_id)
+        if record is None:
+            return None
+        try:
+            job, group = self._stored_job(record)
+        except JobError as exc:
+            log.warning("allocation %s: %s", record.name, exc)
+            return None
+        created = {task.name: task.created for task in self.store.tasks(alloc_id)}
+        placed = self.placement.rebuild(job, group, alloc_id, record.index, self.node(), created)
+        found = next((t for t in placed.tasks if t.task.name == task_name), None)
+        if found is None:
+            return None
+        return interpolate_task(found.task, found.make_lookup(dict(found.ctx.env))), found.ctx
+
+    def _adopt(self, placed: PlacedAlloc, job: str, restored: dict[str, TaskRecord] | None = None) -> AllocRunner:
+        runner = AllocRunner(placed, job, self.hooks, self.store, on_event=self._on_event,
+                             on_done=self._alloc_done, defer_cleanup=self.deferred.add, restored=restored)
+        with self._lock:
+            self._allocs[placed.alloc.id] = runner
+        return runner
+
+    def run(self, allocs: Iterable[AllocRunner]) -> None:
+        """Start running ``allocs``, each in a thread of its own."""
+        for alloc in allocs:
+            thread = threading.Thread(target=alloc.run, name=f"alloc-{alloc.alloc.name}", daemon=True)
+            with self._lock:
+                self._threads[alloc.alloc.id] = thread
+            thread.start()
+
+    def _alloc_done(self, alloc: AllocRunner) -> None:
+        """Every task of ``alloc`` is dead and cleaned up: give back what it held."""
+        self.placement.release(alloc.placed)
+        self.store.release_ports(alloc.alloc.id)
+
+    def stop(self, alloc_id: str) -> None:
+        """Stop an allocation gracefully (returns at once)."""
+        alloc = self.alloc(alloc_id)
+        if alloc is not None:
+            alloc.stop()
+
+    def stop_all(self) -> None:
+        """Stop every allocation gracefully (returns at once)."""
+        for alloc in self.allocs:
+            alloc.stop()
+
+    def wait(self, allocs: Iterable[AllocRunner], timeout: float | None = None) -> bool:
+        """Wait until every one of ``allocs`` is done; False if ``timeout`` ran out first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for alloc in allocs:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not alloc.wait(left):
+                return False
+        return True
+
+    # -- lifetime --------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin the background work: periodic fingerprints, and the cleanup steps
+        left to finish later (by this herder or an earlier one)."""
+        self.fingerprints.start()
+        self.deferred.start()
+
+    def close(self) -> None:
+        """Let go of the data dir. Tasks still running keep running under the
+        supervisor; with ``keep`` false the next herder reaps them. Deferred
+        cleanups not yet due stay stored for the next herder."""
+        self.fingerprints.stop()
+        self.deferred.stop()
+        self.supervisor.close()
+        self.store.close()
+        self._session_lock.release()
+
+    def _alloc_record(self, alloc: PlacedAlloc, job: str, now: float) -> AllocRecord:
+        a = alloc.alloc
+        return AllocRecord(id=a.id, job_id=job, name=a.name, index=a.index, job_name=a.job_name,
+                           group_name=a.group_name, dir=a.dir, session=self.session, keep=self.keep,
+                           created_at=now, updated_at=now)
+
+
+def _task_records(alloc: PlacedAlloc) -> list[TaskRecord]:
+    return [TaskRecord(alloc_id=alloc.alloc.id, name=t.task.name, driver=t.task.driver) for t in alloc.tasks]
+
+
+def _port_records(alloc: PlacedAlloc) -> list[PortRecord]:
+    return [PortRecord(alloc_id=alloc.alloc.id, owner=owner, label=p.label, value=p.value, to=p.to, host_ip=p.host_ip)
+            for owner, ports in alloc.ports.items() for p in ports]

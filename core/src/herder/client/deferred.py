@@ -1,0 +1,87 @@
+"""Cleanup steps that a plugin asked to finish later (:class:`herder.CleanupLater`).
+
+Each is a row of the state database, so it is never lost: this process runs
+it when due, and if this process ends first, the next herder on the data dir
+runs it (when due, or at once if overdue) as soon as it starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import cast
+
+from herder.context import TaskContext
+from herder.errors import CleanupLater
+from herder.model import Task
+from herder.plugins.hooks import Hooks, Phase
+from herder.state import Deferred, Store
+
+log = logging.getLogger(__name__)
+
+KIND = "cleanup"
+
+Rebuild = Callable[[str, str], "tuple[Task, TaskContext] | None"]
+"""The task and a context for it, from the stored allocation (None when it is gone)."""
+
+
+class DeferredCleanups:
+    """Runs due cleanup steps in a thread of its own."""
+
+    def __init__(self, store: Store, hooks: Hooks, rebuild: Rebuild) -> None:
+        self.store = store
+        self.hooks = hooks
+        self._rebuild = rebuild
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, alloc_id: str, task: str, phase: Phase, delay: float) -> None:
+        """Call ``phase`` of the task's cleanup again in ``delay`` seconds."""
+        self.store.defer(Deferred(kind=KIND, key=f"{alloc_id}/{task}/{phase}", due=time.time() + delay,
+                                  payload={"alloc_id": alloc_id, "task": task, "phase": phase}))
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="deferred-cleanups", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread; what is not due yet stays stored for the next herder."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            self.run_due()
+            pending = self.store.deferred(KIND)
+            timeout = min((work.due for work in pending), default=time.time() + 3600) - time.time()
+            self._wake.wait(max(0.0, timeout))
+
+    def run_due(self) -> None:
+        """Run every cleanup step that is due now."""
+        for work in self.store.due(time.time()):
+            if work.kind == KIND and not self._stop.is_set():
+                self._run(work)
+
+    def _run(self, work: Deferred) -> None:
+        alloc_id, task_name = str(work.payload["alloc_id"]), str(work.payload["task"])
+        phase = cast(Phase, work.payload["phase"])
+        rebuilt = self._rebuild(alloc_id, task_name)
+        if rebuilt is not None:
+            task, ctx = rebuilt
+            try:
+                self.hooks.task_cleanup(task, ctx, phase)
+            except CleanupLater as exc:
+                self.add(alloc_id, task_name, phase, exc.delay)
+                return
+            except Exception as exc:
+                log.warning("deferred cleanup of task %s of allocation %s: %s", task_name, alloc_id,
+                            self.hooks.describe_failure("herder_task_cleanup", exc))
+        self.store.done(work.kind, work.key)

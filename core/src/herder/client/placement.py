@@ -1,0 +1,136 @@
+"""Placement: what an allocation takes on this host before its tasks run (SPEC §6).
+
+Placing an allocation creates its directories, takes its ports, prepares its
+tasks' log sinks and builds each task's environment and context. It is a step
+of its own: :meth:`Placement.release` undoes it, and :meth:`Placement.restore`
+does it again from stored state when herder starts over, with the same
+directories, ports and log files.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from herder.client.env import task_environment
+from herder.client.logs import TaskLogs
+from herder.client.node import Node
+from herder.client.ports import PortAllocator
+from herder.client.taskdir import build_alloc_dir, build_task_dir
+from herder.context import AllocatedPort, CreatedResources, TaskContext
+from herder.jobspec import task_lookup
+from herder.model import Group, Job, Task
+from herder.objects import Alloc
+
+Lookup = Callable[[str], "str | None"]
+
+GROUP_PORTS = ""
+"""The owner of a group network's ports, shared by every task of the allocation."""
+
+
+@dataclass
+class PlacedTask:
+    """One task of a placed allocation: its context and how to interpolate it."""
+
+    task: Task
+    ctx: TaskContext
+    logs: TaskLogs
+    make_lookup: Callable[[dict[str, str]], Lookup]
+
+
+@dataclass
+class PlacedAlloc:
+    """An allocation with everything it holds on this host."""
+
+    alloc: Alloc
+    job: Job
+    group: Group
+    ports: dict[str, list[AllocatedPort]]
+    """Allocated ports by owner: a task's name, or :data:`GROUP_PORTS`."""
+    tasks: list[PlacedTask]
+
+    @property
+    def all_ports(self) -> list[AllocatedPort]:
+        return [port for ports in self.ports.values() for port in ports]
+
+
+class Placement:
+    """Places allocations in a data dir, with ports from one allocator."""
+
+    def __init__(self, data_dir: Path, ports: PortAllocator, supervisor: object = None) -> None:
+        self.data_dir = data_dir
+        self.port_allocator = ports
+        self.supervisor = supervisor
+
+    def place(self, job: Job, group: Group, index: int, node: Node) -> PlacedAlloc:
+        """A new allocation of ``group`` with fresh ports.
+
+        :raises PlacementError: a static port is taken or reserved, or no dynamic port is free.
+        """
+        alloc_id = str(uuid.uuid4())
+        try:
+            ports = {GROUP_PORTS: self.port_allocator.allocate(alloc_id, group.ports)}
+            for task in group.tasks:
+                ports[task.name] = self.port_allocator.allocate(alloc_id, task.resources.ports)
+        except BaseException:
+            self.port_allocator.release(alloc_id)
+            raise
+        return self._build(job, group, alloc_id, index, node, ports, {})
+
+    def restore(self, job: Job, group: Group, alloc_id: str, index: int, node: Node,
+                ports: Mapping[str, Sequence[AllocatedPort]],
+                created: Mapping[str, Sequence[tuple[str, str]]]) -> PlacedAlloc:
+        """An allocation placed by an earlier herder, from its stored ports and
+        each task's created resources.
+
+        :raises PlacementError: one of its ports is held by another allocation.
+        """
+        self.port_allocator.reserve_existing(alloc_id, [p for owned in ports.values() for p in owned])
+        owned = {owner: list(owned) for owner, owned in ports.items()}
+        return self._build(job, group, alloc_id, index, node, owned, created)
+
+    def rebuild(self, job: Job, group: Group, alloc_id: str, index: int, node: Node,
+                created: Mapping[str, Sequence[tuple[str, str]]]) -> PlacedAlloc:
+        """The contexts of a finished allocation's tasks, holding no port: for
+        cleanup steps that finish after the allocation is done."""
+        return self._build(job, group, alloc_id, index, node, {}, created)
+
+    def release(self, placed: PlacedAlloc) -> None:
+        """Give back what placement took: log sinks and ports (the directories stay, with the logs)."""
+        for task in placed.tasks:
+            task.logs.close()
+        self.port_allocator.release(placed.alloc.id)
+
+    def _build(self, job: Job, group: Group, alloc_id: str, index: int, node: Node,
+               ports: dict[str, list[AllocatedPort]],
+               created: Mapping[str, Sequence[tuple[str, str]]]) -> PlacedAlloc:
+        alloc = Alloc(id=alloc_id, name=f"{job.name}.{group.name}[{index}]", index=index, job_name=job.name,
+                      group_name=group.name, dir=build_alloc_dir(self.data_dir, alloc_id), tasks=list(group.tasks))
+        placed = PlacedAlloc(alloc=alloc, job=job, group=group, ports=ports, tasks=[])
+        for task in group.tasks:
+            task_ports = ports.get(GROUP_PORTS, []) + ports.get(task.name, [])
+            placed.tasks.append(self._task(placed, task, task_ports, node, created.get(task.name, ())))
+        return placed
+
+    def _task(self, placed: PlacedAlloc, task: Task, ports: list[AllocatedPort], node: Node,
+              created: Sequence[tuple[str, str]]) -> PlacedTask:
+        alloc = placed.alloc
+        task_dir = build_task_dir(alloc.dir, task.name)
+        logs = TaskLogs.open(task_dir.logs_dir, task.name, task.logs)
+        env = task_environment(job=placed.job, group=placed.group, task=task, alloc_id=alloc.id,
+                               alloc_index=alloc.index, task_dir=task_dir, ports=ports, datacenter=node.datacenter)
+        ctx = TaskContext(
+            alloc_id=alloc.id, alloc_name=alloc.name, alloc_index=alloc.index, job_name=placed.job.name,
+            group_name=placed.group.name, task_name=task.name, env=env, task_dir=task_dir, ports=ports,
+            stdout=logs.stdout, stderr=logs.stderr, created=CreatedResources(list(created)),
+            logger=logging.getLogger(f"herder.task.{task.name}"), supervisor=self.supervisor,
+        )
+        meta = {**placed.job.meta, **placed.group.meta, **task.meta}
+
+        def make_lookup(env: dict[str, str]) -> Lookup:
+            return task_lookup(env, node.attributes, node.name, node.datacenter, meta)
+
+        return PlacedTask(task=task, ctx=ctx, logs=logs, make_lookup=make_lookup)

@@ -1,0 +1,36 @@
+"""Task event types, with Nomad's names (SPEC §7): each name is written here once.
+
+Drivers and plugins emit their own events through ``ctx.emit_event``; drivers
+use :data:`DRIVER` for progress ("Downloading image busybox").
+"""
+
+from __future__ import annotations
+
+RECEIVED = "Received"
+TASK_SETUP = "Task Setup"
+DOWNLOADING_ARTIFACTS = "Downloading Artifacts"
+FAILED_ARTIFACT_DOWNLOAD = "Failed Artifact Download"
+DRIVER = "Driver"
+STARTED = "Started"
+TERMINATED = "Terminated"
+RESTARTING = "Restarting"
+NOT_RESTARTING = "Not Restarting"
+KILLING = "Killing"
+KILLED = "Killed"
+DRIVER_FAILURE = "Driver Failure"
+SETUP_FAILURE = "Setup Failure"
+FAILED_VALIDATION = "Failed Validation"
+SIBLING_TASK_FAILED = "Sibling Task Failed"
+LEADER_TASK_DEAD = "Leader Task Dead"
+SIGNALING = "Signaling"
+RESTART_SIGNAL = "Restart Signal"
+TASK_HOOK_FAILED = "Task hook failed"
+WAITING_FOR_SHUTDOWN_DELAY = "Waiting for shutdown delay"
+REATTACHED = "Reattached"
+"""herder's own: the task was found running after herder started again."""
+
+FAILURES = frozenset({
+    DRIVER_FAILURE, SETUP_FAILURE, FAILED_VALIDATION, NOT_RESTARTING, TASK_HOOK_FAILED,
+    FAILED_ARTIFACT_DOWNLOAD, SIBLING_TASK_FAILED,
+})
+"""The types a front end shows as a failure."""

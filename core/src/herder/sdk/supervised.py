@@ -1,0 +1,222 @@
+"""Task processes started through the data dir's process supervisor (SPEC §12).
+
+:class:`SupervisedProcess` is a complete :class:`herder.TaskHandle` for a
+local process: raw_exec returns it as is, and other drivers that run a
+program (java without isolation, qemu, ``rkt run``) can too. The process
+belongs to the supervisor, not to the herder process: it outlives herder,
+its output goes into the task's rotating log files, and :meth:`state` is
+what :meth:`SupervisedProcess.recover` needs to find it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import select
+import signal
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from herder.context import TaskContext
+from herder.errors import DriverError, RecoverableError
+from herder.model import Task
+from herder.objects import DriverNetwork, ExitResult, parse_signal
+from herder.supervisor import ProcInfo, Supervisor, SupervisorError, SupervisorUnavailable
+from herder.supervisor.protocol import process_alive, process_start_time
+
+ORPHAN_KILL_WAIT = 2.0
+"""How long :meth:`SupervisedProcess.recover` waits for an orphan it killed to be gone."""
+
+
+class SupervisedProcess:
+    """A task's process, run by the supervisor, leading its own process group.
+
+    Signals go to the whole group, so the task's children get them too; when
+    the leader exits the supervisor kills what is left of the group. After
+    :meth:`wait` has seen the exit, the supervisor's record of it is dropped.
+    """
+
+    def __init__(self, supervisor: Supervisor, info: ProcInfo, *, default_signal: int = signal.SIGINT,
+                 network: DriverNetwork | None = None) -> None:
+        self.id = info.id
+        self.network = network
+        self._supervisor = supervisor
+        self._info = info
+        self._default_signal = default_signal
+        self._result: ExitResult | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<SupervisedProcess {self.id} pid={self.pid}>"
+
+    @property
+    def pid(self) -> int:
+        return self._info.pid
+
+    @classmethod
+    def spawn(cls, task: Task, ctx: TaskContext, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path,
+              user: str | None = None, default_signal: int = signal.SIGINT,
+              network: DriverNetwork | None = None) -> SupervisedProcess:
+        """Start ``argv`` for ``task`` through ``ctx.supervisor``.
+
+        Its output goes to the task's log files (``task.logs`` says how they
+        rotate). If herder goes away without stopping it, the supervisor stops
+        it with the task's ``kill_signal`` (else ``default_signal``) and
+        ``kill_timeout`` when the session asked for that.
+
+        :raises DriverError: when it cannot start (no such command, bad ``cwd``, unknown user, ...).
+        :raises RecoverableError: when the supervisor cannot be reached.
+        """
+        supervisor = _supervisor_of(ctx)
+        stop_signal = parse_signal(task.kill_signal) if task.kill_signal else default_signal
+        try:
+            info = supervisor.spawn(
+                f"{ctx.alloc_id}.{ctx.task_name}.{secrets.token_hex(4)}", argv, env=env, cwd=cwd, user=user,
+                logs_dir=ctx.task_dir.logs_dir, task=ctx.task_name, max_files=task.logs.max_files,
+                max_file_size=task.logs.max_file_size, stop_signal=stop_signal, kill_timeout=task.kill_timeout,
+            )
+        except SupervisorUnavailable as err:
+            raise RecoverableError(str(err)) from err
+        except SupervisorError as err:
+            raise DriverError(str(err)) from err
+        return cls(supervisor, info, default_signal=default_signal, network=network)
+
+    @classmethod
+    def recover(cls, ctx: TaskContext, state: Mapping[str, Any],
+                default_signal: int = signal.SIGINT) -> SupervisedProcess | None:
+        """Find the process of a handle's :meth:`state` again, through ``ctx.supervisor``.
+
+        None when the supervisor does not know it (it is not the one that
+        started it): then the process, if it still runs, is killed, so that
+        the task never runs twice.
+        """
+        saved = state.get("supervisor")
+        if not isinstance(saved, Mapping):
+            return None
+        supervisor = _supervisor_of(ctx)
+        info = supervisor.attach(saved["id"])
+        if info is None:
+            _kill_orphan(saved["pid"], saved["start_time"])
+            return None
+        return cls(supervisor, info, default_signal=default_signal)
+
+    def wait(self, timeout: float | None = None) -> ExitResult | None:
+        """How the process exited, once all its output is in the log files; None after ``timeout`` s.
+
+        If the supervisor is lost meanwhile, the process is taken over again
+        through a new connection; failing that, it is killed and the result
+        says so in ``error``.
+        """
+        if self._result is not None:
+            return self._result
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                info = self._supervisor.wait(self.id, remaining)
+            except SupervisorUnavailable as err:
+                if self._reattach():
+                    continue
+                _kill_orphan(self.pid, self._info.start_time)
+                return self._finish(ExitResult(exit_code=-1, error=f"lost the process supervisor: {err}"),
+                                    forget=False)
+            if info is None:
+                return None
+            return self._finish(ExitResult(exit_code=info.exit_code, signal=info.signal))
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the process group (nothing once the process has exited)."""
+        try:
+            self._supervisor.signal(self.id, sig)
+        except SupervisorError:
+            if self._result is None:  # not just forgotten after it exited meanwhile
+                raise
+
+    def kill(self, timeout: float, sig: int | None = None) -> None:
+        """Send ``sig`` (None: the default signal) to the group, wait up to ``timeout`` s, then SIGKILL it.
+
+        The supervisor kills the group after ``timeout`` by itself, so the
+        task is stopped even if this herder process dies meanwhile.
+        """
+        self._stop(self._default_signal if sig is None else sig, timeout)
+        if self.wait(timeout) is None:
+            self._stop(signal.SIGKILL, 0)
+            self.wait()
+
+    def stats(self) -> dict[str, Any] | None:
+        if self._result is not None or process_start_time(self.pid) != self._info.start_time:
+            return None
+        try:
+            status = Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            return None
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return {"pid": self.pid, "memory_rss_bytes": int(line.split()[1]) * 1024}
+        return {"pid": self.pid}
+
+    def state(self) -> dict[str, Any]:
+        """``{"supervisor": {"id", "pid", "start_time"}}``: drivers may add keys of their own beside it."""
+        return {"supervisor": {"id": self.id, "pid": self.pid, "start_time": self._info.start_time}}
+
+    def _stop(self, sig: int, timeout: float) -> None:
+        try:
+            self._supervisor.stop(self.id, sig, timeout)
+        except SupervisorUnavailable:
+            pass  # wait() takes the process over again, or finds it lost
+        except SupervisorError:
+            if self._result is None:  # not just forgotten after it exited meanwhile
+                raise
+
+    def _reattach(self) -> bool:
+        """Take the process over again after the connection broke; False if no supervisor knows it."""
+        try:
+            return self._supervisor.attach(self.id) is not None
+        except SupervisorError:
+            return False
+
+    def _finish(self, result: ExitResult, *, forget: bool = True) -> ExitResult:
+        """Keep the first result; the first to get here drops the supervisor's record."""
+        with self._lock:
+            if self._result is None:
+                self._result = result
+                if forget:
+                    with contextlib.suppress(SupervisorError):  # the next supervisor will not know it either
+                        self._supervisor.forget(self.id)
+            return self._result
+
+
+def _supervisor_of(ctx: TaskContext) -> Supervisor:
+    if not isinstance(ctx.supervisor, Supervisor):
+        raise DriverError("no process supervisor in the task's context")
+    return ctx.supervisor
+
+
+def _kill_orphan(pid: int, start_time: int) -> None:
+    """Kill the process that started as ``pid`` at ``start_time``, with its group, if it still runs.
+
+    No supervisor watches it any more, so its output goes nowhere and a new
+    run of the task would run beside it. Waits a little for it to be gone.
+    """
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return  # no such process
+    try:
+        # Checked after opening the pidfd, which names this very process even if its pid is reused.
+        if not process_alive(pid, start_time):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            # It led its own group (the supervisor started it in a new session): take its children too.
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        select.select([pidfd], [], [], ORPHAN_KILL_WAIT)  # readable once it has exited
+    except ProcessLookupError:
+        pass  # it exited meanwhile
+    finally:
+        os.close(pidfd)

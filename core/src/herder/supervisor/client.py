@@ -1,0 +1,374 @@
+"""The connection of one herder process to the process supervisor of its data dir.
+
+:class:`Supervisor` starts the supervisor (``python -m herder.supervisor
+DATA_DIR``) when nothing listens yet, and keeps one connection to it: many
+task threads call it at once, a reader thread hands each its reply and
+records the exits the supervisor reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from herder.errors import HerderError
+from herder.supervisor.protocol import address, encode, log_path, peer_allowed, peer_credentials
+
+CONNECT_TIMEOUT = 5.0
+"""How long :meth:`Supervisor.connect` tries, starting the supervisor if need be."""
+
+
+class SupervisorError(HerderError):
+    """The supervisor refused a request (a command that cannot start, an unknown process, ...)."""
+
+
+class SupervisorUnavailable(SupervisorError):
+    """The supervisor cannot be reached, or the connection to it broke."""
+
+
+class _UnknownProcess(SupervisorError):
+    """The supervisor has no process of that id."""
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    """How a supervised process exited: killed by signal N is exit code 128+N and ``signal`` N."""
+
+    exit_code: int
+    signal: int = 0
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """A supervised process: ``start_time`` (see :func:`~herder.supervisor.protocol.process_start_time`)
+    tells its pid from a reused one; ``exit`` is set once it has exited."""
+
+    id: str
+    pid: int
+    start_time: int
+    exit: ExitInfo | None = None
+
+
+@dataclass(frozen=True)
+class ProcStatus:
+    """One entry of :meth:`Supervisor.list`: ``session`` owns it (None: nobody), ``running`` while
+    its leader lives."""
+
+    id: str
+    pid: int
+    start_time: int
+    session: str | None
+    running: bool
+    exit: ExitInfo | None
+
+
+class _Connection:
+    """One connection to the supervisor, and the replies that came over it."""
+
+    def __init__(self, sock: socket.socket, supervisor_pid: int) -> None:
+        self.sock = sock
+        self.supervisor_pid = supervisor_pid
+        self.alive = True
+        self.replies: dict[int, dict[str, Any] | None] = {}  # rid -> reply, None while awaited
+        self.send_lock = threading.Lock()
+        self.reader: threading.Thread | None = None
+
+
+class Supervisor:
+    """The supervisor of ``data_dir``, as one herder process talks to it. Thread-safe.
+
+    ``session`` names this client in the supervisor (a fresh one by default).
+    With ``keep`` true, the processes this client owns go on running when it
+    disconnects without :meth:`close` (it was killed, say), for a later client
+    to :meth:`attach`; with ``keep`` false the supervisor then stops them, and
+    runs ``on_lost`` (``{"argv": [...], "env": {...}}``) once they have ended.
+    """
+
+    def __init__(self, data_dir: Path, *, session: str | None = None, keep: bool = True,
+                 on_lost: Mapping[str, Any] | None = None) -> None:
+        self.data_dir = Path(data_dir).absolute()
+        self.session = session or f"pid{os.getpid()}-{secrets.token_hex(4)}"
+        self.keep = keep
+        self.on_lost = dict(on_lost) if on_lost is not None else None
+        self._conn: _Connection | None = None
+        self._connect_lock = threading.Lock()
+        self._cond = threading.Condition()  # guards the connection's state, _owners and _exits
+        self._rids = itertools.count(1)
+        self._owners: dict[str, _Connection] = {}  # process id -> the connection it is watched through
+        self._exits: dict[str, ExitInfo] = {}
+
+    def __repr__(self) -> str:
+        return f"<Supervisor {self.data_dir} session={self.session}>"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int:
+        """The supervisor's process id (connecting first if need be)."""
+        return self._connection().supervisor_pid
+
+    def connect(self) -> None:
+        """Connect now, starting the supervisor if none runs (otherwise the first call does).
+
+        :raises SupervisorUnavailable: when no supervisor answers within :data:`CONNECT_TIMEOUT`.
+        """
+        self._connection()
+
+    def spawn(self, id: str, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | str | None,
+              user: str | None = None, logs_dir: Path, task: str, max_files: int, max_file_size: int,
+              stop_signal: int, kill_timeout: float) -> ProcInfo:
+        """Start ``argv`` as process ``id`` (unique in the supervisor), owned by this client.
+
+        It leads its own process group; its stdout and stderr go to
+        ``logs_dir/<task>.{stdout,stderr}.<n>``, rotated at ``max_file_size``
+        MB, ``max_files`` kept. ``stop_signal`` and ``kill_timeout`` are how the
+        supervisor stops it if this client goes away and ``keep`` is false.
+
+        :raises SupervisorError: when it cannot start (no such command, bad
+            ``cwd``, unknown user, ...), with the reason.
+        """
+        reply = self._request(
+            "spawn", claim=id, id=id, argv=list(argv), env=dict(env), cwd=None if cwd is None else str(cwd),
+            user=user or None, stop_signal=int(stop_signal), kill_timeout=float(kill_timeout),
+            logs={"dir": str(logs_dir), "task": task, "max_files": max_files, "max_file_size": max_file_size},
+        )
+        return ProcInfo(id=id, pid=reply["pid"], start_time=reply["start_time"])
+
+    def attach(self, id: str) -> ProcInfo | None:
+        """Take over process ``id`` (its exit is reported here from now on); None if unknown."""
+        try:
+            reply = self._request("attach", claim=id, id=id)
+        except _UnknownProcess:
+            return None
+        info = ProcInfo(id=id, pid=reply["pid"], start_time=reply["start_time"], exit=_exit_info(reply["exit"]))
+        if info.exit is not None:
+            with self._cond:
+                self._exits[id] = info.exit
+        return info
+
+    def wait(self, id: str, timeout: float | None = None) -> ExitInfo | None:
+        """How process ``id`` exited, once every byte of its output is in the log files.
+
+        Blocks until then, or ``timeout`` seconds (then None). ``id`` must have
+        been spawned or attached by this client.
+
+        :raises SupervisorUnavailable: when the connection it was watched through broke.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while (result := self._exits.get(id)) is None:
+                owner = self._owners.get(id)
+                if owner is None:
+                    raise SupervisorError(f"process {id} is not supervised through this client")
+                if not owner.alive:
+                    raise SupervisorUnavailable(f"lost the connection to the supervisor of {self.data_dir}")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+            return result
+
+    def signal(self, id: str, sig: int) -> None:
+        """Send ``sig`` to process ``id``'s process group (nothing once it has exited)."""
+        self._request("signal", id=id, signal=int(sig))
+
+    def stop(self, id: str, sig: int, timeout: float) -> None:
+        """Send ``sig`` to process ``id``'s group, and SIGKILL it after ``timeout`` seconds.
+
+        Returns at once: :meth:`wait` tells when it has exited.
+        """
+        self._request("stop", id=id, signal=int(sig), timeout=float(timeout))
+
+    def forget(self, id: str) -> None:
+        """Drop the supervisor's record of process ``id``, which has exited."""
+        self._request("forget", id=id)
+        with self._cond:
+            self._exits.pop(id, None)
+            self._owners.pop(id, None)
+
+    def list(self) -> list[ProcStatus]:
+        """Every process the supervisor knows, running or exited and not forgotten."""
+        return [
+            ProcStatus(id=entry["id"], pid=entry["pid"], start_time=entry["start_time"], session=entry["session"],
+                       running=entry["running"], exit=_exit_info(entry["exit"]))
+            for entry in self._request("list")["procs"]
+        ]
+
+    def close(self) -> None:
+        """Disconnect cleanly: this client's processes go on running, for a later client to attach.
+
+        A later call connects again.
+        """
+        with self._connect_lock:
+            with self._cond:
+                conn, self._conn = self._conn, None
+            if conn is None:
+                return
+            if conn.alive:
+                with contextlib.suppress(SupervisorUnavailable):  # gone already: nothing to say goodbye to
+                    self._call(conn, "bye")
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader
+            if conn.reader is not None:
+                conn.reader.join()
+            conn.sock.close()
+
+    # -- the connection ---------------------------------------------------------------------------
+
+    def _request(self, op: str, claim: str | None = None, **fields: Any) -> dict[str, Any]:
+        return self._call(self._connection(), op, claim, **fields)
+
+    def _call(self, conn: _Connection, op: str, claim: str | None = None, **fields: Any) -> dict[str, Any]:
+        """Send a request and wait for its reply; on success, watch process ``claim`` through ``conn``."""
+        with self._cond:
+            rid = next(self._rids)
+            conn.replies[rid] = None
+        try:
+            with conn.send_lock:
+                conn.sock.sendall(encode({"op": op, "rid": rid, **fields}))
+        except OSError:
+            self._lost(conn)
+        with self._cond:
+            while conn.replies.get(rid) is None and conn.alive:
+                self._cond.wait()
+            reply = conn.replies.pop(rid, None)
+            if reply is not None and reply.get("ok") and claim is not None:
+                self._owners[claim] = conn
+        if reply is None:
+            raise SupervisorUnavailable(f"lost the connection to the supervisor of {self.data_dir}")
+        if not reply.get("ok"):
+            error = _UnknownProcess if reply.get("unknown") else SupervisorError
+            raise error(str(reply.get("error")))
+        return reply
+
+    def _connection(self) -> _Connection:
+        with self._cond:
+            if self._conn is not None and self._conn.alive:
+                return self._conn
+        with self._connect_lock:
+            with self._cond:
+                if self._conn is not None and self._conn.alive:
+                    return self._conn
+            conn, pending = self._open()
+            with self._cond:
+                self._conn = conn
+            conn.reader = threading.Thread(target=self._read, args=(conn, pending), daemon=True,
+                                           name=f"supervisor-{self.session}")
+            conn.reader.start()
+            return conn
+
+    def _open(self) -> tuple[_Connection, bytes]:
+        """Connect and say hello, starting the supervisor if nothing listens.
+
+        Returns the connection and what came after the reply to hello.
+        """
+        deadline = time.monotonic() + CONNECT_TIMEOUT
+        while True:
+            try:
+                return self._dial(deadline)
+            except OSError as err:
+                error = err
+            if time.monotonic() >= deadline:
+                raise SupervisorUnavailable(
+                    f"cannot reach the supervisor of {self.data_dir}: {error} (see {log_path(self.data_dir)})"
+                )
+            if isinstance(error, ConnectionRefusedError):  # nothing listens
+                self._launch(deadline)
+            else:
+                # The supervisor was exiting, idle, as we connected, or it is slow: try again.
+                time.sleep(0.02)
+
+    def _dial(self, deadline: float) -> tuple[_Connection, bytes]:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(max(0.05, deadline - time.monotonic()))
+            sock.connect(address(self.data_dir))
+            _, uid, _ = peer_credentials(sock)
+            if not peer_allowed(uid, os.geteuid()):
+                raise SupervisorUnavailable(
+                    f"the supervisor socket of {self.data_dir} is held by a process of uid {uid}"
+                )
+            sock.sendall(encode({"op": "hello", "rid": 0, "session": self.session, "keep": self.keep,
+                                 "on_lost": self.on_lost}))
+            received = bytearray()
+            while (end := received.find(b"\n")) < 0:
+                data = sock.recv(65536)
+                if not data:
+                    raise ConnectionResetError("the supervisor closed the connection")
+                received += data
+            reply = json.loads(received[:end])
+            if not reply.get("ok"):
+                raise SupervisorError(f"the supervisor of {self.data_dir} refused hello: {reply.get('error')}")
+            sock.settimeout(None)
+        except BaseException:
+            sock.close()
+            raise
+        return _Connection(sock, reply["pid"]), bytes(received[end + 1 :])
+
+    def _launch(self, deadline: float) -> None:
+        """Start the supervisor; returns once it listens (or another one does)."""
+        path = log_path(self.data_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "herder.supervisor", str(self.data_dir)]
+        with path.open("ab") as output:
+            try:
+                subprocess.run(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, cwd="/",
+                               start_new_session=True, timeout=max(0.1, deadline - time.monotonic()), check=True)
+            except subprocess.CalledProcessError as err:
+                raise SupervisorUnavailable(
+                    f"the supervisor of {self.data_dir} did not start (exit status {err.returncode}); see {path}"
+                ) from None
+            except subprocess.TimeoutExpired:
+                raise SupervisorUnavailable(f"the supervisor of {self.data_dir} did not start in time") from None
+
+    def _read(self, conn: _Connection, pending: bytes) -> None:
+        """The reader thread: hand out replies and record exits until the connection ends."""
+        received = bytearray(pending)
+        try:
+            while True:
+                while (end := received.find(b"\n")) >= 0:
+                    self._dispatch(conn, json.loads(received[:end]))
+                    del received[: end + 1]
+                data = conn.sock.recv(65536)
+                if not data:
+                    return
+                received += data
+        except (OSError, ValueError):
+            return
+        finally:
+            self._lost(conn)
+
+    def _dispatch(self, conn: _Connection, message: dict[str, Any]) -> None:
+        with self._cond:
+            if message.get("event") == "exit":
+                self._exits[message["id"]] = ExitInfo(exit_code=message["exit_code"], signal=message["signal"])
+            elif message.get("rid") in conn.replies:
+                conn.replies[message["rid"]] = message
+            self._cond.notify_all()
+
+    def _lost(self, conn: _Connection) -> None:
+        with self._cond:
+            conn.alive = False
+            self._cond.notify_all()
+
+
+def _exit_info(value: dict[str, int] | None) -> ExitInfo | None:
+    return None if value is None else ExitInfo(exit_code=value["exit_code"], signal=value["signal"])
