@@ -11,8 +11,21 @@ from pathlib import Path
 import pytest
 
 from tests.support.distributions import make_distribution
+from tests.support.processes import wait_until_gone
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind(tmp_path: Path) -> Iterator[None]:
+    """Every test: no task, supervisor or herder process of its own outlives it.
+
+    The supervisor of a data dir leaves by itself once nothing is left to
+    supervise; anything else still running here was leaked.
+    """
+    yield
+    left = wait_until_gone(tmp_path)
+    assert not left, f"processes left behind: {left}"
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from herder.plugins.loader import load_plugins
+from tests.support.foreground import HerderRun
 from tests.support.require import require
 
 from .helpers import Docker, containers_of, read_url
@@ -144,3 +146,33 @@ def test_a_relative_data_dir_works(docker_driver: str, busybox_image: str, herde
     assert result.returncode == 0, result.stderr
     [out] = (tmp_path / "rel-data").glob("allocs/*/t/local/out")
     assert out.read_text() == "hi\n"
+
+
+def test_a_killed_run_has_its_container_removed(docker_driver: str, busybox_image: str, docker_client: Docker,
+                                                tmp_path: Path, config_file: Path) -> None:
+    """herder dies with SIGKILL: the supervisor runs ``herder reap``, which stops and removes the container."""
+    job = write_job(tmp_path, f'image = "{busybox_image}"\n command = "sleep"\n args = ["300"]')
+    run = HerderRun(job, tmp_path / "data", config=config_file)
+    [started] = run.wait_for("Started")
+    assert containers_of(docker_client, started["alloc_id"])
+    run.kill()
+    deadline = time.monotonic() + 30
+    while containers_of(docker_client, started["alloc_id"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert containers_of(docker_client, started["alloc_id"]) == []
+
+
+def test_a_kept_container_is_reattached_by_the_next_run(docker_driver: str, busybox_image: str,
+                                                        docker_client: Docker, tmp_path: Path,
+                                                        config_file: Path) -> None:
+    job = write_job(tmp_path, f'image = "{busybox_image}"\n command = "sleep"\n args = ["300"]')
+    first = HerderRun(job, tmp_path / "data", "--keep", config=config_file)
+    [started] = first.wait_for("Started")
+    [container] = containers_of(docker_client, started["alloc_id"])
+    first.kill()
+    second = HerderRun(job, tmp_path / "data", "--keep", config=config_file)
+    second.wait_for("Reattached")
+    assert second.of("Started") == []
+    assert [c.id for c in containers_of(docker_client, started["alloc_id"])] == [container.id]
+    assert second.interrupt() == 0, second.stderr
+    assert containers_of(docker_client, started["alloc_id"]) == []

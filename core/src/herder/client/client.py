@@ -75,6 +75,10 @@ class Client:
         self.supervisor = Supervisor(self.data_dir, session=self.session, keep=keep, on_lost=on_lost)
         self.ports = PortAllocator(config.ports.min, config.ports.max, config.ports.reserved,
                                    host_ip=config.ports.host_ip)
+        if on_lost is not None:
+            # Now, not on the first supervised process: a session whose tasks are all
+            # containers must still have its on_lost run if this process dies.
+            self.supervisor.connect()
         self.placement = Placement(self.data_dir, self.ports, self.supervisor)
         self.fingerprints = Fingerprints(hooks, fingerprint_interval)
         self.deferred = DeferredCleanups(self.store, hooks, self._rebuild_task)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jsonschema import SchemaError, ValidationError
+from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
 from herder.jobspec.paths import Locator, Path, render_path
@@ -61,10 +62,28 @@ def validate_task_configs(job: Job, schemas: Mapping[str, dict[str, Any] | None]
 def _config_problems(config: dict[str, Any], schema: dict[str, Any] | None) -> list[Problem]:
     if schema is None:
         return []
-    validator_class = validator_for(schema)
     try:
-        validator_class.check_schema(schema)
+        validator = _validator(schema)
     except SchemaError as exc:
         return [(("config",), f"cannot be checked, the driver's schema is invalid: {exc.message}")]
-    problems = schema_problems(config, validator_class(schema), ignore=_unresolved)
+    problems = schema_problems(config, validator, ignore=_unresolved)
     return [(("config", *path), message) for path, message in problems]
+
+
+_validators: dict[int, tuple[dict[str, Any], Validator]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Validator:
+    """A validator of ``schema``, checked once: every start of every task checks its config.
+
+    Drivers return the same schema object every time; keyed by identity, and
+    the schema is kept so that its id cannot be reused by another object.
+    """
+    cached = _validators.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    validator_class = validator_for(schema)
+    validator_class.check_schema(schema)
+    validator = validator_class(schema)
+    _validators[id(schema)] = (schema, validator)
+    return validator

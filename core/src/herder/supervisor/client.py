@@ -228,8 +228,7 @@ class Supervisor:
             with contextlib.suppress(OSError):
                 conn.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader
             if conn.reader is not None:
-                conn.reader.join()
-            conn.sock.close()
+                conn.reader.join()  # which closes the socket
 
     # -- the connection ---------------------------------------------------------------------------
 
@@ -351,10 +350,11 @@ class Supervisor:
                 if not data:
                     return
                 received += data
-        except (OSError, ValueError):
+        except (OSError, ValueError, LookupError, TypeError):  # a broken connection, or a garbled message
             return
         finally:
             self._lost(conn)
+            conn.sock.close()
 
     def _dispatch(self, conn: _Connection, message: dict[str, Any]) -> None:
         with self._cond:

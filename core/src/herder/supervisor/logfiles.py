@@ -10,9 +10,9 @@ Standard library only: the supervisor process imports this module.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
-import re
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -32,17 +32,27 @@ def log_files(logs_dir: Path, task: str, stream: str) -> list[Path]:
 
 
 def _indexed_files(logs_dir: Path, task: str, stream: str) -> list[tuple[int, Path]]:
-    pattern = re.compile(re.escape(f"{task}.{stream}.") + r"(\d+)")
+    prefix = f"{task}.{stream}."
     try:
         entries = list(os.scandir(logs_dir))
     except FileNotFoundError:
         return []
     found = []
     for entry in entries:
-        match = pattern.fullmatch(entry.name)
-        if match and entry.is_file(follow_symlinks=False):
-            found.append((int(match.group(1)), Path(entry.path)))
+        # Plain string tests, no regular expression: the supervisor runs this at every start.
+        number = entry.name[len(prefix) :]
+        if (entry.name.startswith(prefix) and number.isascii() and number.isdigit()
+                and entry.is_file(follow_symlinks=False)):
+            found.append((int(number), Path(entry.path)))
     return sorted(found)
+
+
+@functools.cache
+def _pipe_max_size() -> int:
+    try:
+        return int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    except (OSError, ValueError):
+        return PIPE_SIZE
 
 
 def enlarge_pipe(fd: int) -> int:
@@ -50,11 +60,7 @@ def enlarge_pipe(fd: int) -> int:
     set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
     if set_size is None:
         return 64 * 1024
-    try:
-        limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
-    except (OSError, ValueError):
-        limit = PIPE_SIZE
-    for size in dict.fromkeys((PIPE_SIZE, min(PIPE_SIZE, limit))):
+    for size in dict.fromkeys((PIPE_SIZE, min(PIPE_SIZE, _pipe_max_size()))):
         try:
             return int(fcntl.fcntl(fd, set_size, size))
         except OSError:

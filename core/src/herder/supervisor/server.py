@@ -176,6 +176,7 @@ class Server:
         self._timer_seq = itertools.count()
         self._buffer = memoryview(bytearray(BUFFER_SIZE))
         self._uid = os.geteuid()
+        self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)  # every child's stdin
         self._child_fd_limit = _raise_fd_limit()
         self._started = time.monotonic()
         self._done = False
@@ -196,6 +197,7 @@ class Server:
             self._run_timers()
         self._selector.close()
         self._listener.close()
+        os.close(self._devnull)
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -323,7 +325,9 @@ class Server:
         owned = [proc for proc in self._procs.values() if proc.owner is conn]
         for proc in owned:
             proc.owner = None
-        if owned and conn.session is not None and not conn.said_bye and not conn.keep:
+        # A session with nothing of its own here may still have asked for on_lost: its tasks
+        # may be containers or VMs, which its on_lost command cleans up.
+        if (owned or conn.on_lost) and conn.session is not None and not conn.said_bye and not conn.keep:
             self._lose(conn.session, conn.on_lost, owned)
         self._check_idle()
 
@@ -416,10 +420,10 @@ class Server:
                 pipes.append(os.pipe())
                 enlarge_pipe(pipes[-1][1])
             popen = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=pipes[0][1], stderr=pipes[1][1],
+                argv, env=env, cwd=cwd, stdin=self._devnull, stdout=pipes[0][1], stderr=pipes[1][1],
                 start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit, **_identity(user),
             )
-        except (OSError, ValueError, LookupError, subprocess.SubprocessError) as err:
+        except (OSError, ValueError, TypeError, LookupError, subprocess.SubprocessError) as err:
             _close(pipes, files)
             raise _Refused(f"cannot start {argv[0]!r}: {err}") from err
         finally:
@@ -652,9 +656,12 @@ def _field(message: dict[str, Any], name: str, kind: type | tuple[type, ...], op
     return value
 
 
+_SIGNALS = frozenset(int(sig) for sig in signal.valid_signals())
+
+
 def _signal_field(message: dict[str, Any], name: str = "signal") -> int:
     sig: int = _field(message, name, int)
-    if sig not in signal.valid_signals():
+    if sig not in _SIGNALS:
         raise _Refused(f"bad request: no signal {sig}")
     return sig
 
