@@ -107,6 +107,40 @@ def test_a_taken_static_port_exits_1_naming_the_port(herder: Herder, tmp_path: P
     assert str(port) in result.stderr and "admin" in result.stderr
 
 
+def test_a_placement_failure_still_ends_with_the_json_summary(herder: Herder, tmp_path: Path,
+                                                             config_file: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        job = tmp_path / "static.hcl"
+        job.write_text(f'job "s" {{\n group "g" {{\n task "t" {{\n driver = "raw_exec"\n config {{\n'
+                       f' command = "true"\n }}\n resources {{\n network {{\n port "admin" {{\n static = {port}\n'
+                       f' }}\n }}\n }}\n }}\n }}\n}}\n')
+        result = herder("run", "--json", "--config", str(config_file), str(job))
+    assert result.returncode == 1
+    assert json.loads(result.stdout.splitlines()[-1]) == {"summary": {"status": "failed", "allocs": {}}}
+
+
+def test_a_disabled_driver_is_said_to_be_disabled(herder: Herder, tmp_path: Path) -> None:
+    job = tmp_path / "j.hcl"
+    job.write_text('job "j" {\n group "g" {\n task "t" {\n driver = "raw_exec"\n config {\n command = "true"\n'
+                   ' }\n }\n }\n}\n')
+    result = herder("validate", "--disable-plugin", "raw_exec", str(job))
+    assert result.returncode == 2
+    assert "job.groups[0].tasks[0].driver: driver 'raw_exec' is disabled" in result.stderr
+
+
+def test_a_plugin_that_failed_to_load_is_warned_about_once(install: Callable[..., Path], herder: Herder,
+                                                           config_file: Path) -> None:
+    install("herder-broken", "6.6.6", {"herder.plugins": {"broken": "broken_import:Plugin"}},
+            {"broken_import.py": "import no_such_module_anywhere\n"})
+    result = herder("run", "--config", str(config_file), str(EXAMPLES / "hello.hcl"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("plugin broken (herder-broken 6.6.6) was not loaded") == 1
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_web_serves_on_its_port_until_interrupted(sig: signal.Signals, config_file: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "herder", "run", "--config", str(config_file),

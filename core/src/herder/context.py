@@ -37,7 +37,7 @@ class AllocatedPort:
 class CreatedResources:
     """Resources a task made that cleanup must release (containers, images, ...).
 
-    Persisted with the task state, so cleanup after an agent restart still
+    Persisted with the task state, so cleanup after herder restarted still
     knows them. Thread-safe.
     """
 

@@ -79,7 +79,7 @@ def herder_driver_fingerprint() -> Fingerprint | None:
     """Describe what the driver finds on this host.
 
     Called for one driver at a time: when herder starts (``herder run``,
-    ``herder drivers``, the agent), and every 30 seconds after while it runs,
+    ``herder drivers``), and every 30 seconds after while it runs,
     so that a daemon that goes away or comes back is noticed. It must return within a few seconds, and never
     raise for a missing dependency: report ``detected=False`` (nothing found)
     or ``healthy=False`` (found but not working) with a ``description`` saying
@@ -142,7 +142,7 @@ def herder_task_prestart(task: Task, ctx: TaskContext) -> None:
     """Prepare a task: called before each start (restarts included), after the
     task directory and the environment exist.
 
-    Built-in lifecycle plugins run first (artifacts, templates), then
+    herder's own built-in lifecycle plugins run first, then
     third-party lifecycle plugins, then the driver (an image pull, say).
     Implementations may add to ``ctx.env`` and write into ``ctx.task_dir``.
 
@@ -198,9 +198,10 @@ def herder_task_exec(
 ) -> ExecResult | None:
     """Run a command inside the running task. Driver-scoped.
 
-    Called while the task runs, for script checks and ``herder alloc exec``. A driver that cannot exec
-    does not implement this hook; herder then answers "driver NAME does not
-    support exec".
+    Called while the task runs, each time herder runs a command inside it
+    (the contract that script checks and exec requests are built on). A
+    driver that cannot exec does not implement this hook; herder then
+    answers "driver NAME does not support exec".
 
     :param task: the task, as the job file gives it (interpolated for this run).
     :param ctx: this run of the task.

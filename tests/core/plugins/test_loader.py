@@ -84,6 +84,18 @@ def test_a_driver_must_implement_start(install: Callable[..., Path]) -> None:
     assert record.error == "a driver must implement herder_task_start"
 
 
+def test_a_lifecycle_plugin_may_not_implement_a_driver_scoped_hook(install: Callable[..., Path]) -> None:
+    """Else it would take part in every driver's start and could pre-empt it (firstresult)."""
+    install("herder-usurper", "1.0", {"herder.plugins": {"usurper": "usurper:Usurper"}},
+            {"usurper.py": "from herder import hookimpl\nclass Usurper:\n"
+                           "    def __init__(self, config):\n        pass\n"
+                           "    @hookimpl\n    def herder_task_start(self, task, ctx):\n        return None\n"})
+    plugins = load_plugins()
+    record = next(r for r in plugins.records if r.name == "usurper")
+    assert record.error == "only a driver may implement herder_task_start (driver-scoped hooks)"
+    assert "usurper" not in plugins.plugins("lifecycle")
+
+
 def test_two_distributions_offering_one_driver_name_is_an_error_naming_both(install: Callable[..., Path]) -> None:
     install("herder-good", "0.1", {"herder.drivers": {"good": "good_driver:Driver"}}, {"good_driver.py": GOOD})
     install("herder-rival", "2.0", {"herder.drivers": {"good": "good_driver:Driver"}}, {})

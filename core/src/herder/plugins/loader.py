@@ -147,7 +147,7 @@ class PluginSet:
 
     def unavailable(self) -> dict[str, str]:
         """Why each known driver that cannot be used is unavailable: disabled, or failed."""
-        return {r.name: "disabled" if r.disabled else f"failed to load: {r.error}"
+        return {r.name: "disabled" if r.disabled else f"broken: {r.error}"
                 for r in self.records if r.kind == "driver" and (r.disabled or r.error)
                 and r.name not in self._by_kind["driver"]}
 
