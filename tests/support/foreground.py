@@ -58,7 +58,7 @@ class HerderRun:
         """The first ``count`` events of ``type``, once there are that many."""
         deadline = time.monotonic() + timeout
         while len(found := self.of(type)) < count:
-            if time.monotonic() > deadline or self.proc.poll() is not None and not self._reader.is_alive():
+            if time.monotonic() > deadline or (self.proc.poll() is not None and not self._reader.is_alive()):
                 raise AssertionError(f"{len(found)} of {count} {type!r} events; stderr: {self.finish(kill=True)}")
             time.sleep(0.05)
         return found[:count]

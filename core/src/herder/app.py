@@ -108,7 +108,7 @@ def event_json(record: EventRecord) -> dict[str, Any]:
 
 
 def summary(status: str, allocs: Iterable[AllocRunner]) -> dict[str, Any]:
-    """The ``--json`` summary of SPEC §9."""
+    """The ``herder run --json`` summary (docs/user-guide.md)."""
     return {"status": status, "allocs": {
         a.alloc.id: {"name": a.alloc.name, "tasks": {
             t.name: {"state": t.status.state, "failed": t.status.failed, "restarts": t.status.restarts,

@@ -1,4 +1,4 @@
-"""Task event types, with Nomad's names (SPEC §7): each name is written here once.
+"""Task event types, with Nomad's names: each name is written here once.
 
 Drivers and plugins emit their own events through ``ctx.emit_event``; drivers
 use :data:`DRIVER` for progress ("Downloading image busybox").

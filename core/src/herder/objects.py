@@ -1,4 +1,4 @@
-"""The value objects passed between the core and plugins (SPEC §3.3)."""
+"""The value objects passed between the core and plugins; their fields are part of the plugin contract."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A writer killed at random instants leaves a consistent database (SPEC §12)."""
+"""A writer killed at random instants leaves a consistent database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The task environment as the host sees it (SPEC §5)."""
+"""The task environment as the host sees it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Task log capture: pipes whose bytes end up in rotating files (SPEC §6).
+"""Task log capture: pipes whose bytes end up in rotating files.
 
 Each stream of a task gets a :class:`LogSink`: the write end of a pipe that
 the task's processes inherit, and a thread that moves everything read from the

@@ -1,4 +1,4 @@
-"""Placement: what an allocation takes on this host before its tasks run (SPEC §6).
+"""Placement: what an allocation takes on this host before its tasks run.
 
 Placing an allocation creates its directories, takes its ports, prepares its
 tasks' log sinks and builds each task's environment and context. It is a step

@@ -1,4 +1,4 @@
-"""Host ports for allocations (SPEC §6).
+"""Host ports for allocations.
 
 One :class:`PortAllocator` serves every allocation of a process. Dynamic
 ports are picked at random from a range below the Linux ephemeral range

@@ -1,4 +1,4 @@
-"""The task runner: one task of one allocation, from setup to cleanup (SPEC §7).
+"""The task runner: one task of one allocation, from setup to cleanup.
 
 The runner is a loop in a thread of its own: prepare, prestart, start, wait,
 decide by the restart policy, and again; on the final stop, prekill, kill and

@@ -1,4 +1,4 @@
-"""Allocation and task directories on the host (SPEC §6).
+"""Allocation and task directories on the host.
 
 Under the data dir::
 

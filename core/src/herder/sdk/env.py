@@ -1,4 +1,4 @@
-"""Helpers for drivers that adjust the task environment (SPEC §5).
+"""Helpers for drivers that adjust the task environment.
 
 Every variable is set twice, as ``HERDER_<NAME>`` and ``NOMAD_<NAME>``, so
 that Nomad job files work unchanged. The client builds the environment as the

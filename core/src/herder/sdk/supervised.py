@@ -1,4 +1,4 @@
-"""Task processes started through the data dir's process supervisor (SPEC §12).
+"""Task processes started through the data dir's process supervisor.
 
 :class:`SupervisedProcess` is a complete :class:`herder.TaskHandle` for a
 local process: raw_exec returns it as is, and other drivers that run a
@@ -27,6 +27,9 @@ from herder.model import Task
 from herder.objects import DriverNetwork, ExitResult, parse_signal
 from herder.supervisor import ProcInfo, Supervisor, SupervisorError, SupervisorUnavailable
 from herder.supervisor.protocol import process_alive, process_start_time
+
+ABANDON_WAIT = 5.0
+"""How long a start that went unanswered waits for its process, if it started, to be killed."""
 
 ORPHAN_KILL_WAIT = 2.0
 """How long :meth:`SupervisedProcess.recover` waits for an orphan it killed to be gone."""
@@ -72,14 +75,16 @@ class SupervisedProcess:
         :raises RecoverableError: when the supervisor cannot be reached.
         """
         supervisor = _supervisor_of(ctx)
+        id = f"{ctx.alloc_id}.{ctx.task_name}.{secrets.token_hex(4)}"
         stop_signal = parse_signal(task.kill_signal) if task.kill_signal else default_signal
         try:
             info = supervisor.spawn(
-                f"{ctx.alloc_id}.{ctx.task_name}.{secrets.token_hex(4)}", argv, env=env, cwd=cwd, user=user,
-                logs_dir=ctx.task_dir.logs_dir, task=ctx.task_name, max_files=task.logs.max_files,
-                max_file_size=task.logs.max_file_size, stop_signal=stop_signal, kill_timeout=task.kill_timeout,
+                id, argv, env=env, cwd=cwd, user=user, logs_dir=ctx.task_dir.logs_dir, task=ctx.task_name,
+                max_files=task.logs.max_files, max_file_size=task.logs.max_file_size, stop_signal=stop_signal,
+                kill_timeout=task.kill_timeout,
             )
         except SupervisorUnavailable as err:
+            _abandon(supervisor, id)
             raise RecoverableError(str(err)) from err
         except SupervisorError as err:
             raise DriverError(str(err)) from err
@@ -194,6 +199,19 @@ def _supervisor_of(ctx: TaskContext) -> Supervisor:
     if not isinstance(ctx.supervisor, Supervisor):
         raise DriverError("no process supervisor in the task's context")
     return ctx.supervisor
+
+
+def _abandon(supervisor: Supervisor, id: str) -> None:
+    """Make sure a process whose start went unanswered (the connection broke) does not run.
+
+    It may have started all the same; the start is tried again under another
+    id, so this one must not stay behind.
+    """
+    with contextlib.suppress(SupervisorError):
+        if supervisor.attach(id) is not None:
+            supervisor.stop(id, signal.SIGKILL, 0)
+            supervisor.wait(id, ABANDON_WAIT)
+            supervisor.forget(id)
 
 
 def _kill_orphan(pid: int, start_time: int) -> None:

@@ -1,4 +1,4 @@
-"""The client's durable state, in SQLite under the data dir (SPEC §12).
+"""The client's durable state, in SQLite under the data dir.
 
 A low layer: it knows records and SQL, not runners or drivers.
 :class:`Store` opens ``<data_dir>/state.db``; the records are what it stores.
