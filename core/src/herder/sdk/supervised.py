@@ -129,6 +129,10 @@ class SupervisedProcess:
                 _kill_orphan(self.pid, self._info.start_time)
                 return self._finish(ExitResult(exit_code=-1, error=f"lost the process supervisor: {err}"),
                                     forget=False)
+            except SupervisorError:
+                if self._result is not None:  # another thread saw the exit first, and forgot it
+                    return self._result
+                raise
             if info is None:
                 return None
             return self._finish(ExitResult(exit_code=info.exit_code, signal=info.signal))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import functools
 import heapq
 import itertools
@@ -55,6 +56,9 @@ START_GRACE = 1.0
 MAX_LINE = 16 * 1024 * 1024
 """The longest request accepted; a client sending more is disconnected."""
 
+MAX_LOG_SIZE = 10 * 1024 * 1024
+"""The size past which a new supervisor starts its log afresh (keeping one old one)."""
+
 _FD_LIMIT = 1 << 16
 """The soft limit on open files asked for: each task holds five (two pipes, two log files, a pidfd)."""
 
@@ -79,12 +83,13 @@ class _Timer:
 class _Stream:
     """One output pipe of a process (its read end) and the log files it goes to."""
 
-    __slots__ = ("failing", "fd", "file", "name")
+    __slots__ = ("capacity", "failing", "fd", "file", "name")
 
     def __init__(self, name: str, fd: int, file: RotatingFile) -> None:
         self.name = name
         self.fd = fd
         self.file = file
+        self.capacity = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
         self.failing = False  # the disk failed: warned once, output dropped until it works again
 
 
@@ -418,7 +423,6 @@ class Server:
         try:
             for _ in files:
                 pipes.append(os.pipe())
-                enlarge_pipe(pipes[-1][1])
             popen = subprocess.Popen(
                 argv, env=env, cwd=cwd, stdin=self._devnull, stdout=pipes[0][1], stderr=pipes[1][1],
                 start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit, **_identity(user),
@@ -526,6 +530,11 @@ class Server:
             moved = os.readv(stream.fd, [self._buffer[:limit]])
         except BlockingIOError:
             return None
+        if moved >= stream.capacity and stream.capacity < PIPE_SIZE:
+            # The pipe was full: this task writes in bulk, let it write ahead of the disk. Pipes grow
+            # only then because a user's pipe buffers are limited in all (pipe-user-pages-soft, 64 MiB
+            # by default): a thousand quiet tasks must not take them from the busy ones.
+            stream.capacity = enlarge_pipe(stream.fd)
         if moved and file.fd >= 0:
             try:
                 file.write(self._buffer[:moved])
@@ -712,9 +721,16 @@ def _ignore_signal(signum: int, _frame: object) -> None:
 
 
 def _setup_logging(data_dir: Path) -> None:
-    """Log to the data dir's supervisor log, with stdin from /dev/null and stdout, stderr to the log too."""
+    """Log to the data dir's supervisor log, with stdin from /dev/null and stdout, stderr to the log too.
+
+    A log past :data:`MAX_LOG_SIZE` is moved to ``supervisor.log.1`` first, so
+    that it does not grow forever across supervisors.
+    """
     path = log_path(data_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > MAX_LOG_SIZE:
+            path.replace(path.with_name(path.name + ".1"))
     null = os.open(os.devnull, os.O_RDONLY)
     output = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(null, 0)

@@ -1,0 +1,220 @@
+"""The supervisor runs processes: exits, output into the rotating files, signals and stops."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from herder.supervisor import ExitInfo, ProcInfo, Supervisor, SupervisorError
+from herder.supervisor.logfiles import PIPE_SIZE, log_files
+from herder.supervisor.protocol import log_path
+from herder.supervisor.server import DRAIN_TIMEOUT
+from tests.core.supervisor.helpers import WRITER, alive, kill_all, marked_pids, python, wait_until, writer_output
+
+MIB = 1024 * 1024
+Spawn = Callable[..., ProcInfo]
+
+# Leaves a process behind in a session of its own (out of the task's process group), holding the
+# task's output pipes, and exits once it is there.
+ESCAPE = """
+import os, time
+ready, done = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    os.write(done, b"x")
+    time.sleep(30)
+    os._exit(0)
+os.read(ready, 1)
+print("started", flush=True)
+"""
+
+
+def test_exit_code_and_record(connect: Callable[..., Supervisor], spawn: Spawn) -> None:
+    supervisor = connect()
+    info = spawn(supervisor, "t1", ["sh", "-c", "exit 3"])
+    assert info.pid > 0 and info.start_time > 0 and info.exit is None
+    assert supervisor.wait("t1", timeout=10) == ExitInfo(exit_code=3, signal=0)
+    [entry] = supervisor.list()
+    assert (entry.id, entry.pid, entry.running, entry.exit) == ("t1", info.pid, False, ExitInfo(3, 0))
+    assert entry.session == supervisor.session
+    supervisor.forget("t1")
+    assert supervisor.list() == []
+
+
+def test_killed_by_a_signal(connect: Callable[..., Supervisor], spawn: Spawn) -> None:
+    supervisor = connect()
+    spawn(supervisor, "t1", ["sleep", "100"])
+    assert supervisor.wait("t1", timeout=0.1) is None
+    supervisor.signal("t1", signal.SIGTERM)
+    assert supervisor.wait("t1", timeout=10) == ExitInfo(exit_code=128 + signal.SIGTERM, signal=signal.SIGTERM)
+    supervisor.forget("t1")
+
+
+def test_stdout_and_stderr_land_in_their_files(connect: Callable[..., Supervisor], spawn: Spawn,
+                                               logs_dir: Path) -> None:
+    supervisor = connect()
+    spawn(supervisor, "t1", ["sh", "-c", "echo out; echo err >&2; echo more"])
+    supervisor.wait("t1", timeout=10)
+    supervisor.forget("t1")
+    assert (logs_dir / "web.stdout.0").read_bytes() == b"out\nmore\n"
+    assert (logs_dir / "web.stderr.0").read_bytes() == b"err\n"
+
+
+def test_output_rotates_and_is_all_there_when_the_exit_is_seen(connect: Callable[..., Supervisor],
+                                                              spawn: Spawn, logs_dir: Path) -> None:
+    supervisor = connect()
+    lines = 60_000  # about 3.7 MiB: three rotations at 1 MiB
+    spawn(supervisor, "t1", python(WRITER, str(lines)), max_files=2, max_file_size=1)
+    assert supervisor.wait("t1", timeout=30) == ExitInfo(0, 0)
+    supervisor.forget("t1")
+    output = writer_output(lines)
+    files = log_files(logs_dir, "web", "stdout")
+    indexes = [int(path.name.rsplit(".", 1)[1]) for path in files]
+    assert indexes == [2, 3]
+    assert files[0].stat().st_size == MIB
+    kept = b"".join(path.read_bytes() for path in files)
+    assert output.endswith(kept)
+    assert len(output) - len(kept) == indexes[0] * MIB  # every byte since the oldest kept file began
+
+
+def test_pipes_grow_for_tasks_that_write_in_bulk(connect: Callable[..., Supervisor], spawn: Spawn,
+                                                 logs_dir: Path) -> None:
+    report = "import fcntl, sys\nsys.stderr.write(str(fcntl.fcntl(1, fcntl.F_GETPIPE_SZ)))"
+    supervisor = connect()
+    spawn(supervisor, "quiet", python("print('hello')\n" + report), task="quiet")
+    spawn(supervisor, "bulk", python("import sys\nsys.stdout.buffer.write(b'x' * 4 * 1024 * 1024)\n"
+                                     "sys.stdout.flush()\n" + report), task="bulk")
+    for id in ("quiet", "bulk"):
+        assert supervisor.wait(id, timeout=30) == ExitInfo(0, 0)
+        supervisor.forget(id)
+    quiet = int((logs_dir / "quiet.stderr.0").read_text())
+    bulk = int((logs_dir / "bulk.stderr.0").read_text())
+    assert bulk > quiet  # a quiet task does not take from the user's pipe buffers (64 MiB in all)
+    assert bulk == min(PIPE_SIZE, int(Path("/proc/sys/fs/pipe-max-size").read_text()))
+    assert (logs_dir / "bulk.stdout.0").stat().st_size == 4 * MIB
+
+
+def test_a_new_run_of_the_task_continues_its_files(connect: Callable[..., Supervisor], spawn: Spawn,
+                                                   logs_dir: Path) -> None:
+    supervisor = connect()
+    for run in range(3):
+        spawn(supervisor, f"t{run}", ["echo", f"run {run}"])
+        supervisor.wait(f"t{run}", timeout=10)
+        supervisor.forget(f"t{run}")
+    assert [path.name for path in log_files(logs_dir, "web", "stdout")] == ["web.stdout.0"]
+    assert (logs_dir / "web.stdout.0").read_bytes() == b"run 0\nrun 1\nrun 2\n"
+
+
+def test_stop_reaches_the_whole_process_group(connect: Callable[..., Supervisor], spawn: Spawn,
+                                              logs_dir: Path) -> None:
+    supervisor = connect()
+    # A background job of a non-interactive shell ignores SIGINT: only the group kill takes it.
+    spawn(supervisor, "t1", ["sh", "-c", "sleep 100 & echo $!; wait"])
+    wait_until(lambda: (logs_dir / "web.stdout.0").read_bytes().endswith(b"\n"), what="the child's pid")
+    child = int((logs_dir / "web.stdout.0").read_text())
+    supervisor.stop("t1", signal.SIGINT, 5)
+    assert supervisor.wait("t1", timeout=10) == ExitInfo(128 + signal.SIGINT, signal.SIGINT)
+    supervisor.forget("t1")
+    wait_until(lambda: not alive(child), 2, "the child is gone")
+
+
+def test_stop_kills_after_the_timeout(connect: Callable[..., Supervisor], spawn: Spawn, logs_dir: Path) -> None:
+    supervisor = connect()
+    stubborn = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('ready', flush=True)\n" \
+               "time.sleep(100)"
+    spawn(supervisor, "t1", python(stubborn))
+    wait_until(lambda: (logs_dir / "web.stdout.0").read_bytes() == b"ready\n", what="ready")
+    started = time.monotonic()
+    supervisor.stop("t1", signal.SIGINT, 0.5)
+    assert supervisor.wait("t1", timeout=10) == ExitInfo(128 + signal.SIGKILL, signal.SIGKILL)
+    assert 0.5 <= time.monotonic() - started < 3
+    supervisor.forget("t1")
+
+
+def test_the_leaders_exit_takes_its_group_with_it(connect: Callable[..., Supervisor], spawn: Spawn,
+                                                  logs_dir: Path, data_dir: Path) -> None:
+    supervisor = connect()
+    spawn(supervisor, "t1", ["sh", "-c", "sleep 100 & echo $!"])
+    assert supervisor.wait("t1", timeout=10) == ExitInfo(0, 0)
+    supervisor.forget("t1")
+    assert "holds the pipe" not in log_path(data_dir).read_text()  # the child that held it was killed
+    child = int((logs_dir / "web.stdout.0").read_text())
+    wait_until(lambda: not alive(child), 2, "the child is gone")  # killed: it may still be on its way out
+
+
+def test_a_process_outside_the_group_holding_the_pipes_delays_the_exit_at_most_2s(
+    connect: Callable[..., Supervisor], spawn: Spawn, logs_dir: Path, data_dir: Path, mark: str
+) -> None:
+    supervisor = connect()
+    spawn(supervisor, "t1", python(ESCAPE))
+    started = time.monotonic()
+    try:
+        assert supervisor.wait("t1", timeout=10) == ExitInfo(0, 0)
+        assert time.monotonic() - started >= DRAIN_TIMEOUT
+        assert (logs_dir / "web.stdout.0").read_bytes() == b"started\n"
+        assert "stdout of t1: a process outside the task still holds the pipe" in log_path(data_dir).read_text()
+    finally:
+        kill_all(marked_pids(mark))
+    supervisor.forget("t1")
+
+
+@pytest.mark.parametrize(
+    ("argv", "options", "message"),
+    [
+        (["/nonexistent/command"], {}, "No such file"),
+        (["true"], {"cwd": "/nonexistent/dir"}, "No such file"),
+        (["true"], {"user": "no-such-user-herder"}, "no-such-user-herder"),
+    ],
+)
+def test_a_process_that_cannot_start_is_an_error(connect: Callable[..., Supervisor], spawn: Spawn,
+                                                  argv: list[str], options: dict[str, str], message: str) -> None:
+    supervisor = connect()
+    with pytest.raises(SupervisorError, match=message) as caught:
+        spawn(supervisor, "t1", argv, **options)
+    assert "cannot start" in str(caught.value)
+    assert supervisor.list() == []
+    # The supervisor is fine: the next process starts.
+    spawn(supervisor, "t2", ["true"])
+    supervisor.wait("t2", timeout=10)
+    supervisor.forget("t2")
+
+
+def test_ids_and_records(connect: Callable[..., Supervisor], spawn: Spawn) -> None:
+    supervisor = connect()
+    spawn(supervisor, "t1", ["sleep", "100"])
+    with pytest.raises(SupervisorError, match="exists"):
+        spawn(supervisor, "t1", ["true"])
+    with pytest.raises(SupervisorError, match="has not exited"):
+        supervisor.forget("t1")
+    assert supervisor.attach("nobody-knows-me") is None
+    with pytest.raises(SupervisorError, match="no process"):
+        supervisor.signal("nobody-knows-me", signal.SIGTERM)
+    with pytest.raises(SupervisorError, match="not supervised through this client"):
+        supervisor.wait("nobody-knows-me")
+    supervisor.stop("t1", signal.SIGTERM, 5)
+    supervisor.wait("t1", timeout=10)
+    supervisor.signal("t1", signal.SIGTERM)  # exited: nothing to do
+    supervisor.forget("t1")
+    supervisor.forget("t1")  # forgotten already: nothing to do
+
+
+def test_many_threads_share_one_client(connect: Callable[..., Supervisor], spawn: Spawn) -> None:
+    supervisor = connect()
+    results: dict[int, ExitInfo | None] = {}
+
+    def run(n: int) -> None:
+        spawn(supervisor, f"t{n}", ["sh", "-c", f"exit {n}"], task=f"task{n}")
+        results[n] = supervisor.wait(f"t{n}", timeout=20)
+        supervisor.forget(f"t{n}")
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {n: ExitInfo(n, 0) for n in range(20)}
