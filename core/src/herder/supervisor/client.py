@@ -75,14 +75,24 @@ class ProcStatus:
     exit: ExitInfo | None
 
 
+class _Pending:
+    """A request awaiting its reply: only the thread that sent it is woken when it comes."""
+
+    __slots__ = ("done", "reply")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.reply: dict[str, Any] | None = None
+
+
 class _Connection:
-    """One connection to the supervisor, and the replies that came over it."""
+    """One connection to the supervisor, and the requests awaiting a reply over it."""
 
     def __init__(self, sock: socket.socket, supervisor_pid: int) -> None:
         self.sock = sock
         self.supervisor_pid = supervisor_pid
         self.alive = True
-        self.replies: dict[int, dict[str, Any] | None] = {}  # rid -> reply, None while awaited
+        self.replies: dict[int, _Pending] = {}  # by rid
         self.send_lock = threading.Lock()
         self.reader: threading.Thread | None = None
 
@@ -105,10 +115,13 @@ class Supervisor:
         self.on_lost = dict(on_lost) if on_lost is not None else None
         self._conn: _Connection | None = None
         self._connect_lock = threading.Lock()
-        self._cond = threading.Condition()  # guards the connection's state, _owners and _exits
+        # Guards the connections' state, _owners, _exits and _exited. Waiters sleep on
+        # events of their own, so a reply or an exit wakes one thread, not every task's.
+        self._lock = threading.Lock()
         self._rids = itertools.count(1)
         self._owners: dict[str, _Connection] = {}  # process id -> the connection it is watched through
         self._exits: dict[str, ExitInfo] = {}
+        self._exited: dict[str, threading.Event] = {}  # set when the exit is in, or its connection is lost
 
     def __repr__(self) -> str:
         return f"<Supervisor {self.data_dir} session={self.session}>"
@@ -160,7 +173,7 @@ class Supervisor:
             return None
         info = ProcInfo(id=id, pid=reply["pid"], start_time=reply["start_time"], exit=_exit_info(reply["exit"]))
         if info.exit is not None:
-            with self._cond:
+            with self._lock:
                 self._exits[id] = info.exit
         return info
 
@@ -173,18 +186,21 @@ class Supervisor:
         :raises SupervisorUnavailable: when the connection it was watched through broke.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while (result := self._exits.get(id)) is None:
+        while True:
+            with self._lock:
+                result = self._exits.get(id)
+                if result is not None:
+                    return result
                 owner = self._owners.get(id)
                 if owner is None:
                     raise SupervisorError(f"process {id} is not supervised through this client")
                 if not owner.alive:
                     raise SupervisorUnavailable(f"lost the connection to the supervisor of {self.data_dir}")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return None
-                self._cond.wait(remaining)
-            return result
+                exited = self._exited.setdefault(id, threading.Event())
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return None
+            exited.wait(remaining)
 
     def signal(self, id: str, sig: int) -> None:
         """Send ``sig`` to process ``id``'s process group (nothing once it has exited)."""
@@ -200,9 +216,10 @@ class Supervisor:
     def forget(self, id: str) -> None:
         """Drop the supervisor's record of process ``id``, which has exited."""
         self._request("forget", id=id)
-        with self._cond:
+        with self._lock:
             self._exits.pop(id, None)
             self._owners.pop(id, None)
+            self._exited.pop(id, None)
 
     def list(self) -> list[ProcStatus]:
         """Every process the supervisor knows, running or exited and not forgotten."""
@@ -218,7 +235,7 @@ class Supervisor:
         A later call connects again.
         """
         with self._connect_lock:
-            with self._cond:
+            with self._lock:
                 conn, self._conn = self._conn, None
             if conn is None:
                 return
@@ -237,20 +254,24 @@ class Supervisor:
 
     def _call(self, conn: _Connection, op: str, claim: str | None = None, **fields: Any) -> dict[str, Any]:
         """Send a request and wait for its reply; on success, watch process ``claim`` through ``conn``."""
-        with self._cond:
+        pending = _Pending()
+        with self._lock:
             rid = next(self._rids)
-            conn.replies[rid] = None
+            conn.replies[rid] = pending
+            if not conn.alive:
+                pending.done.set()
         try:
             with conn.send_lock:
                 conn.sock.sendall(encode({"op": op, "rid": rid, **fields}))
         except OSError:
             self._lost(conn)
-        with self._cond:
-            while conn.replies.get(rid) is None and conn.alive:
-                self._cond.wait()
-            reply = conn.replies.pop(rid, None)
+        pending.done.wait()
+        with self._lock:
+            conn.replies.pop(rid, None)
+            reply = pending.reply
             if reply is not None and reply.get("ok") and claim is not None:
                 self._owners[claim] = conn
+                self._exited.pop(claim, None)  # set, perhaps, when an earlier connection was lost
         if reply is None:
             raise SupervisorUnavailable(f"lost the connection to the supervisor of {self.data_dir}")
         if not reply.get("ok"):
@@ -259,15 +280,15 @@ class Supervisor:
         return reply
 
     def _connection(self) -> _Connection:
-        with self._cond:
+        with self._lock:
             if self._conn is not None and self._conn.alive:
                 return self._conn
         with self._connect_lock:
-            with self._cond:
+            with self._lock:
                 if self._conn is not None and self._conn.alive:
                     return self._conn
             conn, pending = self._open()
-            with self._cond:
+            with self._lock:
                 self._conn = conn
             conn.reader = threading.Thread(target=self._read, args=(conn, pending), daemon=True,
                                            name=f"supervisor-{self.session}")
@@ -357,17 +378,24 @@ class Supervisor:
             conn.sock.close()
 
     def _dispatch(self, conn: _Connection, message: dict[str, Any]) -> None:
-        with self._cond:
+        with self._lock:
             if message.get("event") == "exit":
-                self._exits[message["id"]] = ExitInfo(exit_code=message["exit_code"], signal=message["signal"])
-            elif message.get("rid") in conn.replies:
-                conn.replies[message["rid"]] = message
-            self._cond.notify_all()
+                id = message["id"]
+                self._exits[id] = ExitInfo(exit_code=message["exit_code"], signal=message["signal"])
+                self._exited.setdefault(id, threading.Event()).set()
+            elif (pending := conn.replies.get(message.get("rid", -1))) is not None:
+                pending.reply = message
+                pending.done.set()
 
     def _lost(self, conn: _Connection) -> None:
-        with self._cond:
+        """Wake every thread waiting on ``conn``: for a reply, or for the exit of a process it watched."""
+        with self._lock:
             conn.alive = False
-            self._cond.notify_all()
+            for pending in conn.replies.values():
+                pending.done.set()
+            for id, owner in self._owners.items():
+                if owner is conn:
+                    self._exited.setdefault(id, threading.Event()).set()
 
 
 def _exit_info(value: dict[str, int] | None) -> ExitInfo | None:
