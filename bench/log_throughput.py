@@ -32,8 +32,9 @@ from pathlib import Path
 
 from results import write_section
 
-from herder.client.logs import LogSink, log_files
+from herder.client.logs import LogSink
 from herder.model import LogConfig
+from herder.supervisor.logfiles import log_files
 
 BENCH_DIR = Path(__file__).resolve().parent
 TITLE = "Log throughput"

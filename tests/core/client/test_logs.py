@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from herder.client.logs import LogSink, TaskLogs, log_files
+from herder.client.logs import LogSink, TaskLogs
 from herder.model import LogConfig
+from herder.supervisor.logfiles import log_files
 
 MIB = 1024 * 1024
 

@@ -1,10 +1,10 @@
-"""Task log capture: pipes whose bytes end up in rotating files.
+"""Log sinks: ``ctx.stdout`` and ``ctx.stderr``, for drivers whose output is not a supervised process's.
 
-Each stream of a task gets a :class:`LogSink`: the write end of a pipe that
-the task's processes inherit, and a thread that moves everything read from the
-pipe into ``<logs_dir>/<task>.<stream>.<n>`` the way Nomad's logmon does: a
-file is rotated when it reaches ``max_file_size`` MB, at most ``max_files``
-files are kept, and the numbers go upward, so the highest is the newest.
+A task started through the supervisor has its output written by the
+supervisor. A driver that gets the output some other way (a container's log
+stream) writes it to the task's :class:`LogSink`: the write end of a pipe,
+and a thread that moves everything read from it into the same rotating files
+(:mod:`herder.supervisor.logfiles`). A sink costs nothing until it is used.
 
 The task only ever waits on the disk once the pipe's buffer (enlarged to
 1 MiB where the system allows) is full. The reader moves the bytes with
@@ -17,11 +17,9 @@ consistently slower than copying.
 
 from __future__ import annotations
 
-import fcntl
 import io
 import logging
 import os
-import re
 import select
 import threading
 import time
@@ -31,125 +29,18 @@ from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO, Self
 
 from herder.model import LogConfig
+from herder.supervisor.logfiles import STREAMS, RotatingFile, enlarge_pipe
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
 log = logging.getLogger(__name__)
 
-STREAMS = ("stdout", "stderr")
-"""The streams a task has a sink for; the middle part of a log file's name."""
-
-PIPE_SIZE = 1024 * 1024
-"""The pipe buffer asked for: how much output a task can write ahead of the disk."""
-
 INITIAL_BUFFER = 64 * 1024
 """The reader's first buffer; it grows to the pipe's size once a read fills it."""
 
 DRAIN_TIMEOUT = 5.0
 """How long :meth:`LogSink.close` waits for the task's processes to let go of the pipe."""
-
-_MB = 1024 * 1024
-
-
-def log_files(logs_dir: Path, task: str, stream: str) -> list[Path]:
-    """The log files of ``task``'s ``stream`` in ``logs_dir``, oldest first."""
-    return [path for _, path in _indexed_files(logs_dir, task, stream)]
-
-
-def _indexed_files(logs_dir: Path, task: str, stream: str) -> list[tuple[int, Path]]:
-    pattern = re.compile(re.escape(f"{task}.{stream}.") + r"(\d+)")
-    try:
-        entries = list(os.scandir(logs_dir))
-    except FileNotFoundError:
-        return []
-    found = []
-    for entry in entries:
-        match = pattern.fullmatch(entry.name)
-        if match and entry.is_file(follow_symlinks=False):
-            found.append((int(match.group(1)), Path(entry.path)))
-    return sorted(found)
-
-
-def _enlarge_pipe(fd: int) -> int:
-    """Grow a pipe's buffer to :data:`PIPE_SIZE`, or as far as allowed; return its size."""
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if set_size is None:
-        return 64 * 1024
-    try:
-        limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
-    except (OSError, ValueError):
-        limit = PIPE_SIZE
-    for size in dict.fromkeys((PIPE_SIZE, min(PIPE_SIZE, limit))):
-        try:
-            return int(fcntl.fcntl(fd, set_size, size))
-        except OSError:
-            continue
-    return int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
-
-
-class _RotatingFile:
-    """The file one stream is being written to, and the rotation to the next.
-
-    On opening, it continues in the newest existing file if that has room
-    (the agent was restarted), so numbering never starts over.
-    """
-
-    def __init__(self, logs_dir: Path, task: str, stream: str, config: LogConfig) -> None:
-        if config.max_files < 1 or config.max_file_size < 1:
-            raise ValueError("logs need max_files >= 1 and max_file_size >= 1")
-        self._logs_dir = logs_dir
-        self._task = task
-        self._stream = stream
-        self._max_files = config.max_files
-        self._max_bytes = config.max_file_size * _MB
-        self.fd = -1
-        self.index = 0
-        self.size = 0
-        existing = _indexed_files(logs_dir, task, stream)
-        self._open(existing[-1][0] if existing else 0)
-        if self.room == 0:
-            self.rotate()
-        else:
-            self._purge()
-
-    @property
-    def room(self) -> int:
-        """How many more bytes the current file takes before it is full."""
-        return max(0, self._max_bytes - self.size)
-
-    def rotate(self) -> None:
-        """Close the current file, start the next one and drop the oldest beyond ``max_files``.
-
-        If the next file cannot be opened, the error propagates and the next
-        call tries the same file again.
-        """
-        self.close()
-        while True:
-            self._open(self.index + 1)
-            if self.room:
-                break
-            self.close()
-        self._purge()
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def _open(self, index: int) -> None:
-        path = self._logs_dir / f"{self._task}.{self._stream}.{index}"
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        self.size = os.fstat(self.fd).st_size
-        self.index = index
-
-    def _purge(self) -> None:
-        for index, path in _indexed_files(self._logs_dir, self._task, self._stream):
-            if index <= self.index - self._max_files:
-                try:
-                    path.unlink(missing_ok=True)
-                except OSError as err:
-                    log.warning("cannot remove old log file %s: %s", path, err)
 
 
 class LogSink(io.RawIOBase, BinaryIO):
@@ -185,9 +76,10 @@ class LogSink(io.RawIOBase, BinaryIO):
     def _start(self) -> None:
         """Open the pipe and start the reader, on first use: most tasks' processes
         write through the supervisor, and never touch their sink."""
-        self._file = _RotatingFile(self.logs_dir, self.task_name, self.stream, self.config)
+        self._file = RotatingFile(self.logs_dir, self.task_name, self.stream, self.config.max_files,
+                                  self.config.max_file_size)
         self._read_fd, self._write_fd = os.pipe()
-        self._pipe_size = _enlarge_pipe(self._write_fd)
+        self._pipe_size = enlarge_pipe(self._write_fd)
         os.set_blocking(self._read_fd, False)
         self._wake_read, self._wake_write = os.pipe()
         # Small until the task is seen to write in bulk: most tasks never fill it.
@@ -320,7 +212,7 @@ class LogSink(io.RawIOBase, BinaryIO):
             self._grow_buffer(moved)
         if self._file.fd >= 0:
             try:
-                self._write(self._buffer[:moved])
+                self._file.write(self._buffer[:moved])
             except OSError as err:
                 self._disk_failed(err)
             else:
@@ -334,12 +226,6 @@ class LogSink(io.RawIOBase, BinaryIO):
         bigger = memoryview(bytearray(self._pipe_size))
         bigger[:used] = self._buffer[:used]
         self._buffer = bigger
-
-    def _write(self, data: memoryview) -> None:
-        while data:
-            written = os.write(self._file.fd, data)
-            self._file.size += written
-            data = data[written:]
 
     def _disk_failed(self, err: OSError) -> None:
         if not self._disk_failing:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from herder.client.logs import log_files
+from herder.supervisor.logfiles import log_files
 
 
 class LogTail:

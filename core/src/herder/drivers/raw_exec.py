@@ -32,6 +32,8 @@ class RawExecDriver:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.enabled = bool(config.get("enabled", True))
+        # What tasks inherit of herder's own environment: taken once, not at every start.
+        self.inherited = inherited_environment(os.environ)
 
     @hookimpl
     def herder_driver_fingerprint(self) -> Fingerprint:
@@ -49,7 +51,7 @@ class RawExecDriver:
         if not self.enabled:
             raise DriverError("raw_exec is disabled (set [plugin.raw_exec] enabled = true)")
         argv = [task.config["command"], *task.config.get("args", [])]
-        env = {**inherited_environment(os.environ), **ctx.env}
+        env = {**self.inherited, **ctx.env}
         return SupervisedProcess.spawn(task, ctx, argv, env=env, cwd=ctx.task_dir.dir, user=task.user or None)
 
     @hookimpl
@@ -59,5 +61,5 @@ class RawExecDriver:
     @hookimpl
     def herder_task_exec(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
                          timeout: float) -> ExecResult:
-        env = {**inherited_environment(os.environ), **ctx.env}
+        env = {**self.inherited, **ctx.env}
         return run_capped(command, env=env, cwd=ctx.task_dir.dir, timeout=timeout)
