@@ -4,7 +4,7 @@
 
 (a) memory: TASKS sleeping tasks through one :class:`herder.supervisor.Supervisor`;
     the growth of the supervisor's and of the client process's RSS over 0
-    tasks, per task (target: at most 1 MiB per task, SPEC §12);
+    tasks, per task (target: at most 1 MiB per task);
 (b) start: STARTS ``/bin/true`` tasks, each spawned, waited for and forgotten
     in its own thread through the supervisor, against bare ``subprocess.Popen``
     calls in threads in the same run (target: a few ms per start); and the
@@ -16,8 +16,8 @@
     reference, ``cat FILE | cat > DIR/out``, which writes a file too, in the
     same run; checking that no byte is lost.
 
-Timed cases take turns, best of ROUNDS after a warm-up round. Prints the
-results; ``bench/RESULTS.md`` is updated by hand.
+Timed cases take turns, best of ROUNDS after a warm-up round. The result
+replaces the "Supervision" section of ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ from pathlib import Path
 
 from herder.supervisor import Supervisor
 from herder.supervisor.logfiles import log_files
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import write_section
 
 BENCH_DIR = Path(__file__).resolve().parent
 MIB = 1024 * 1024
@@ -233,9 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                 ("Log throughput", throughput(tasks, source, args.size_mib * MIB, work, args.rounds)),
             ]
         shutil.rmtree(work / "logs")
-    print(f"python bench/supervision.py ({os.cpu_count()} cores, Python {sys.version.split()[0]})")
-    for title, body in sections:
-        print(f"\n### {title}\n\n{body}")
+    body = "\n\n".join(f"### {title}\n\n{text}" for title, text in sections)
+    print(body)
+    write_section("Supervision", "python bench/supervision.py", body)
     return 0
 
 

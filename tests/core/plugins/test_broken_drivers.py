@@ -58,8 +58,8 @@ class Driver:
 
     @hookimpl
     def herder_task_start(self, task, ctx):
-        script = f"echo $$ > {ctx.task_dir.local_dir}/pid; exec sleep 300"
-        handle = SupervisedProcess.spawn(task, ctx, ["/bin/sh", "-c", script], env=ctx.env, cwd=ctx.task_dir.dir)
+        handle = SupervisedProcess.spawn(task, ctx, ["sleep", "300"], env=ctx.env, cwd=ctx.task_dir.dir)
+        (ctx.task_dir.local_dir / "pid").write_text(str(handle.pid))
         return BrokenHandle(handle, self.broken)
 '''
 

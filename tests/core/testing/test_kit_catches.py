@@ -1,0 +1,134 @@
+"""The conformance kit passes a driver that keeps the contract, and catches each way of breaking it.
+
+Driver ``faulty`` (``faulty_driver.py``) is installed as a real distribution;
+the kit runs against it in-process (pytester), once per fault, and exactly
+the contract tests that the fault breaks must fail, each saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.processes import wait_until_gone
+
+pytest_plugins = ["pytester"]
+
+HERE = Path(__file__).resolve().parent
+DRIVER = (HERE / "faulty_driver.py").read_text()
+CONTRACT = (HERE / "faulty_contract.py").read_text()
+
+KIT_TESTS = 21
+"""The number of DriverContract's tests, parametrized cases counted: every one must have run."""
+EXEC_TESTS = ("test_exec_output_and_exit_code", "test_exec_timeout_raises", "test_exec_output_is_capped")
+WITHOUT_A_TASK = ("test_fingerprint_is_quick_and_never_raises", "test_fingerprint_with_broken_config",
+                  "test_config_errors_name_their_path")
+"""The tests that run no task, so need no available driver."""
+
+
+@dataclass
+class Verdict:
+    """What the kit said of driver ``faulty``: each test's outcome, and the text of its failure or skip."""
+
+    outcomes: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+
+    def named(self, outcome: str) -> set[str]:
+        return {name for name, found in self.outcomes.items() if found == outcome}
+
+
+@pytest.fixture
+def run_kit(pytester: pytest.Pytester, install: Callable[..., Path]) -> Callable[..., Verdict]:
+    """Run the kit against driver ``faulty`` with a ``[plugin.faulty]`` table (and ``supports_exec``)."""
+    install("herder-faulty", "1.0", {"herder.drivers": {"faulty": "herder_faulty:make"}},
+            {"herder_faulty.py": DRIVER})
+
+    def run(plugin_config: Mapping[str, Any], supports_exec: bool = True) -> Verdict:
+        pytester.makepyfile(test_faulty=f"{CONTRACT}\n\nclass TestFaulty(FaultyContract):\n"
+                                        f"    plugin_config = {dict(plugin_config)!r}\n"
+                                        f"    supports_exec = {supports_exec!r}\n")
+        reports = pytester.inline_run("-p", "no:cacheprovider").getreports("pytest_runtest_logreport")
+        assert wait_until_gone(pytester.path) == {}, "the kit left processes behind"
+        verdict = Verdict()
+        for report in reports:
+            name = report.nodeid.rpartition("::")[2]
+            if report.failed or report.skipped:
+                verdict.texts[name] = verdict.texts.get(name, "") + report.longreprtext
+            if report.failed:
+                verdict.outcomes[name] = "failed"
+            elif report.skipped:
+                verdict.outcomes.setdefault(name, "skipped")
+            elif report.when == "call":
+                verdict.outcomes.setdefault(name, "passed")
+        assert len(verdict.outcomes) == KIT_TESTS, sorted(verdict.outcomes)
+        return verdict
+
+    return run
+
+
+@dataclass(frozen=True)
+class Case:
+    """Driver ``faulty`` with ``faults``, and the kit's verdict: the tests that fail, each with a
+    phrase its failure must show; every other test passes, but those skipped."""
+
+    faults: tuple[str, ...]
+    fails: Mapping[str, str] = field(default_factory=dict)
+    supports_exec: bool = True
+
+    @property
+    def skipped(self) -> set[str]:
+        return {"test_exec_not_supported"} if self.supports_exec else set(EXEC_TESTS)
+
+
+CASES = {
+    "keeping the contract": Case(()),
+    "without exec, saying so": Case(("no_exec",), supports_exec=False),
+    "without exec, claiming it": Case(("no_exec",), dict.fromkeys(EXEC_TESTS, "driver faulty does not support exec")),
+    "children escaping the kill": Case(("children_escape",), {
+        "test_kill_leaves_nothing_of_the_task": "processes of the task outlived its kill",
+        "test_kill_sends_the_kill_signal[SIGINT]": "outlived its kill",
+        "test_kill_sends_the_kill_signal[SIGTERM]": "outlived its kill",
+        "test_kill_forces_after_kill_timeout": "outlived its kill",
+        "test_recover_on_fresh_plugins": "outlived its kill",
+        "test_cleanup_is_idempotent[after_kill]": "outlived its kill",
+        "test_task_listens_on_its_host_port": "outlived its kill",
+    }),
+    "a kill without the stop signal": Case(("kill_skips_stop_signal",), {
+        "test_kill_sends_the_kill_signal[SIGINT]": "but it got nothing",
+        "test_kill_sends_the_kill_signal[SIGTERM]": "but it got nothing",
+        "test_kill_forces_after_kill_timeout": "was not given its kill_timeout",
+    }),
+    "a state that is not JSON": Case(("state_not_json",), {
+        "test_state_is_json_serialisable": "not JSON-serialisable",
+        "test_recover_on_fresh_plugins": "not JSON-serialisable",
+    }),
+    "an exec ignoring its timeout": Case(("exec_ignores_timeout",), {
+        "test_exec_timeout_raises": "did not return within",
+    }),
+    "a raising fingerprint": Case(("fingerprint_raises",), {
+        "test_fingerprint_with_broken_config": "herder_driver_fingerprint raised FileNotFoundError",
+    }),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_the_kit_judges_driver_faulty(case: Case, run_kit: Callable[..., Verdict]) -> None:
+    verdict = run_kit({"faults": list(case.faults)}, case.supports_exec)
+    failed = verdict.named("failed")
+    assert failed == set(case.fails), {name: verdict.texts.get(name, "")[-1500:] for name in failed ^ set(case.fails)}
+    assert verdict.named("skipped") == case.skipped
+    for name, phrase in case.fails.items():
+        assert phrase in verdict.texts[name], verdict.texts[name][-1500:]
+
+
+def test_the_kit_skips_what_needs_a_driver_that_is_not_available(run_kit: Callable[..., Verdict]) -> None:
+    verdict = run_kit({"shell": "/nonexistent/sh"})
+    assert verdict.named("passed") == set(WITHOUT_A_TASK)
+    assert verdict.named("skipped") == set(verdict.outcomes) - set(WITHOUT_A_TASK)
+    reason = "driver faulty is not available: no shell at /nonexistent/sh"
+    assert reason in verdict.texts["test_output_goes_to_the_log_files"]
