@@ -6,8 +6,7 @@ import json
 import sys
 import threading
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from rich.console import Console, RenderableType
 from rich.console import Group as RichGroup
@@ -16,27 +15,11 @@ from rich.markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
+from herder import events
+from herder.app import event_json, rfc3339
 from herder.client.alloc_runner import EventRecord
 
 _STATE_STYLE = {"pending": "yellow", "running": "green", "dead": "dim"}
-_FAILURES = {"Driver Failure", "Setup Failure", "Failed Validation", "Not Restarting", "Task hook failed",
-             "Failed Artifact Download", "Sibling Task Failed"}
-
-
-def rfc3339(time: datetime) -> str:
-    return time.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def event_json(record: EventRecord) -> dict[str, Any]:
-    """One event in the documented ``herder run --json`` shape."""
-    event = record.event
-    return {"time": rfc3339(event.time), "alloc_id": record.alloc_id, "alloc_name": record.alloc_name,
-            "task": record.task, "type": event.type, "message": event.message,
-            "details": _jsonable(event.details)}
-
-
-def _jsonable(details: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(details, default=str))  # type: ignore[no-any-return]
 
 
 def event_line(record: EventRecord) -> str:
@@ -126,15 +109,15 @@ class LiveTable:
             row = self._rows.setdefault((record.alloc_name, record.task), _Row())
             row.event = f"{event.type}: {event.message}" if event.message else event.type
             row.progress = (int(progress.get("current", 0)), int(progress["total"])) if "total" in progress else None
-            if event.type == "Started":
+            if event.type in (events.STARTED, events.REATTACHED):
                 row.state = "running"
-            elif event.type == "Restarting":
+            elif event.type == events.RESTARTING:
                 row.restarts += 1
                 row.state = "pending"
-            elif event.type in ("Terminated", "Killed", "Not Restarting"):
-                row.state = "dead" if event.type != "Terminated" else "exited"
+            elif event.type in (events.TERMINATED, events.KILLED, events.NOT_RESTARTING):
+                row.state = "dead" if event.type != events.TERMINATED else "exited"
             if row.progress is None:
-                style = "red" if event.type in _FAILURES else "cyan"
+                style = "red" if event.type in events.FAILURES else "cyan"
                 self.console.print(f"[dim]{event.time:%H:%M:%S}[/] [bold]{escape(record.alloc_name)}[/] "
                                    f"{escape(record.task)} [{style}]{event.type}[/] {escape(event.message)}",
                                    highlight=False)
