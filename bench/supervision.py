@@ -126,6 +126,65 @@ def memory(tasks: Tasks, count: int) -> str:
             + f"\n\nBoth together: {per_task / 1024:.1f} KiB per task (target ≤ 1 MiB: {verdict}).")
 
 
+SLEEPERS = """
+job "sleepers" {{
+  group "g" {{
+    count = {count}
+    task "t" {{
+      driver = "raw_exec"
+      config {{
+        command = "sleep"
+        args    = ["3600"]
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def herder_run_rss(work: Path, count: int) -> tuple[int, int]:
+    """``herder run`` of ``count`` sleeping raw_exec tasks: its RSS and its supervisor's, once all started."""
+    job = work / f"sleepers-{count}.hcl"
+    job.write_text(SLEEPERS.format(count=count))
+    data_dir = work / f"herder-{count}"
+    config = work / "herder.toml"
+    config.write_text("[ports]\nmin = 2000\nmax = 12000\n")
+    proc = subprocess.Popen([sys.executable, "-m", "herder", "run", "--json", "--config", str(config),
+                             "--data-dir", str(data_dir), str(job)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        started = 0
+        while started < count:
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"herder run ended after {started} of {count} tasks started")
+            started += '"type": "Started"' in line
+        time.sleep(1.0)  # let the allocator settle
+        with Supervisor(data_dir) as supervisor:
+            supervisor_pid = supervisor.pid
+        return rss(proc.pid), rss(supervisor_pid)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+
+
+def herder_memory(work: Path, count: int) -> str:
+    one = herder_run_rss(work, 1)
+    many = herder_run_rss(work, count)
+    rows = [(name, f"{a / MIB:.1f} MiB", f"{b / MIB:.1f} MiB", f"{(b - a) / (count - 1) / 1024:.1f} KiB")
+            for name, a, b in [("herder run", one[0], many[0]), ("its supervisor", one[1], many[1])]]
+    per_task = (sum(many) - sum(one)) / (count - 1)
+    total = sum(many) / count
+    verdict = "met" if per_task <= MIB else "NOT met"
+    return (f"`herder run` of a job of {count} sleeping raw_exec tasks against one of 1 task: RSS of the herder "
+            f"process and of the supervisor, all tasks started.\n\n"
+            + table(("process", "1 task", f"{count} tasks", "per added task"), rows)
+            + f"\n\nEach added task costs {per_task / 1024:.0f} KiB of herder and supervision together "
+              f"(target ≤ 1 MiB: {verdict}); all memory of both processes divided by {count} tasks is "
+              f"{total / MIB:.2f} MiB per task.")
+
+
 def start(tasks: Tasks, count: int, rounds: int) -> str:
     def bare() -> float:
         def one() -> None:
@@ -232,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             tasks = Tasks(supervisor, work / "logs")
             sections = [
                 ("Memory", memory(tasks, args.tasks)),
+                ("Memory of herder run", herder_memory(work, args.tasks)),
                 ("Start", start(tasks, args.starts, args.rounds)),
                 ("Log throughput", throughput(tasks, source, args.size_mib * MIB, work, args.rounds)),
             ]

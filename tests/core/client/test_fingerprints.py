@@ -1,0 +1,69 @@
+"""The drivers' fingerprints are taken again periodically: a driver that goes and comes back is noticed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from herder.client.fingerprints import Fingerprints
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
+
+FLAKY = '''
+from pathlib import Path
+from herder import Fingerprint, hookimpl
+
+class Driver:
+    """Healthy while the file its configuration names exists."""
+
+    def __init__(self, config):
+        self.flag = Path(config["flag"])
+
+    @hookimpl
+    def herder_driver_fingerprint(self):
+        up = self.flag.exists()
+        return Fingerprint(detected=True, healthy=up, description="up" if up else "the daemon went away")
+
+    @hookimpl
+    def herder_task_start(self, task, ctx):
+        raise NotImplementedError
+'''
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_a_driver_that_goes_away_and_comes_back_is_noticed(install: Callable[..., Path], tmp_path: Path) -> None:
+    install("herder-flaky", "0.1", {"herder.drivers": {"flaky": "flaky:Driver"}}, {"flaky.py": FLAKY})
+    flag = tmp_path / "up"
+    flag.touch()
+    fingerprints = Fingerprints(Hooks(load_plugins({"flaky": {"flag": str(flag)}})), interval=0.05)
+    assert fingerprints.get("flaky").healthy
+    fingerprints.start()
+    try:
+        flag.unlink()
+        assert wait_for(lambda: not fingerprints.get("flaky").healthy)
+        assert fingerprints.get("flaky").description == "the daemon went away"
+        flag.touch()
+        assert wait_for(lambda: fingerprints.get("flaky").healthy)
+    finally:
+        fingerprints.stop()
+
+
+def test_without_start_the_first_fingerprint_is_kept(install: Callable[..., Path], tmp_path: Path) -> None:
+    install("herder-flaky", "0.1", {"herder.drivers": {"flaky": "flaky:Driver"}}, {"flaky.py": FLAKY})
+    flag = tmp_path / "up"
+    flag.touch()
+    fingerprints = Fingerprints(Hooks(load_plugins({"flaky": {"flag": str(flag)}})), interval=0.05)
+    assert fingerprints.get("flaky").healthy
+    flag.unlink()
+    time.sleep(0.2)
+    assert fingerprints.get("flaky").healthy  # nothing refreshes it
+    assert not fingerprints.refresh("flaky").healthy
