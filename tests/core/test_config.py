@@ -62,3 +62,11 @@ def test_mistakes_are_config_errors(tmp_path: Path, text: str, message: str) -> 
         load_config(write(tmp_path, text))
     assert message in str(caught.value)
     assert str(caught.value).startswith(str(tmp_path / "herder.toml"))
+
+
+def test_a_relative_data_dir_becomes_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every path herder hands a driver is absolute (Docker takes a relative bind source for a volume name)."""
+    monkeypatch.chdir(tmp_path)
+    config = load_config(None, data_dir=Path("data"))
+    assert config.data_dir == tmp_path / "data"
+    assert config.data_dir.is_absolute()
