@@ -261,8 +261,9 @@ def throughput(tasks: Tasks, source: Path, size: int, work: Path, rounds: int) -
     ]
     verdict_null = "met" if to_null / through >= 0.9 else "NOT met"
     verdict_file = "met" if to_file / through >= 0.9 else "NOT met"
+    where = os.path.relpath(work.parent, BENCH_DIR.parent)  # the repository's own path, not this machine's
     return (f"{mib:.0f} MiB of zeros (a sparse file in {source.parent.parent}), logs and `out` in "
-            f"{work.parent}; best of {rounds} rounds after a warm-up one, the cases taking turns. The "
+            f"`{where}`; best of {rounds} rounds after a warm-up one, the cases taking turns. The "
             "supervisor's time runs until the exit is reported, when every byte is in the files.\n\n"
             + table(("case", "MiB/s", "vs `cat \\| cat > /dev/null`", "lost bytes (every run)"), rows)
             + f"\n\nSupervisor ≥ 90% of `cat | cat > /dev/null`: {verdict_null}; "
