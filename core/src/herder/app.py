@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +23,7 @@ from herder.client.client import Client, JobSource
 from herder.client.config import Config
 from herder.errors import JobError
 from herder.jobspec import load_job_text, validate_task_configs
-from herder.jobspec.formats import format_of, read_text
+from herder.jobspec.formats import format_of, read_text, read_var_file
 from herder.model import Job
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
@@ -74,12 +74,20 @@ def parse_variables(items: Iterable[str]) -> dict[str, str]:
     return values
 
 
-def read_job(path: Path, variables: Mapping[str, str], hooks: Hooks) -> tuple[Job, JobSource]:
+def read_job(path: Path, variables: Mapping[str, str], hooks: Hooks,
+             var_files: Sequence[Path] = ()) -> tuple[Job, JobSource]:
     """Parse and validate the job file at ``path``, each task's config included.
+
+    ``var_files`` (``--var-file``) give values in order, a later file winning;
+    ``variables`` (``--var``) win over them all, as in Nomad.
 
     :raises JobError: listing every problem, each with its path.
     """
-    source = JobSource(text=read_text(path), format=format_of(path), source=str(path), variables=dict(variables))
+    given: dict[str, str] = {}
+    for var_file in var_files:
+        given |= read_var_file(var_file)
+    given |= variables
+    source = JobSource(text=read_text(path), format=format_of(path), source=str(path), variables=given)
     return load_submitted(source, hooks), source
 
 

@@ -21,9 +21,14 @@ class PortSpec:
 
 @dataclass(frozen=True)
 class Resources:
+    """``memory_max`` is Nomad's oversubscription limit (MB): 0 when unset, else
+    at least ``memory``; drivers that can make it the hard limit, with
+    ``memory`` the reservation."""
+
     cpu: int = 100
     memory: int = 300
     ports: tuple[PortSpec, ...] = ()
+    memory_max: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,17 @@ class RestartPolicy:
     mode: str  # "fail" | "delay"
 
 
+PRESTART, POSTSTART, POSTSTOP = "prestart", "poststart", "poststop"
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """A task's ``lifecycle`` block: when it runs relative to the main tasks of its group."""
+
+    hook: str  # PRESTART | POSTSTART | POSTSTOP
+    sidecar: bool = False
+
+
 @dataclass
 class Task:
     """A task as the job file gives it, after defaults and validation.
@@ -124,6 +140,17 @@ class Task:
     templates: tuple[Template, ...] = ()
     logs: LogConfig = field(default_factory=LogConfig)
     restart: RestartPolicy | None = None
+    lifecycle: Lifecycle | None = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.lifecycle is None
+
+    @property
+    def is_sidecar(self) -> bool:
+        """A prestart or poststart task that runs beside the main tasks (a poststop
+        task is never one: it runs after them)."""
+        return self.lifecycle is not None and self.lifecycle.sidecar and self.lifecycle.hook != POSTSTOP
 
 
 @dataclass
@@ -143,7 +170,7 @@ class Job:
     checks can point at the file too; neither takes part in equality."""
 
     name: str
-    type: str  # "service" | "batch"
+    type: str  # "service" | "batch" | "system" | "sysbatch"
     groups: list[Group]
     datacenters: list[str] = field(default_factory=lambda: ["dc1"])
     region: str = "global"

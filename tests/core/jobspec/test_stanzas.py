@@ -50,7 +50,7 @@ def test_unimplemented_stanzas_are_dropped_with_one_warning() -> None:
         }
     """)
     names = ["priority", "all_at_once", "constraint", "periodic", "ephemeral_disk", "spread", "volume", "scaling"]
-    names += ["vault", "volume_mount", "dispatch_payload", "mbits"]
+    names += ["vault", "volume_mount", "dispatch_payload", "network.mbits"]
     assert job.warnings == [f"ignoring stanzas herder does not implement: {', '.join(names)}"]
 
 

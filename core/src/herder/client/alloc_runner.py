@@ -1,7 +1,30 @@
-"""The allocation runner: the tasks of one placed group instance, side by side."""
+"""The allocation runner: the tasks of one placed group instance, in their lifecycle order.
+
+The order is Nomad's task coordinator's. Tasks fall in stages by their
+``lifecycle`` block, and the allocation moves through phases, each letting
+some stages start:
+
+- ``prestart``: the prestart tasks start. The phase ends when every prestart
+  task that is not a sidecar has completed successfully and every prestart
+  sidecar is running.
+- ``main``: the main tasks start (with the prestart sidecars running on); the
+  phase ends once no main task is pending.
+- ``poststart``: the poststart tasks start; the phase ends when the poststart
+  tasks that are not sidecars are dead.
+- ``wait``: the main tasks and the sidecars run on.
+- ``poststop``: once every other task is dead, the poststop tasks start.
+
+Beside the phases, as in Nomad's alloc runner: a task failed for good kills
+the others (``Sibling Task Failed``), a dead leader kills them (``Leader Task
+Dead``), and when only sidecars are left they are killed (``Main Tasks
+Dead``). Kills go in Nomad's order: the leader, then the other tasks, the
+sidecars last. Poststop tasks are never killed by their siblings: they run
+after them.
+"""
 
 from __future__ import annotations
 
+import enum
 import functools
 import threading
 from collections.abc import Callable, Mapping
@@ -12,9 +35,60 @@ from herder.client.placement import PlacedAlloc, PlacedTask
 from herder.client.restarts import RestartTracker
 from herder.client.task_runner import TaskRunner, TaskState
 from herder.context import AllocatedPort
+from herder.model import POSTSTART, POSTSTOP, PRESTART, Task
 from herder.objects import TaskEvent
 from herder.plugins.hooks import Hooks, Phase
 from herder.state import Store, TaskRecord
+
+
+class _Stage(enum.Enum):
+    """Where a task stands in its group's lifecycle (Nomad's lifecycle stages)."""
+
+    PRESTART = "prestart"
+    PRESTART_SIDECAR = "prestart sidecar"
+    MAIN = "main"
+    POSTSTART = "poststart"
+    POSTSTART_SIDECAR = "poststart sidecar"
+    POSTSTOP = "poststop"
+
+
+def _stage(task: Task) -> _Stage:
+    lifecycle = task.lifecycle
+    if lifecycle is None:
+        return _Stage.MAIN
+    if lifecycle.hook == PRESTART:
+        return _Stage.PRESTART_SIDECAR if lifecycle.sidecar else _Stage.PRESTART
+    if lifecycle.hook == POSTSTART:
+        return _Stage.POSTSTART_SIDECAR if lifecycle.sidecar else _Stage.POSTSTART
+    return _Stage.POSTSTOP
+
+
+class _Phase(enum.IntEnum):
+    PRESTART = 0
+    MAIN = 1
+    POSTSTART = 2
+    WAIT = 3
+    POSTSTOP = 4
+
+
+_STARTS: dict[_Phase, frozenset[_Stage]] = {
+    _Phase.PRESTART: frozenset({_Stage.PRESTART, _Stage.PRESTART_SIDECAR}),
+    _Phase.MAIN: frozenset({_Stage.PRESTART_SIDECAR, _Stage.MAIN}),
+    _Phase.POSTSTART: frozenset({_Stage.PRESTART_SIDECAR, _Stage.MAIN, _Stage.POSTSTART, _Stage.POSTSTART_SIDECAR}),
+    _Phase.WAIT: frozenset({_Stage.PRESTART_SIDECAR, _Stage.MAIN, _Stage.POSTSTART_SIDECAR}),
+    _Phase.POSTSTOP: frozenset({_Stage.POSTSTOP}),
+}
+"""The stages whose tasks may start in each phase (the gates Nomad's coordinator opens)."""
+
+
+def restarts_on_success(job_type: str, task: Task) -> bool:
+    """Whether a task that exits 0 is restarted, as Nomad's restart tracker has it:
+    in service and system jobs, except lifecycle tasks that are not sidecars
+    (a prestart task that completes is done) and poststop tasks."""
+    lifecycle = task.lifecycle
+    if lifecycle is None:
+        return job_type not in ("batch", "sysbatch")
+    return lifecycle.sidecar and lifecycle.hook != POSTSTOP
 
 
 @dataclass(frozen=True)
@@ -55,12 +129,16 @@ class AllocRunner:
         self._done = threading.Event()
         self._stop_requested = threading.Event()
         self._lock = threading.Lock()
+        self._coordinating = False  # set once the tasks may start: from then on, state changes move the phases
+        self._phase = _Phase.PRESTART
+        self._killing = False  # the tasks are being killed for a sibling's failure, a leader or the main tasks
         self.tasks = [self._task_runner(task, (restored or {}).get(task.task.name)) for task in placed.tasks]
         self._remaining = sum(not runner.done for runner in self.tasks)
 
     def _task_runner(self, placed: PlacedTask, record: TaskRecord | None) -> TaskRunner:
         task = placed.task
-        tracker = RestartTracker(task.restart or self.group.restart, restart_on_success=self.job.type == "service",
+        tracker = RestartTracker(task.restart or self.group.restart,
+                                 restart_on_success=restarts_on_success(self.job.type, task),
                                  count=record.restart_count if record else 0,
                                  window_start=record.restart_window_start if record else None)
         status = None
@@ -108,9 +186,11 @@ class AllocRunner:
     def _forward(self, runner: TaskRunner, event: TaskEvent) -> None:
         self.store.add_event(self.alloc.id, runner.name, event)
         self._on_event(EventRecord(self.alloc.id, self.alloc.name, runner.name, event))
+        if event.type in (events.STARTED, events.REATTACHED):  # a task now running may open the next phase
+            self._update()
 
     def run(self) -> None:
-        """Start every task in parallel and return when all are dead and cleaned up."""
+        """Start the tasks in their lifecycle order and return when all are dead and cleaned up."""
         self.store.update_alloc(self.alloc.id, status="running")
         if not self.restored:
             try:
@@ -123,11 +203,17 @@ class AllocRunner:
                 return
             for runner in self.tasks:
                 runner.emit(events.RECEIVED, "Task received by client")
-        if self._stop_requested.is_set():  # stopped before it ran: nothing starts
-            self._kill_all(None)
-        for runner in self.tasks:
-            if not runner.done:
-                runner.start()
+        if self._stop_requested.is_set():  # stopped before it ran: nothing starts, poststop tasks neither
+            for runner in self.tasks:
+                threading.Thread(target=runner.kill, daemon=True).start()
+        else:
+            # Tasks an earlier herder left running are reattached whatever the phase.
+            for runner in self.tasks:
+                if runner.status.state == "running" and not runner.done:
+                    runner.start()
+            with self._lock:
+                self._coordinating = True
+            self._update()
         if self._remaining:
             self._tasks_dead.wait()
         self._finish()
@@ -137,33 +223,103 @@ class AllocRunner:
         return self._done.wait(timeout)
 
     def _task_dead(self, runner: TaskRunner) -> None:
-        """React to a task finished for good: a failure or a dead leader stops the others."""
-        reason: TaskEvent | None = None
-        if runner.status.failed:
-            reason = TaskEvent(events.SIBLING_TASK_FAILED, f"Task's sibling {runner.name!r} failed",
-                               {"failed_sibling": runner.name})
-        elif runner.task.leader:
-            reason = TaskEvent(events.LEADER_TASK_DEAD, "Leader Task in Group dead")
-        if reason is not None:
-            self._kill_all(reason, exclude=runner)
+        """Count a task finished for good, and react to it."""
+        self._update()
         with self._lock:
             self._remaining -= 1
             if self._remaining == 0:
                 self._tasks_dead.set()
 
-    def _kill_all(self, reason: TaskEvent | None, exclude: TaskRunner | None = None) -> None:
-        """Kill the other tasks in parallel, without waiting (called from task threads)."""
-        for other in self.tasks:
-            if other is not exclude and not other.done:
-                threading.Thread(target=other.kill, args=(reason,), daemon=True).start()
+    def _update(self) -> None:
+        """React to the tasks' states as Nomad's alloc runner does: kill the others
+        when a task failed, the leader died or only sidecars are left; then move
+        through the phases and start the tasks whose turn has come."""
+        with self._lock:
+            if not self._coordinating:
+                return
+            reason = None if self._killing else self._kill_reason()
+            if reason is not None:
+                self._killing = True
+            while (following := self._next_phase()) is not self._phase:
+                self._phase = following
+            allowed = _STARTS[self._phase]
+            due = [runner for runner in self.tasks
+                   if _stage(runner.task) in allowed and not runner.started and not runner.done]
+        if reason is not None:
+            live = [runner for runner in self.tasks if _stage(runner.task) is not _Stage.POSTSTOP]
+            threading.Thread(target=self._kill_in_order, args=(live, reason), daemon=True).start()
+        for runner in due:
+            runner.start()
+
+    def _kill_reason(self) -> TaskEvent | None:
+        """Why the tasks still alive (poststop tasks aside) must be killed, if they must."""
+        others = [runner for runner in self.tasks if _stage(runner.task) is not _Stage.POSTSTOP]
+        live = [runner for runner in others if runner.status.state != "dead"]
+        if not live:
+            return None
+        reason: TaskEvent | None = None
+        for runner in others:
+            if runner.status.state != "dead":
+                continue
+            if runner.status.failed:
+                if reason is None:  # a dead leader comes first
+                    reason = TaskEvent(events.SIBLING_TASK_FAILED, f"Task's sibling {runner.name!r} failed",
+                                       {"failed_sibling": runner.name})
+            elif runner.task.leader:
+                reason = TaskEvent(events.LEADER_TASK_DEAD, "Leader Task in Group dead")
+        if reason is None and all(runner.task.is_sidecar for runner in live):
+            reason = TaskEvent(events.MAIN_TASKS_DEAD, "Main tasks in the group died")
+        return reason
+
+    def _next_phase(self) -> _Phase:
+        """The phase that follows the current one given the tasks' states (or the current one)."""
+        def of(*stages: _Stage) -> list[TaskRunner]:
+            return [runner for runner in self.tasks if _stage(runner.task) in stages]
+
+        if all(runner.status.state == "dead" for runner in self.tasks if _stage(runner.task) is not _Stage.POSTSTOP):
+            return _Phase.POSTSTOP
+        phase = self._phase
+        if phase is _Phase.PRESTART:
+            ready = (all(r.status.state == "dead" and not r.status.failed for r in of(_Stage.PRESTART))
+                     and all(r.status.state == "running" for r in of(_Stage.PRESTART_SIDECAR)))
+            return _Phase.MAIN if ready else phase
+        if phase is _Phase.MAIN:
+            return _Phase.POSTSTART if all(r.status.state != "pending" for r in of(_Stage.MAIN)) else phase
+        if phase is _Phase.POSTSTART:
+            return _Phase.WAIT if all(r.status.state == "dead" for r in of(_Stage.POSTSTART)) else phase
+        return phase
+
+    @staticmethod
+    def _kill_in_order(runners: list[TaskRunner], reason: TaskEvent | None) -> None:
+        """Kill ``runners`` in Nomad's order: the leader, then the other tasks
+        together, the sidecars last; returns when all are dead."""
+        leader = [runner for runner in runners if runner.task.leader]
+        sidecars = [runner for runner in runners if runner.task.is_sidecar and not runner.task.leader]
+        rest = [runner for runner in runners if runner not in leader and runner not in sidecars]
+        for wave in (leader, rest, sidecars):
+            threads = [threading.Thread(target=runner.kill, args=(reason,), daemon=True)
+                       for runner in wave if not runner.done]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
 
     def stop(self) -> None:
-        """Kill every task gracefully (returns at once; ``run`` returns when all are dead)."""
+        """Kill the tasks gracefully, in Nomad's order (returns at once; ``run``
+        returns when all are dead).
+
+        Poststop tasks that have not started yet still run once the others are
+        dead, as when Nomad stops a job; one that has started is killed, so a
+        second stop ends an allocation that is in its poststop phase.
+        """
         if self._done.is_set():
             return
         self._stop_requested.set()
         self.store.update_alloc(self.alloc.id, desired="stop")
-        self._kill_all(None)
+        with self._lock:
+            runners = [runner for runner in self.tasks
+                       if _stage(runner.task) is not _Stage.POSTSTOP or runner.started]
+        threading.Thread(target=self._kill_in_order, args=(runners, None), daemon=True).start()
 
     def _finish(self) -> None:
         self._tasks_dead.set()

@@ -92,6 +92,7 @@ class TaskRunner:
         self._restart_requested = threading.Event()
         self._wake = threading.Event()
         self._done = threading.Event()
+        self._started = False
         if self.status.state == "dead":  # restored from state: finished for good already
             self._done.set()
         self._thread = threading.Thread(target=self._run, name=f"task-{self.task.name}", daemon=True)
@@ -125,7 +126,16 @@ class TaskRunner:
 
     # -- control from other threads -----------------------------------------
 
+    @property
+    def started(self) -> bool:
+        return self._started
+
     def start(self) -> None:
+        """Start the task's thread; it is started once, later calls do nothing."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
         self._thread.start()
 
     def fail_setup(self, message: str) -> None:
@@ -145,6 +155,8 @@ class TaskRunner:
             self._record(reason)
         if first and handle is not None:
             self._kill_handle(handle)
+        if not self._done.is_set():
+            self.start()  # a task killed before it started: its thread only cleans up
         self._done.wait()
 
     def restart(self, reason: str = "") -> None:
@@ -189,6 +201,8 @@ class TaskRunner:
     def _loop(self) -> None:
         if self._recover is not None:
             decision = self._reattach(self._recover)
+        elif self._kill_requested.is_set():  # killed while it waited for its turn to start
+            return
         else:
             self.emit(events.TASK_SETUP, "Building Task Directory")
             decision = self._run_once()

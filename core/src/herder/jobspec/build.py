@@ -19,6 +19,7 @@ from herder.model import (
     CheckRestart,
     Group,
     Job,
+    Lifecycle,
     LogConfig,
     PortSpec,
     Resources,
@@ -29,9 +30,15 @@ from herder.model import (
 )
 from herder.sdk.durations import format_duration, parse_duration
 
+_SERVICE_RESTART: dict[str, Any] = {"attempts": 2, "interval": 30 * 60.0, "delay": 15.0, "mode": "fail"}
+_BATCH_RESTART: dict[str, Any] = {"attempts": 3, "interval": 24 * 3600.0, "delay": 15.0, "mode": "fail"}
+# Nomad's api.TaskGroup.Canonicalize: service and system jobs get the service
+# policy, every other type (batch, sysbatch) the batch one.
 RESTART_DEFAULTS: dict[str, dict[str, Any]] = {
-    "service": {"attempts": 2, "interval": 30 * 60.0, "delay": 15.0, "mode": "fail"},
-    "batch": {"attempts": 3, "interval": 24 * 3600.0, "delay": 15.0, "mode": "fail"},
+    "service": _SERVICE_RESTART,
+    "system": _SERVICE_RESTART,
+    "batch": _BATCH_RESTART,
+    "sysbatch": _BATCH_RESTART,
 }
 MIN_RESTART_INTERVAL = 5.0
 RESERVED_TASK_NAME = "alloc"  # its directory would be the allocation's shared one
@@ -123,6 +130,8 @@ class _Builder:
         leaders = [index for index, task in enumerate(tasks) if task.leader]
         for index in leaders[1:]:
             self.problem((*path, "tasks", index, "leader"), "only one task of a group may be the leader")
+        if not any(task.is_main for task in tasks):
+            self.problem((*path, "tasks"), "needs at least one main task (one without a lifecycle block)")
         return Group(
             name=spec["name"],
             count=_int(spec, "count", 1),
@@ -158,6 +167,9 @@ class _Builder:
         if spec["name"] == RESERVED_TASK_NAME:
             self.problem((*path, "name"), f"{RESERVED_TASK_NAME!r} is the allocation's shared directory")
         resources = spec.get("resources", {})
+        memory, memory_max = _int(resources, "memory", 300), _int(resources, "memory_max", 0)
+        if memory_max and memory_max < memory:
+            self.problem((*path, "resources", "memory_max"), f"{memory_max} is below memory ({memory})")
         own_ports_path: Path = (*path, "resources", "network", "ports")
         own_ports = [
             (port, (*own_ports_path, index)) for index, port in enumerate(resources.get("network", {}).get("ports", []))
@@ -188,13 +200,18 @@ class _Builder:
             kill_signal=spec.get("kill_signal", ""),
             shutdown_delay=_duration(spec, "shutdown_delay", 0.0),
             meta=_texts(spec.get("meta")),
-            resources=Resources(cpu=_int(resources, "cpu", 100), memory=_int(resources, "memory", 300), ports=ports),
+            resources=Resources(cpu=_int(resources, "cpu", 100), memory=memory, ports=ports, memory_max=memory_max),
             services=services,
             artifacts=tuple(self.artifact(artifact) for artifact in spec.get("artifacts", [])),
             templates=templates,
             logs=LogConfig(max_files=_int(logs, "max_files", 10), max_file_size=_int(logs, "max_file_size", 10)),
             restart=restart,
+            lifecycle=self.lifecycle(spec["lifecycle"]) if "lifecycle" in spec else None,
         )
+
+    @staticmethod
+    def lifecycle(spec: dict[str, Any]) -> Lifecycle:
+        return Lifecycle(hook=spec["hook"], sidecar=spec.get("sidecar", False))
 
     def ports(
         self, specs: list[tuple[dict[str, Any], Path]], taken: tuple[PortSpec, ...] = ()

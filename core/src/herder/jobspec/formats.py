@@ -107,3 +107,20 @@ def _key_text(key: Any) -> str:
     if isinstance(key, bool):
         return "true" if key else "false"
     return "" if key is None else str(key)
+
+
+def read_var_file(path: Path) -> dict[str, str]:
+    """The values of a ``--var-file`` (``NAME = VALUE`` lines in HCL, or a JSON
+    object), as the texts ``--var NAME=VALUE`` would give: strings as they
+    are, other values as JSON, each read by its variable's declared type."""
+    text = read_text(path)
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        values = _parse_json(text, str(path)) if text.strip() else {}
+    elif suffix in (".hcl", ".nomad"):
+        values, _ = parse_hcl(text, str(path))
+    else:
+        raise JobError([f"{path}: unknown variable file format {path.suffix!r} (expected .hcl or .json)"])
+    if not isinstance(values, dict) or "job" in values or "variables" in values:
+        raise JobError([f"{path}: a variable file holds NAME = VALUE assignments only"])
+    return {name: value if isinstance(value, str) else json.dumps(value) for name, value in values.items()}

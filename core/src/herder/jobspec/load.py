@@ -15,9 +15,10 @@ from typing import Any
 from herder.errors import JobError
 from herder.jobspec.build import build_job
 from herder.jobspec.formats import format_of, parse_text, read_text
+from herder.jobspec.nomad_json import from_nomad, is_nomad_json
 from herder.jobspec.paths import Locator
 from herder.jobspec.paths import Path as DocPath
-from herder.jobspec.stanzas import drop_unimplemented
+from herder.jobspec.stanzas import drop_unimplemented, host_networking
 from herder.jobspec.validate import validate_job_document
 from herder.jobspec.variables import apply_variables
 from herder.model import Job
@@ -49,16 +50,22 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None)
         raise JobError([f"{source}: the job file is empty"])
     if not isinstance(document, dict):
         raise JobError([f"{source}: the job file must be a mapping with a 'job' key, not {_kind(document)}"])
+    if fmt == "json" and is_nomad_json(document):
+        document = from_nomad(document)
     locator = Locator(source, lines)
     dropped = drop_unimplemented(document)
     problems, coercible = apply_variables(document, variables)
     _raise_if(problems, locator)
+    modes = host_networking(document)
     _raise_if(validate_job_document(document, coercible), locator)
     job, problems = build_job(document)
     _raise_if(problems, locator)
     job.source, job.lines = source, lines
     if dropped:
         job.warnings.append(f"ignoring stanzas herder does not implement: {', '.join(dropped)}")
+    if modes:
+        job.warnings.append(f"network mode {', '.join(modes)} runs as host networking "
+                            "(herder has no network namespaces outside its drivers)")
     inert = _validated_not_run(job)
     if inert:
         job.warnings.append(f"stanzas checked but not acted on yet (nothing is downloaded, rendered or "

@@ -1,46 +1,153 @@
-"""Nomad stanzas herder accepts but does not implement.
+"""The keys of Nomad 1.x jobs that herder accepts but does not implement.
 
-They are dropped where Nomad allows them, and named in a single warning; the
-same names anywhere else are unknown keys like any other.
+Every key Nomad's jobspec knows (its ``api`` structs' ``hcl`` tags) is either
+implemented, in the job schema, or listed here: listed keys are dropped where
+Nomad allows them and named in one warning. The same names anywhere else are
+unknown keys like any other.
+
+Values herder reads differently from Nomad are warned about here too: a
+``network.mode`` other than ``host`` (``bridge``, ``none``, ``cni/*``) runs
+as host networking, since herder has no network namespaces outside its
+drivers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-_SHARED = {"constraint", "affinity", "vault"}
-_JOB = _SHARED | {"spread", "update", "migrate", "reschedule", "vault_token", "periodic", "parameterized"}
-_JOB |= {"priority", "all_at_once", "id", "namespace"}
-_GROUP = _SHARED | {"spread", "update", "migrate", "reschedule", "ephemeral_disk", "volume", "scaling"}
-_TASK = _SHARED | {"dispatch_payload", "csi_plugin", "scaling", "volume_mount"}
-_NETWORK = {"mbits"}  # Nomad 0.x network bandwidth, long ignored by Nomad itself
+HOST_MODE = "host"
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One kind of map in the canonical document: the keys to drop from it, and
+    the maps (``blocks``) and lists of maps (``lists``) below it to visit.
+
+    ``name`` prefixes the names of dropped keys in the warning (``network.dns``);
+    None names them by their key alone, or by ``shown`` where a key alone would
+    mislead.
+    """
+
+    drop: frozenset[str] = frozenset()
+    name: str | None = None
+    shown: dict[str, str] = field(default_factory=dict)
+    blocks: dict[str, _Block] = field(default_factory=dict)
+    lists: dict[str, _Block] = field(default_factory=dict)
+
+
+_AFFINITIES = {"constraint", "affinity", "spread"}
+_PORT = _Block(frozenset({"host_network", "ignore_collision"}), "port")
+_NETWORK = _Block(
+    frozenset({"mbits", "device", "cidr", "ip", "dns", "reserved_ports", "hostname", "cni"}),
+    "network",
+    lists={"ports": _PORT},
+)
+_CHECK = _Block(
+    frozenset({
+        "expose", "advertise", "notes", "tls_server_name", "task", "success_before_passing",
+        "failures_before_critical", "failures_before_warning", "body", "on_update",
+    }),
+    "check",
+)
+_SERVICE = _Block(
+    frozenset({
+        "canary_tags", "enable_tag_override", "address", "check_restart", "connect", "canary_meta",
+        "tagged_addresses", "task", "on_update", "identity", "weights", "provider", "cluster", "kind",
+    }),
+    "service",
+    lists={"checks": _CHECK},
+)
+_TASK = _Block(
+    frozenset({
+        *_AFFINITIES, "vault", "consul", "dispatch_payload", "csi_plugin", "scaling", "volume_mount",
+        "identity", "action", "secret", "schedule", "kind",
+    }),
+    blocks={
+        "resources": _Block(frozenset({"cores", "disk", "device", "numa", "secrets", "iops"}), "resources",
+                            blocks={"network": _NETWORK}),
+        "restart": _Block(frozenset({"render_templates"}), "restart"),
+        "logs": _Block(frozenset({"enabled", "disabled"}), "logs"),
+    },
+    lists={
+        "services": _SERVICE,
+        "templates": _Block(frozenset({
+            "change_script", "once", "splay", "uid", "gid", "env", "vault_grace", "wait", "error_on_missing_key",
+        }), "template"),
+        "artifacts": _Block(frozenset({"headers", "insecure", "chown"}), "artifact"),
+    },
+)
+_GROUP = _Block(
+    frozenset({
+        *_AFFINITIES, "update", "migrate", "reschedule", "vault", "ephemeral_disk", "volume", "scaling",
+        "disconnect", "max_client_disconnect", "stop_after_client_disconnect", "prevent_reschedule_on_lost",
+        "max_run_duration", "consul", "shutdown_delay",
+        # Group services wait for the services issue; task services are validated and handed to plugins.
+        "service",
+    }),
+    shown={"service": "group service", "shutdown_delay": "group shutdown_delay"},
+    blocks={"network": _NETWORK, "restart": _Block(frozenset({"render_templates"}), "restart")},
+    lists={"tasks": _TASK},
+)
+_JOB = _Block(
+    frozenset({
+        *_AFFINITIES, "update", "migrate", "reschedule", "vault", "vault_token", "vault_namespace",
+        "consul_token", "consul_namespace", "periodic", "parameterized", "priority", "all_at_once", "id",
+        "namespace", "node_pool", "multiregion", "ui",
+    }),
+    lists={"groups": _GROUP},
+)
 
 
 def drop_unimplemented(document: Any) -> list[str]:
-    """Remove unimplemented stanzas from ``document`` in place; return their names."""
+    """Remove the Nomad keys herder does not implement from ``document`` in place;
+    return their names, each once, in the order found."""
     dropped: list[str] = []
     job = document.get("job") if isinstance(document, dict) else None
-    _drop(job, _JOB, dropped)
-    for group in _list_of_maps(job, "groups"):
-        _drop(group, _GROUP, dropped)
-        _drop(group.get("network"), _NETWORK, dropped)
-        for task in _list_of_maps(group, "tasks"):
-            _drop(task, _TASK, dropped)
-            resources = task.get("resources")
-            if isinstance(resources, dict):
-                _drop(resources.get("network"), _NETWORK, dropped)
+    _visit(job, _JOB, dropped)
     return dropped
 
 
-def _list_of_maps(parent: Any, key: str) -> list[dict[str, Any]]:
-    items = parent.get(key) if isinstance(parent, dict) else None
-    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
-
-
-def _drop(mapping: Any, names: set[str], dropped: list[str]) -> None:
+def _visit(mapping: Any, block: _Block, dropped: list[str]) -> None:
     if not isinstance(mapping, dict):
         return
-    for name in [key for key in mapping if key in names]:
-        del mapping[name]
+    for key in [key for key in mapping if key in block.drop]:
+        del mapping[key]
+        name = block.shown.get(key) or (f"{block.name}.{key}" if block.name else key)
         if name not in dropped:
             dropped.append(name)
+    for key, child in block.blocks.items():
+        _visit(mapping.get(key), child, dropped)
+    for key, child in block.lists.items():
+        for item in _items(mapping.get(key)):
+            _visit(item, child, dropped)
+
+
+def _items(value: Any) -> Iterator[Any]:
+    if isinstance(value, list):
+        yield from value
+
+
+def host_networking(document: Any) -> list[str]:
+    """Set every ``network.mode`` Nomad knows but herder runs as host networking
+    (``bridge``, ``none``, ``cni/NAME``) to ``host``; return the modes changed."""
+    changed: list[str] = []
+    job = document.get("job") if isinstance(document, dict) else None
+    for group in _maps(job, "groups"):
+        networks: list[Any] = [group.get("network")]
+        for task in _maps(group, "tasks"):
+            resources = task.get("resources")
+            networks.append(resources.get("network") if isinstance(resources, dict) else None)
+        for network in networks:
+            mode = network.get("mode") if isinstance(network, dict) else None
+            if isinstance(mode, str) and (mode in ("bridge", "none") or mode.startswith("cni/")):
+                network["mode"] = HOST_MODE
+                if mode not in changed:
+                    changed.append(mode)
+    return changed
+
+
+def _maps(parent: Any, key: str) -> list[dict[str, Any]]:
+    items = parent.get(key) if isinstance(parent, dict) else None
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []

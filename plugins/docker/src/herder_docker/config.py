@@ -28,10 +28,63 @@ TASK_SCHEMA: dict[str, Any] = {
         "load": {"type": "string", "minLength": 1},
         "volumes": {"type": "array", "items": {"type": "string", "pattern": "^[^:]+:[^:]+(:(ro|rw))?$"}},
         "privileged": {"type": "boolean"},
+        # Nomad 1.x keys
+        "ports": {"type": "array", "items": {"type": "string", "minLength": 1}},
+        "auth": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {key: {"type": "string"} for key in ("username", "password", "email", "server_address")},
+        },
+        "auth_soft_fail": {"type": "boolean"},
+        "memory_hard_limit": {"type": "integer", "minimum": 1},
+        "mount": {"oneOf": [{"$ref": "#/$defs/mount"}, {"type": "array", "items": {"$ref": "#/$defs/mount"}}]},
+        "cap_add": {"type": "array", "items": {"type": "string"}},
+        "cap_drop": {"type": "array", "items": {"type": "string"}},
+        "extra_hosts": {"type": "array", "items": {"type": "string", "pattern": "^[^:]+:.+$"}},
+        "init": {"type": "boolean"},
+        "ulimit": {
+            "type": "object",
+            "additionalProperties": {"type": ["string", "integer"], "pattern": "^[0-9]+(:[0-9]+)?$"},
+        },
+        "shm_size": {"type": "integer", "minimum": 0},
+        "sysctl": {"type": "object", "additionalProperties": {"type": ["string", "number"]}},
+        "logging": {"type": "object"},
+        **{key: True for key in sorted({
+            "advertise_ipv6_address", "container_exists_attempts", "cpu_cfs_period", "cpu_hard_limit",
+            "cpuset_cpus", "devices", "dns_options", "dns_search_domains", "group_add", "healthchecks",
+            "image_pull_timeout", "interactive", "ipc_mode", "ipv4_address", "ipv6_address", "isolation",
+            "mac_address", "network_aliases", "oom_score_adj", "pid_mode", "pids_limit", "readonly_rootfs",
+            "runtime", "security_opt", "storage_opt", "tty", "userns_mode", "uts_mode",
+        })},
     },
     "required": ["image"],
     "additionalProperties": False,
+    "$defs": {
+        "mount": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["target"],
+            "properties": {
+                "type": {"enum": ["bind", "volume", "tmpfs"]},
+                "target": {"type": "string", "minLength": 1},
+                "source": {"type": "string"},
+                "readonly": {"type": "boolean"},
+                "bind_options": {"type": "object"},
+                "volume_options": {"type": "object"},
+                "tmpfs_options": {"type": "object"},
+            },
+        },
+    },
 }
+
+IGNORED_KEYS = frozenset(key for key, schema in TASK_SCHEMA["properties"].items() if schema is True) | {"logging"}
+"""Nomad docker keys accepted and ignored, with a warning (``logging``: herder collects the logs itself)."""
+
+DEFAULT_ALLOW_CAPS = (
+    "audit_write", "chown", "dac_override", "fowner", "fsetid", "kill", "mknod", "net_bind_service",
+    "setfcap", "setgid", "setpcap", "setuid", "sys_chroot",
+)
+"""Nomad's default ``allow_caps``: the capabilities a task may add with ``cap_add``."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +98,13 @@ class PluginConfig:
     allow_privileged: bool = False
     pull_timeout: float = 300.0
     timeout: float = 60.0
+    allow_caps: tuple[str, ...] = DEFAULT_ALLOW_CAPS
+    allow_sysctl: bool = False
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PluginConfig:
         known = {"endpoint", "cleanup_image", "cleanup_image_delay", "volumes_enabled", "allow_privileged",
-                 "pull_timeout", "timeout"}
+                 "pull_timeout", "timeout", "allow_caps", "allow_sysctl"}
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"unknown [plugin.docker] key(s): {', '.join(unknown)}")
@@ -61,7 +116,14 @@ class PluginConfig:
             allow_privileged=bool(raw.get("allow_privileged", False)),
             pull_timeout=parse_duration(raw.get("pull_timeout", "5m")),
             timeout=parse_duration(raw.get("timeout", "60s")),
+            allow_caps=tuple(capability(cap) for cap in raw.get("allow_caps", DEFAULT_ALLOW_CAPS)),
+            allow_sysctl=bool(raw.get("allow_sysctl", False)),
         )
+
+
+def capability(name: str) -> str:
+    """A capability as Nomad compares them: lower case, without ``CAP_``."""
+    return str(name).lower().removeprefix("cap_")
 
 
 @dataclass(frozen=True)
@@ -82,12 +144,30 @@ class TaskConfig:
     load: str = ""
     volumes: tuple[str, ...] = ()
     privileged: bool = False
+    ports: tuple[str, ...] | None = None
+    auth: Mapping[str, str] | None = None
+    auth_soft_fail: bool = False
+    memory_hard_limit: int = 0
+    mount: tuple[Mapping[str, Any], ...] = ()
+    cap_add: tuple[str, ...] = ()
+    cap_drop: tuple[str, ...] = ()
+    extra_hosts: tuple[str, ...] = ()
+    init: bool = False
+    ulimit: Mapping[str, str | int] | None = None
+    shm_size: int = 0
+    sysctl: Mapping[str, str | int | float] | None = None
+    ignored: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> TaskConfig:
-        tuples = {"args", "entrypoint", "dns_servers", "volumes"}
-        values: dict[str, Any] = {key: tuple(value) if key in tuples else value for key, value in raw.items()}
-        return cls(**values)
+        """The config as the schema accepted it; keys herder ignores are named in ``ignored``."""
+        tuples = {"args", "entrypoint", "dns_servers", "volumes", "ports", "cap_add", "cap_drop", "extra_hosts"}
+        values: dict[str, Any] = {key: tuple(value) if key in tuples else value
+                                  for key, value in raw.items() if key not in IGNORED_KEYS}
+        if "mount" in values:  # one mount block is a map, several a list (HCL's repeated blocks)
+            mounts = values["mount"]
+            values["mount"] = (mounts,) if isinstance(mounts, Mapping) else tuple(mounts)
+        return cls(**values, ignored=tuple(sorted(IGNORED_KEYS & set(raw))))
 
     @property
     def image_ref(self) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import docker.types
 import requests
 
 from herder import (
@@ -26,7 +27,7 @@ from herder import (
     hookimpl,
 )
 from herder.sdk import resolve_in_task_dir, set_task_dirs, set_var
-from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, image_ref
+from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, capability, image_ref
 from herder_docker.handle import DockerHandle, LogStream
 from herder_docker.images import Images
 
@@ -115,6 +116,7 @@ class DockerDriver:
             raise DriverError("volumes are not allowed: set [plugin.docker] volumes_enabled = true")
         if config.privileged and not self.config.allow_privileged:
             raise DriverError("privileged containers are not allowed: set [plugin.docker] allow_privileged = true")
+        self._check_nomad_keys(config, ctx)
         set_task_dirs(ctx.env, TASK_DIRS["alloc_dir"], TASK_DIRS["local_dir"], TASK_DIRS["secrets_dir"])
         for port in ctx.ports:
             set_var(ctx.env, f"PORT_{port.label}", str(self._container_port(config, port.label, port.to, port.value)))
@@ -132,6 +134,27 @@ class DockerDriver:
             raise _daemon_error(f"cannot get image {config.image_ref}", exc) from exc
         if fetched:
             ctx.created.add("image", config.image_ref)
+
+    def _check_nomad_keys(self, config: TaskConfig, ctx: TaskContext) -> None:
+        """What the plugin configuration allows of Nomad 1.x's keys, and a warning for those ignored."""
+        labels = {port.label for port in ctx.ports}
+        unknown = [label for label in config.ports or () if label not in labels]
+        if unknown:
+            known = ", ".join(sorted(labels)) or "none"
+            raise DriverError(f"ports: {', '.join(unknown)} not a port of the task's network (ports: {known})")
+        allowed = set(self.config.allow_caps)
+        refused = [cap for cap in config.cap_add if "all" not in allowed and capability(cap) not in allowed]
+        if refused:
+            raise DriverError(f"cap_add: {', '.join(refused)} not allowed: see [plugin.docker] allow_caps")
+        if config.sysctl and not self.config.allow_sysctl:
+            raise DriverError("sysctl is not allowed: set [plugin.docker] allow_sysctl = true")
+        if any(mount.get("type", "volume") != "tmpfs" for mount in config.mount) and not self.config.volumes_enabled:
+            raise DriverError("bind and volume mounts are not allowed: set [plugin.docker] volumes_enabled = true")
+        if config.ignored:
+            ctx.emit_event("Driver", f"ignoring config keys herder's docker driver does not implement: "
+                                     f"{', '.join(config.ignored)}", ignored=list(config.ignored))
+        if config.auth:
+            ctx.emit_event("Driver", "auth is not used: images are pulled with the Docker daemon's credentials")
 
     @staticmethod
     def _container_port(config: TaskConfig, label: str, to: int | None, host_port: int) -> int:
@@ -190,11 +213,16 @@ class DockerDriver:
             binds[self._volume_source(host, ctx)] = {"bind": target, "mode": mode or "rw"}
         ports: dict[str, tuple[str, int]] = {}
         for port in ctx.ports:
+            if config.ports is not None and port.label not in config.ports:
+                continue  # Nomad 1.x publishes only the ports the task's ``ports`` names
             container_port = self._container_port(config, port.label, port.to, port.value)
             for protocol in ("tcp", "udp"):
                 ports[f"{container_port}/{protocol}"] = (port.host_ip, port.value)
         command = [config.command, *config.args] if config.command else list(config.args) or None
-        memory = f"{task.resources.memory}m"
+        # Nomad: ``memory`` is the reservation and the hard limit, unless ``memory_max``
+        # (or the older ``memory_hard_limit``) raises the hard limit above it.
+        hard = task.resources.memory_max or config.memory_hard_limit or task.resources.memory
+        memory = f"{hard}m"
         options: dict[str, Any] = {
             "image": config.image_ref,
             "command": command,
@@ -209,6 +237,9 @@ class DockerDriver:
             "privileged": config.privileged,
             "detach": True,
         }
+        if hard > task.resources.memory:
+            options["mem_reservation"] = f"{task.resources.memory}m"
+        options |= self._nomad_options(config, ctx)
         if config.entrypoint is not None:
             options["entrypoint"] = list(config.entrypoint)
         if config.work_dir:
@@ -222,6 +253,41 @@ class DockerDriver:
         if task.user:
             options["user"] = task.user
         return options
+
+    def _nomad_options(self, config: TaskConfig, ctx: TaskContext) -> dict[str, Any]:
+        """Container options from Nomad 1.x's keys (``mount``, ``cap_add``, ``ulimit``, ...)."""
+        options: dict[str, Any] = {}
+        if config.mount:
+            options["mounts"] = [self._mount(mount, ctx) for mount in config.mount]
+        if config.cap_add:
+            options["cap_add"] = list(config.cap_add)
+        if config.cap_drop:
+            options["cap_drop"] = list(config.cap_drop)
+        if config.extra_hosts:
+            options["extra_hosts"] = dict(host.split(":", 1) for host in config.extra_hosts)
+        if config.init:
+            options["init"] = True
+        if config.ulimit:
+            options["ulimits"] = [_ulimit(name, value) for name, value in config.ulimit.items()]
+        if config.shm_size:
+            options["shm_size"] = config.shm_size
+        if config.sysctl:
+            options["sysctls"] = {key: str(value) for key, value in config.sysctl.items()}
+        return options
+
+    def _mount(self, mount: Mapping[str, Any], ctx: TaskContext) -> docker.types.Mount:
+        kind = mount.get("type", "volume")
+        source = mount.get("source", "")
+        if kind == "bind":
+            source = self._volume_source(source, ctx)
+        options: dict[str, Any] = {}
+        if kind == "tmpfs":
+            tmpfs = mount.get("tmpfs_options") or {}
+            options = {"tmpfs_size": tmpfs.get("size"), "tmpfs_mode": tmpfs.get("mode")}
+        elif kind == "bind":
+            options = {"propagation": (mount.get("bind_options") or {}).get("propagation")}
+        return docker.types.Mount(target=mount["target"], source=source or None, type=kind,
+                                  read_only=bool(mount.get("readonly", False)), **options)
 
     @staticmethod
     def _volume_source(host: str, ctx: TaskContext) -> str:
@@ -326,6 +392,12 @@ def _bridge_ip(bridge: Mapping[str, Any]) -> str:
         if entry.get("Subnet"):
             return str(next(ipaddress.ip_network(entry["Subnet"], strict=False).hosts()))
     return ""
+
+
+def _ulimit(name: str, value: str | int) -> docker.types.Ulimit:
+    """Nomad's ``ulimit`` value: ``"SOFT:HARD"`` or one number for both."""
+    soft, _, hard = str(value).partition(":")
+    return docker.types.Ulimit(name=name, soft=int(soft), hard=int(hard or soft))
 
 
 def _user(ctx: TaskContext) -> str:

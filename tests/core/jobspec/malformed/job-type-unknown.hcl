@@ -1,5 +1,5 @@
 job "web" {
-  type = "system"
+  type = "daemon"
   group "app" {
     task "server" {
       driver = "raw_exec"

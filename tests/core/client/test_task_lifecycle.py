@@ -1,0 +1,202 @@
+"""Task ``lifecycle`` (prestart, poststart, poststop, sidecars) with real raw_exec processes.
+
+The tasks leave marks in files, so the order is checked both by the events
+herder records and by what the processes themselves saw of each other.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.support.foreground import HerderRun
+from tests.support.processes import alive
+from tests.support.running import Run, run_job, start_job
+
+NO_RESTARTS = 'restart {\n attempts = 0\n mode = "fail"\n }'
+
+
+def job(tasks: str, *, type: str = "batch", restart: str = "") -> str:
+    return f'job "j" {{\n type = "{type}"\n group "g" {{\n {restart}\n {tasks}\n }}\n}}\n'
+
+
+def task(name: str, script: str, *, hook: str = "", sidecar: bool = False, extra: str = "") -> str:
+    """A raw_exec task running ``script`` with /bin/sh; ``hook`` gives it a lifecycle block."""
+    script = script.replace("\\", "\\\\").replace('"', '\\"')
+    lifecycle = f'lifecycle {{\n hook = "{hook}"\n sidecar = {str(sidecar).lower()}\n }}' if hook else ""
+    return (f'task "{name}" {{\n driver = "raw_exec"\n kill_timeout = "2s"\n {lifecycle}\n {extra}\n'
+            f' config {{\n command = "/bin/sh"\n args = ["-c", "{script}"]\n }}\n }}\n')
+
+
+def index(run: Run, type: str, task: str) -> int:
+    """The position of the first ``type`` event of ``task`` among all the run's events."""
+    for position, record in enumerate(run.events):
+        if record.event.type == type and record.task == task:
+            return position
+    raise AssertionError(f"no {type!r} event of {task}: {[(r.task, r.event.type) for r in run.events]}")
+
+
+def wait_for_file(path: Path, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} was not written")
+
+
+def test_a_prestart_task_completes_before_the_main_task_starts(data_dir: Path, tmp_path: Path) -> None:
+    mark = tmp_path / "prepared"
+    text = job(task("init", f"sleep 0.3; echo ok > {mark}", hook="prestart")
+               + task("main", f"test -s {mark}"))
+    run = run_job(text, data_dir)
+    assert run.status == "complete", run.types()
+    assert index(run, "Terminated", "init") < index(run, "Started", "main")
+    assert run.types("init").count("Started") == 1
+
+
+def test_a_prestart_sidecar_runs_before_and_beside_the_main_task_and_is_killed_after_it(
+        data_dir: Path, tmp_path: Path) -> None:
+    pid_file = tmp_path / "sidecar.pid"
+    text = job(task("proxy", f"echo $$ > {pid_file}; exec sleep 300", hook="prestart", sidecar=True)
+               + task("main", f"kill -0 $(cat {pid_file})"))
+    run = run_job(text, data_dir)
+    assert run.status == "complete", run.types()
+    assert index(run, "Started", "proxy") < index(run, "Started", "main")
+    assert index(run, "Terminated", "main") < index(run, "Main Tasks Dead", "proxy")
+    assert run.types("proxy")[-4:] == ["Main Tasks Dead", "Killing", "Terminated", "Killed"]
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_a_poststart_task_starts_once_the_main_task_runs(data_dir: Path, tmp_path: Path) -> None:
+    mark = tmp_path / "announced"
+    # the main task waits for the poststart task's mark: it can only come while the main task runs
+    text = job(task("announce", f"echo ok > {mark}", hook="poststart")
+               + task("main", f"for i in $(seq 100); do test -s {mark} && exit 0; sleep 0.1; done; exit 1"))
+    run = run_job(text, data_dir)
+    assert run.status == "complete", run.types()
+    assert index(run, "Started", "main") < index(run, "Started", "announce")
+    assert index(run, "Terminated", "announce") < index(run, "Terminated", "main")
+
+
+def test_a_poststart_sidecar_is_killed_when_the_main_task_is_dead(data_dir: Path, tmp_path: Path) -> None:
+    pid_file = tmp_path / "sidecar.pid"
+    text = job(task("shipper", f"echo $$ > {pid_file}; exec sleep 300", hook="poststart", sidecar=True)
+               + task("main", f"for i in $(seq 100); do test -s {pid_file} && exit 0; sleep 0.1; done; exit 1"))
+    run = run_job(text, data_dir)
+    assert run.status == "complete", run.types()
+    assert index(run, "Started", "main") < index(run, "Started", "shipper")
+    assert run.types("shipper")[-4:] == ["Main Tasks Dead", "Killing", "Terminated", "Killed"]
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_a_poststop_task_runs_after_the_main_task_is_dead(data_dir: Path, tmp_path: Path) -> None:
+    pid_file, seen = tmp_path / "main.pid", tmp_path / "seen"
+    text = job(task("main", f"echo $$ > {pid_file}; sleep 0.3")
+               + task("cleanup", f"kill -0 $(cat {pid_file}) 2>/dev/null && echo alive > {seen} || echo dead > {seen}",
+                      hook="poststop"))
+    run = run_job(text, data_dir)
+    assert run.status == "complete", run.types()
+    assert seen.read_text().strip() == "dead"
+    assert index(run, "Terminated", "main") < index(run, "Started", "cleanup")
+
+
+def test_every_hook_together_in_order(data_dir: Path, tmp_path: Path) -> None:
+    """The issue's example: a prestart task, a sidecar, the main task, a poststart and a poststop task."""
+    log = tmp_path / "order"
+    text = job(task("init", f"echo init >> {log}", hook="prestart")
+               + task("sidecar", f"echo sidecar >> {log}; exec sleep 300", hook="prestart", sidecar=True)
+               + task("main", f"echo main >> {log}; sleep 1")
+               + task("after", f"echo poststart >> {log}", hook="poststart")
+               + task("cleanup", f"echo poststop >> {log}", hook="poststop"))
+    run = run_job(text, data_dir)
+    assert run.status == "complete", run.types()
+    lines = log.read_text().split()
+    assert set(lines[:2]) == {"init", "sidecar"}
+    assert lines[2:] == ["main", "poststart", "poststop"]
+    assert index(run, "Killed", "sidecar") < index(run, "Started", "cleanup")
+
+
+def test_a_failed_prestart_task_fails_the_allocation_and_the_main_task_never_starts(
+        data_dir: Path, tmp_path: Path) -> None:
+    seen = tmp_path / "poststop-ran"
+    text = job(task("init", "exit 3", hook="prestart") + task("main", "sleep 300")
+               + task("cleanup", f"echo yes > {seen}", hook="poststop"), restart=NO_RESTARTS)
+    run = run_job(text, data_dir)
+    assert run.status == "failed", run.types()
+    assert "Started" not in run.types("main")
+    assert "Sibling Task Failed" in run.types("main")
+    assert "Not Restarting" in run.types("init")
+    assert seen.read_text().strip() == "yes"  # poststop tasks run after a failure too, as in Nomad
+
+
+def test_a_prestart_task_that_exits_0_in_a_service_job_is_complete_not_restarted(
+        data_dir: Path, tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    text = job(task("init", "exit 0", hook="prestart") + task("main", f"echo up > {ready}; exec sleep 300"),
+               type="service")
+    run, wait = start_job(text, data_dir)
+    wait_for_file(ready)
+    time.sleep(0.5)  # a restart, were there one, would come now (restart delay aside)
+    assert run.types("init").count("Started") == 1
+    assert "Restarting" not in run.types("init")
+    run.runner.stop()
+    assert wait() == "stopped"
+
+
+def test_a_prestart_sidecar_in_a_service_job_is_restarted_when_it_exits(data_dir: Path) -> None:
+    restart = 'restart {\n attempts = 1\n delay = "0s"\n interval = "1m"\n mode = "fail"\n }'
+    text = job(task("side", "exit 0", hook="prestart", sidecar=True) + task("main", "exec sleep 300"),
+               type="service", restart=restart)
+    run, wait = start_job(text, data_dir)
+    restarting = run.wait_for("Restarting", "side")
+    assert restarting.event.details["reason"] == "Restart within policy"
+    run.runner.stop()
+    wait()
+
+
+def test_stopping_runs_poststop_tasks_after_the_others_are_killed(data_dir: Path, tmp_path: Path) -> None:
+    ready, seen = tmp_path / "ready", tmp_path / "poststop-ran"
+    text = job(task("side", "exec sleep 300", hook="prestart", sidecar=True)
+               + task("main", f"echo up > {ready}; exec sleep 300", extra="leader = true")
+               + task("cleanup", f"echo yes > {seen}", hook="poststop"), type="service")
+    run, wait = start_job(text, data_dir)
+    wait_for_file(ready)
+    run.runner.stop()
+    assert wait() == "stopped"
+    assert seen.read_text().strip() == "yes"
+    # Nomad's order: the leader first, the sidecars last, then the poststop tasks
+    assert index(run, "Killed", "main") < index(run, "Killing", "side")
+    assert index(run, "Killed", "side") < index(run, "Started", "cleanup")
+
+
+def test_a_dead_leader_kills_the_sidecars_with_its_own_reason(data_dir: Path) -> None:
+    text = job(task("side", "exec sleep 300", hook="poststart", sidecar=True)
+               + task("main", "sleep 0.5", extra="leader = true"))
+    run = run_job(text, data_dir)
+    assert run.status == "complete", run.types()
+    assert "Leader Task Dead" in run.types("side")
+
+
+def test_a_restored_allocation_keeps_its_phase(tmp_path: Path, config_file: Path) -> None:
+    """herder killed while the main task runs: the next herder reattaches the main
+    task and the sidecar, does not run the completed prestart task again, and
+    runs the poststop task when it is stopped."""
+    data_dir, seen = tmp_path / "data", tmp_path / "poststop-ran"
+    runs = tmp_path / "init-runs"
+    path = tmp_path / "job.hcl"
+    path.write_text(job(task("init", f"echo run >> {runs}", hook="prestart")
+                        + task("side", "exec sleep 300", hook="prestart", sidecar=True)
+                        + task("main", "exec sleep 300")
+                        + task("cleanup", f"echo yes > {seen}", hook="poststop"), type="service"))
+    first = HerderRun(path, data_dir, "--keep", config=config_file)
+    first.wait_for("Started", 3)  # init, side, main
+    first.kill()
+
+    second = HerderRun(path, data_dir, "--keep", config=config_file)
+    reattached = second.wait_for("Reattached", 2)
+    assert {event["task"] for event in reattached} == {"side", "main"}
+    assert second.of("Started") == []
+    assert second.interrupt() == 0, second.stderr
+    assert runs.read_text().split() == ["run"]
+    assert seen.read_text().strip() == "yes"

@@ -1,0 +1,13 @@
+job "web" {
+  group "app" {
+    task "setup" {
+      driver = "raw_exec"
+      lifecycle {
+        hook = "prerun"
+      }
+    }
+    task "main" {
+      driver = "raw_exec"
+    }
+  }
+}

@@ -1,0 +1,10 @@
+job "web" {
+  group "app" {
+    task "setup" {
+      driver = "raw_exec"
+      lifecycle {
+        hook = "prestart"
+      }
+    }
+  }
+}
