@@ -1,0 +1,178 @@
+"""Exec start: 20 exec tasks through herder against 20 bare ``runc run -d`` of equivalent bundles.
+
+    python bench/exec_start.py [--count 20] [--rounds 3]
+
+herder's side is one job with ``count = COUNT`` exec tasks running ``sleep
+300``, through the in-process runner: the time runs from placement until
+every task has its ``Started`` event (directories, ports, environment,
+hooks, bundle, cgroup, ``runc run`` through the supervisor included). The
+baseline starts COUNT containers with ``runc run -d`` in COUNT parallel
+threads, from bundles written beforehand with the driver's own spec (the
+same mounts, user, namespaces and limits, a memory cgroup of their own), so
+the time runs only while runc works. Best of ROUNDS each; every container
+is removed between rounds, outside the timing. Needs root and runc. The
+result replaces the "Exec start" section of ``bench/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from herder_exec import bundle, cgroups
+from herder_exec.driver import ExecDriver
+
+from herder.app import ForegroundRun
+from herder.client.alloc_runner import EventRecord
+from herder.client.client import JobSource
+from herder.client.config import Config, PortsConfig
+from herder.jobspec import load_job_text
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import write_section
+
+JOB = """
+job "bench-exec-{suffix}" {{
+  group "g" {{
+    count = {count}
+    task "t" {{
+      driver       = "exec"
+      kill_timeout = "1s"
+      config {{
+        command = "/bin/sleep"
+        args    = ["300"]
+      }}
+      resources {{
+        memory = 64
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def bare_runc(runc: str, hierarchy: cgroups.Hierarchy, count: int) -> float:
+    """COUNT containers started with ``runc run -d``, each from its own thread."""
+    run = uuid.uuid4().hex[:8]
+    user = bundle.User.lookup("nobody")
+    names = [f"bench-{run}-{index}" for index in range(count)]
+    groups = [cgroups.TaskCgroup(hierarchy, f"herder-bench/{name}") for name in names]
+    with tempfile.TemporaryDirectory() as root:
+        bundles = []
+        for index, (name, group) in enumerate(zip(names, groups, strict=True)):
+            where = Path(root, name)
+            dirs = {f"/{d}": where / d for d in ("local", "secrets", "tmp", "alloc")}
+            for path in dirs.values():
+                path.mkdir(parents=True)
+            group.create(64)
+            bundle.write(where / "bundle", bundle.spec(["/bin/sleep", "300"], {"NOMAD_ALLOC_INDEX": str(index)},
+                                                       user, task_dirs=dirs, cgroups_path=group.runc_path,
+                                                       cpu_shares=100, pids_limit=1024))
+            bundles.append(where / "bundle")
+        barrier = threading.Barrier(count + 1)
+
+        def one(index: int) -> None:
+            barrier.wait()
+            subprocess.run([runc, "run", "-d", "--no-new-keyring", "--bundle", str(bundles[index]), names[index]],
+                           check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        try:
+            with ThreadPoolExecutor(count) as pool:
+                futures = [pool.submit(one, index) for index in range(count)]
+                barrier.wait()
+                start = time.perf_counter()
+                for future in futures:
+                    future.result()
+                elapsed = time.perf_counter() - start
+        finally:
+            for name, group in zip(names, groups, strict=True):
+                subprocess.run([runc, "delete", "--force", name], capture_output=True)
+                group.remove()
+    return elapsed
+
+
+def through_herder(hooks: Hooks, count: int) -> float:
+    """One job of ``count = COUNT`` through the runner, from placement until every task has started."""
+    started = 0
+    all_started = threading.Event()
+    lock = threading.Lock()
+
+    def on_event(record: EventRecord) -> None:
+        nonlocal started
+        if record.event.type == "Started":
+            with lock:
+                started += 1
+                if started == count:
+                    all_started.set()
+
+    with tempfile.TemporaryDirectory() as data_dir:
+        config = Config(data_dir=Path(data_dir), ports=PortsConfig(min=2000, max=12000))
+        text = JOB.format(suffix=uuid.uuid4().hex[:8], count=count)
+        job = load_job_text(text, "hcl", "bench.hcl")
+        start = time.perf_counter()
+        runner = ForegroundRun(config, hooks, job, JobSource(text=text, format="hcl", source="bench.hcl"),
+                               on_event=on_event)
+        try:
+            runner.place()
+            thread = threading.Thread(target=runner.run, daemon=True)
+            thread.start()
+            ok = all_started.wait(120)
+            elapsed = time.perf_counter() - start
+            runner.stop()
+            thread.join(120)
+        finally:
+            runner.close()
+    if not ok:
+        raise SystemExit(f"only {started} of {count} tasks started")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    hooks = Hooks(load_plugins())
+    fingerprint = hooks.fingerprint("exec")
+    if not fingerprint.healthy:
+        raise SystemExit(f"the exec driver is not healthy: {fingerprint.description}")
+    driver = ExecDriver({})
+    runc, hierarchy = driver.runc().binary, driver.hierarchy()
+    through_herder(hooks, 2)  # warm up imports, the supervisor and runc's pages
+    bare_runc(runc, hierarchy, 2)
+    baseline, herder = [], []
+    for _ in range(args.rounds):  # interleaved, so both sides see the same machine
+        baseline.append(bare_runc(runc, hierarchy, args.count))
+        herder.append(through_herder(hooks, args.count))
+    best_bare, best_herder = min(baseline), min(herder)
+    ratio = best_herder / best_bare
+    verdict = "met" if ratio <= 1.3 else "NOT met"
+    table = "\n".join([
+        f"| what | time (best of {args.rounds}) |",
+        "|---|---|",
+        f"| {args.count} containers started with `runc run -d` from ready bundles in {args.count} threads "
+        f"| {best_bare * 1e3:.0f} ms |",
+        f"| {args.count} exec tasks, a job of `count = {args.count}` in herder, placement to the last `Started` "
+        f"| {best_herder * 1e3:.0f} ms |",
+        f"| ratio herder / bare runc | {ratio:.2f} (target ≤ 1.3: {verdict}) |",
+        "",
+        f"All rounds (ms): runc {', '.join(f'{t * 1e3:.0f}' for t in baseline)}; "
+        f"herder {', '.join(f'{t * 1e3:.0f}' for t in herder)}. "
+        f"runc {fingerprint.attributes.get('driver.exec.runc.version', '?')}, "
+        f"cgroup v{fingerprint.attributes.get('driver.exec.cgroup.version', '?')}.",
+    ])
+    print(table)
+    write_section("Exec start", "python bench/exec_start.py", table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The OCI bundle of a task: ``config.json`` and the (empty) root filesystem it is built on."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SYSTEM_DIRS = ("/bin", "/etc", "/lib", "/lib32", "/lib64", "/sbin", "/usr")
+"""The host's directories a task sees, read-only (those that exist)."""
+
+CAPABILITIES = (
+    "CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_MKNOD",
+    "CAP_NET_BIND_SERVICE", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID", "CAP_SYS_CHROOT",
+)
+"""Nomad's default capability set for exec (Docker's, without NET_RAW): the bounding set of every task."""
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+MASKED_PATHS = ("/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+                "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware")
+READONLY_PATHS = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger")
+"""As runc's own ``runc spec`` template: what of /proc and /sys a container must not see or change."""
+
+
+@dataclass(frozen=True)
+class User:
+    """A user of the host, as the task runs."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+
+    @classmethod
+    def lookup(cls, name: str) -> User:
+        """:raises KeyError: no such user."""
+        entry = pwd.getpwnam(name)
+        groups = tuple(gid for gid in os.getgrouplist(name, entry.pw_gid) if gid != entry.pw_gid)
+        return cls(name, entry.pw_uid, entry.pw_gid, groups)
+
+
+def _bind(source: str | Path, destination: str, *options: str) -> dict[str, Any]:
+    return {"destination": destination, "type": "bind", "source": str(source),
+            "options": ["rbind", "nosuid", "nodev", *options]}
+
+
+def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: Mapping[str, Path],
+         cgroups_path: str, cpu_shares: int, pids_limit: int) -> dict[str, Any]:
+    """The OCI runtime spec of a task.
+
+    ``task_dirs`` maps the task's directories on the host to where the task
+    sees them (``/local`` ...). The host's network is shared: ports are bound
+    on the host, as with Nomad's exec.
+    """
+    mounts: list[dict[str, Any]] = [
+        {"destination": "/proc", "type": "proc", "source": "proc"},
+        {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+         "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+        {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+         "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+        {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+         "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+        {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]},
+        {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
+    ]
+    mounts += [_bind(path, path, "ro") for path in SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+    mounts += [_bind(source, destination, "rw") for destination, source in task_dirs.items()]
+    privileged = user.uid == 0  # a task of another user starts with no capability, as any process of that user
+    environment = {"PATH": DEFAULT_PATH, **env}
+    resources: dict[str, Any] = {"devices": [{"allow": False, "access": "rwm"}], "cpu": {"shares": max(2, cpu_shares)}}
+    if pids_limit > 0:
+        resources["pids"] = {"limit": pids_limit}
+    return {
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": False,
+            "user": {"uid": user.uid, "gid": user.gid, "additionalGids": list(user.groups)},
+            "args": list(argv),
+            "env": [f"{name}={value}" for name, value in environment.items()],
+            "cwd": "/",
+            "capabilities": {"bounding": list(CAPABILITIES),
+                             **{kind: list(CAPABILITIES) if privileged else [] for kind in ("effective", "permitted")}},
+            "noNewPrivileges": True,
+        },
+        "root": {"path": "rootfs", "readonly": True},
+        "mounts": mounts,
+        "linux": {
+            "namespaces": [{"type": kind} for kind in ("pid", "ipc", "uts", "mount")],
+            "cgroupsPath": cgroups_path,
+            "resources": resources,
+            "maskedPaths": list(MASKED_PATHS),
+            "readonlyPaths": list(READONLY_PATHS),
+        },
+    }
+
+
+def write(bundle: Path, config: Mapping[str, Any]) -> None:
+    """Write ``config.json`` and the root filesystem: empty directories for runc to mount onto, and, for the
+    host's system directories that are symlinks (``/bin -> usr/bin`` on a merged-/usr host), the same symlinks."""
+    rootfs = bundle / "rootfs"
+    rootfs.mkdir(parents=True, exist_ok=True)
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            link = rootfs / path.lstrip("/")
+            if not link.is_symlink():
+                link.symlink_to(os.readlink(path))
+    (bundle / "config.json").write_text(json.dumps(config, indent=1))

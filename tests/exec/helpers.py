@@ -1,0 +1,81 @@
+"""Helpers for the exec driver's tests: runc as the tests see it, job documents."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+try:
+    from herder_exec.runc import Runc
+except ImportError:  # the fixtures skip (or fail, under HERDER_REQUIRE) before any helper needs it
+    Runc = None  # type: ignore[assignment, misc]
+
+
+def runc() -> Runc:
+    """runc from PATH, with its default state directory, as the driver's default configuration uses it."""
+    assert Runc is not None, "herder-exec is not installed"
+    return Runc(shutil.which("runc") or "runc")
+
+
+def containers() -> list[dict[str, Any]]:
+    """``runc list``: every container runc knows."""
+    if shutil.which("runc") is None:
+        return []
+    done = subprocess.run(["runc", "list", "--format", "json"], capture_output=True, text=True, timeout=30,
+                          check=True)
+    return json.loads(done.stdout or "null") or []
+
+
+def containers_under(path: Path) -> list[str]:
+    """The ids of the containers whose bundle is under ``path``."""
+    return [c["id"] for c in containers() if str(c.get("bundle", "")).startswith(str(path))]
+
+
+def poll(predicate: Callable[[], bool], timeout: float = 20.0, interval: float = 0.1) -> bool:
+    """True as soon as ``predicate()`` is; False if it never was within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+
+
+def sh(script: str) -> dict[str, Any]:
+    """An exec task config running ``/bin/sh -c SCRIPT``."""
+    return {"command": "/bin/sh", "args": ["-c", script]}
+
+
+def job(config: dict[str, Any], *, name: str | None = None, memory: int = 64,
+        ports: list[dict[str, Any]] | None = None, **task: Any) -> dict[str, Any]:
+    """A canonical batch job document: one group, one exec task ``t``, failing at its first exit."""
+    return {"job": {
+        "name": name or f"exec-{uuid.uuid4().hex[:8]}", "type": "batch",
+        "groups": [{
+            "name": "g",
+            "restart": {"attempts": 0, "interval": "1m", "delay": "0s", "mode": "fail"},
+            "tasks": [{"name": "t", "driver": "exec", "config": config,
+                       "resources": {"cpu": 100, "memory": memory, "network": {"ports": ports or []}}, **task}],
+        }],
+    }}
+
+
+def read_url(url: str, timeout: float = 20.0) -> bytes:
+    """GET ``url``, retrying while the server is not up yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return bytes(response.read())
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
