@@ -50,20 +50,25 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: Path 
     try:
         proc.wait(timeout)
     except subprocess.TimeoutExpired:
-        raise TimeoutError(f"command timed out after {timeout:g}s") from None
-    finally:
-        # Whatever the command left running would hold the output pipe open.
-        kill_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-        reader.join(5.0)
-        proc.stdout.close()
+        timed_out = True
+    else:
+        timed_out = False
+    # Whatever the command left running in its group would hold the output pipe open.
+    kill_group(proc.pid, signal.SIGKILL)
+    proc.wait()
+    if timed_out:
+        # Not waiting for the output: a process in a session of its own (what ``runc exec``
+        # starts, say) may hold the pipe; the reader finishes, and closes it, on its own.
+        raise TimeoutError(f"command timed out after {timeout:g}s")
+    reader.join(5.0)
     return ExecResult(exit_code=exit_result(proc.returncode).exit_code, output=b"".join(chunks))
 
 
 def _drain(stream: IO[bytes], chunks: list[bytes]) -> None:
-    """Read ``stream`` to its end, keeping only the first 64 KiB."""
+    """Read ``stream`` to its end, keeping only the first 64 KiB, then close it."""
     kept = 0
-    while data := stream.read(65536):
-        if kept < EXEC_OUTPUT_LIMIT:
-            chunks.append(data[: EXEC_OUTPUT_LIMIT - kept])
-            kept += len(chunks[-1])
+    with stream:
+        while data := stream.read(65536):
+            if kept < EXEC_OUTPUT_LIMIT:
+                chunks.append(data[: EXEC_OUTPUT_LIMIT - kept])
+                kept += len(chunks[-1])
