@@ -30,15 +30,11 @@ from typing import Any
 import docker
 import docker.errors
 
-from herder.app import ForegroundRun
-from herder.client.alloc_runner import EventRecord
-from herder.client.client import JobSource
-from herder.client.config import Config, PortsConfig
-from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jobs import until_started
 from results import write_section
 
 JOB = """
@@ -97,39 +93,8 @@ def bare_sdk(client: docker.DockerClient, image: str, count: int) -> float:
 
 
 def through_herder(hooks: Hooks, image: str, count: int) -> float:
-    """One job of ``count = COUNT`` through the runner, from placement until every task has started."""
-    started = 0
-    all_started = threading.Event()
-    lock = threading.Lock()
-
-    def on_event(record: EventRecord) -> None:
-        nonlocal started
-        if record.event.type == "Started":
-            with lock:
-                started += 1
-                if started == count:
-                    all_started.set()
-
-    with tempfile.TemporaryDirectory() as data_dir:
-        config = Config(data_dir=Path(data_dir), ports=PortsConfig(min=2000, max=12000))
-        text = JOB.format(suffix=uuid.uuid4().hex[:8], count=count, image=image)
-        job = load_job_text(text, "hcl", "bench.hcl")
-        start = time.perf_counter()
-        runner = ForegroundRun(config, hooks, job, JobSource(text=text, format="hcl", source="bench.hcl"),
-                               on_event=on_event)
-        try:
-            runner.place()
-            thread = threading.Thread(target=runner.run, daemon=True)
-            thread.start()
-            ok = all_started.wait(120)
-            elapsed = time.perf_counter() - start
-            runner.stop()
-            thread.join(120)
-        finally:
-            runner.close()
-    if not ok:
-        raise SystemExit(f"only {started} of {count} tasks started")
-    return elapsed
+    """One job of ``count = COUNT`` through herder, from placement until every task has started."""
+    return until_started(hooks, JOB.format(suffix=uuid.uuid4().hex[:8], count=count, image=image), count)
 
 
 def main() -> None:
