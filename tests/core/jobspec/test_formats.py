@@ -97,7 +97,7 @@ def test_non_utf8_file(tmp_path: Path) -> None:
         ('variables = 5\nvariable "x" {}\njob "a" {}', "hcl", "job.hcl:1: variables: is set twice"),
         ('variable "x" {}\nvariables = 5\njob "a" {}', "hcl", "job.hcl:2: variables: is set twice"),
         ('job "a" {}\njob = 1', "hcl", "job.hcl:2: job: is set twice"),
-        ('locals {\n  a = 1\n}\njob "a" {}', "hcl", "job.hcl:1: locals: unknown key 'locals'"),
+        ('locals {\n  a = 1\n}\nlocals {\n  a = 2\n}\njob "a" {}', "hcl", "job.hcl:5: locals.a: is set twice"),
         ('job "a" {\n  config = 1\n  config {}\n}', "hcl", "job.hcl:3: job.config: is set twice"),
         ('job "a" "b" {}', "hcl", "takes one label"),
         ('variable { default = 1 }\njob "a" {}', "hcl", "takes exactly one label"),

@@ -118,7 +118,7 @@ def test_a_list_variable_cannot_be_part_of_a_string() -> None:
           task "t" { driver = "raw_exec" }
         }
     """)
-    assert any("job.meta.names: variable 'names' is not a single value" in error for error in errors)
+    assert any("job.meta.names: var.names is a list and cannot be part of a string" in error for error in errors)
 
 
 def test_variables_shorthand_block() -> None:

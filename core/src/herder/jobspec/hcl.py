@@ -10,7 +10,13 @@ holding that one task. Repeated ``service``, ``check``, ``artifact`` and
 ``env``, ``meta``, ``resources``, ``restart``, ``logs``, and blocks inside
 ``config`` such as ``port_map`` or ``labels``); a block that appears more than
 once becomes a list of maps. Top-level ``variable "NAME" {}`` blocks (and the
-``variables { NAME = default }`` shorthand) become ``variables``.
+``variables { NAME = default }`` shorthand) become ``variables``; the
+attributes of every top-level ``locals {}`` block become ``locals``.
+
+Attribute values are read from their source text by
+:func:`herder.jobspec.hcl_eval.source_value`: literals become plain data,
+strings and heredocs become templates, and any other expression becomes the
+template ``"${EXPR}"``, evaluated with the variables later.
 
 The line of every attribute and block is recorded under its canonical path so
 that later problems can name it.
@@ -32,6 +38,7 @@ from lark.exceptions import (
 )
 
 from herder.errors import JobError
+from herder.jobspec.hcl_eval import HclSyntaxError, source_value
 from herder.jobspec.paths import Locator, Path, render_path
 
 _OPTIONS = hcl2.SerializationOptions(
@@ -92,7 +99,7 @@ _JOB = _Context(lists={"group": _ListOf("groups", "name", _GROUP)})
 def parse_hcl(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
     """Parse a Nomad job file; return the canonical document and its line map."""
     try:
-        body = _read_body(hcl2.parses(text).body)
+        body = _read_body(hcl2.parses(text).body, text)
     except UnexpectedInput as exc:
         raise JobError([f"{source}:{exc.line}:{exc.column}: {_describe_syntax_error(exc)}"]) from None
     except Exception as exc:
@@ -122,16 +129,33 @@ def _line(rule: Any) -> int | None:
     return getattr(getattr(rule, "_meta", None), "line", None)
 
 
-def _read_body(body: BodyRule) -> list[_Attribute | _Block]:
+def _read_body(body: BodyRule, text: str) -> list[_Attribute | _Block]:
     items: list[_Attribute | _Block] = []
     for child in body.children:
         if isinstance(child, AttributeRule):
             name = str(child.identifier.serialize(_OPTIONS))
-            items.append(_Attribute(name, child.expression.serialize(_OPTIONS), _line(child)))
+            items.append(_Attribute(name, _value(child.expression, text), _line(child)))
         elif isinstance(child, BlockRule):
             block_type, *labels = (str(label.serialize(_OPTIONS)) for label in child.labels)
-            items.append(_Block(block_type, labels, _read_body(child.body), _line(child)))
+            items.append(_Block(block_type, labels, _read_body(child.body, text), _line(child)))
     return items
+
+
+def _value(expression: Any, text: str) -> Any:
+    """The value of an attribute, read from its source text.
+
+    python-hcl2's own serialization is only the fallback for what the
+    expression reader does not know: it loses the quotes of heredocs inside
+    expressions and escapes quotes in ``<<-`` heredocs.
+    """
+    meta = getattr(expression, "_meta", None)
+    start, end = getattr(meta, "start_pos", None), getattr(meta, "end_pos", None)
+    if start is not None and end is not None:
+        try:
+            return source_value(text[start:end])
+        except HclSyntaxError:
+            pass
+    return expression.serialize(_OPTIONS)
 
 
 class _Converter:
@@ -149,6 +173,7 @@ class _Converter:
     def document(self, items: list[_Attribute | _Block]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         variables: dict[str, Any] = {}
+        local_values: dict[str, Any] = {}
         for item in items:
             if isinstance(item, _Block) and item.type == "job":
                 if "job" in out:
@@ -162,6 +187,8 @@ class _Converter:
                     self._mark(("variables", name), item.line)
             elif isinstance(item, _Block) and item.type == "variables":
                 self.add_shorthand_variables(variables, item)
+            elif isinstance(item, _Block) and item.type == "locals":
+                self.add_locals(local_values, item)
             elif isinstance(item, _Block):
                 self._problem((item.type,), item.line, f"unknown key {item.type!r}")
             elif item.name in out:
@@ -173,7 +200,23 @@ class _Converter:
             self._problem(("variables",), self.lines.get("variables"), "is set twice")
         elif variables:
             out["variables"] = variables
+        if local_values:
+            out["locals"] = local_values
         return out
+
+    def add_locals(self, local_values: dict[str, Any], block: _Block) -> None:
+        """``locals { NAME = EXPR }``: several blocks add to one set of names."""
+        if block.labels:
+            self._problem(("locals",), block.line, "a 'locals' block takes no label")
+        for entry in block.body:
+            path: Path = ("locals", entry.name if isinstance(entry, _Attribute) else entry.type)
+            if isinstance(entry, _Block):
+                self._problem(path, entry.line, "must be an attribute: NAME = EXPRESSION")
+            elif entry.name in local_values:
+                self._problem(path, entry.line, "is set twice")
+            else:
+                local_values[entry.name] = entry.value
+                self._mark(path, entry.line)
 
     def add_shorthand_variables(self, variables: dict[str, Any], block: _Block) -> None:
         """``variables { NAME = DEFAULT }``: a variable of each attribute."""
@@ -221,6 +264,10 @@ class _Converter:
                 else:
                     out[item.name] = item.value
                     self._mark((*path, item.name), item.line)
+                continue
+            if item.type == "dynamic":
+                self._problem((*path, "dynamic"), item.line,
+                              "'dynamic' blocks are not supported yet (write the blocks out)")
                 continue
             index = seen[item.type]
             seen[item.type] += 1

@@ -35,7 +35,8 @@ def load_job(path: Path, variables: Mapping[str, str] | None = None) -> Job:
 
 def load_job_text(text: str, fmt: str, source_name: str = "<job>", variables: Mapping[str, str] | None = None) -> Job:
     """Load a job from ``text`` in ``fmt`` (``hcl``, ``json`` or ``yaml``);
-    ``source_name`` names it in messages."""
+    ``source_name`` names it in messages, and ``file()`` reads paths relative
+    to its directory."""
     try:
         return _load(text, fmt, source_name, variables)
     except RecursionError:
@@ -54,7 +55,7 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None)
         document = from_nomad(document)
     locator = Locator(source, lines)
     dropped = drop_unimplemented(document)
-    problems, coercible = apply_variables(document, variables)
+    problems, coercible = apply_variables(document, variables, Path(source).parent)
     _raise_if(problems, locator)
     modes = host_networking(document)
     _raise_if(validate_job_document(document, coercible), locator)

@@ -97,8 +97,10 @@ def _convert(spec: dict[str, Any], where: str) -> dict[str, Any]:
 
 def _network(spec: dict[str, Any]) -> dict[str, Any]:
     """A Nomad network: ``ReservedPorts`` (static) and ``DynamicPorts`` become ``ports``."""
-    out = _convert({key: value for key, value in spec.items() if key not in ("ReservedPorts", "DynamicPorts")},
-                   "network")
+    # Nomad prints ``"Mode": ""`` for the default (host) mode.
+    kept = {key: value for key, value in spec.items()
+            if key not in ("ReservedPorts", "DynamicPorts") and not (key == "Mode" and value == "")}
+    out = _convert(kept, "network")
     ports: list[dict[str, Any]] = []
     for reserved, key in ((True, "ReservedPorts"), (False, "DynamicPorts")):
         for port in spec.get(key) or []:

@@ -1,15 +1,19 @@
-"""Input variables, as Nomad's HCL2 jobspec has them.
+"""Input variables and locals, as Nomad's HCL2 jobspec has them.
 
 A job file declares variables at the top level (HCL: ``variable "NAME" {
-default = ..., type = ..., description = ... }``; JSON and YAML: ``variables:
-{NAME: {default: ...}}``) and refers to them as ``${var.NAME}`` in any string
-of the job. Values given to :func:`herder.jobspec.load_job` (``--var``)
-override defaults and are typed by the declaration's ``type`` (``string``,
-``number``, ``bool``; other types are read as JSON). ``$${`` writes ``${``
-untouched by variables, for runtime interpolation to resolve, as in Nomad.
+type = ..., default = ..., description = ..., sensitive = ..., validation {
+condition = ..., error_message = ... } }``; JSON and YAML: ``variables:
+{NAME: {default: ...}}``) and local values (HCL: ``locals { NAME = EXPR }``,
+as many blocks as wanted; JSON and YAML: ``locals: {NAME: EXPR}``). Every
+string of the job is a template (see :mod:`herder.jobspec.hcl_eval`) and is
+evaluated here: ``${var.NAME}``, ``${local.NAME}`` and the HCL functions.
+Values given to :func:`herder.jobspec.load_job` (``--var``) override
+defaults and are typed by the declaration's ``type``. ``$${`` writes ``${``,
+and interpolations of runtime names (``${NOMAD_PORT_http}``) are left as
+written, as in Nomad.
 
-A string that is nothing but one reference takes the variable's value as it
-is, so ``count = var.n`` gives a number. A string value put in such a place is
+A string that is nothing but one interpolation takes its value as it is, so
+``count = var.n`` gives a number. A string value put in such a place is
 remembered: where the job schema wants a number or a boolean there, validation
 converts it (as HCL's type conversion would).
 """
@@ -19,49 +23,137 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path as FilePath
 from typing import Any
 
+from herder.jobspec.hcl_eval import (
+    Call,
+    EvalError,
+    Evaluator,
+    Node,
+    Reference,
+    convert,
+    describe,
+    parse_type,
+)
 from herder.jobspec.paths import Path, render_path
 
-_REFERENCE = re.compile(r"\$\$\{|\$\{\s*var\.([A-Za-z_][A-Za-z0-9_-]*)\s*\}")
+
+class _Reported(EvalError):
+    """An error already reported where it arose (in a local), not to be reported again."""
 
 
 def apply_variables(
-    document: dict[str, Any], given: Mapping[str, str] | None
+    document: dict[str, Any], given: Mapping[str, str] | None, base_dir: FilePath
 ) -> tuple[list[tuple[Path, str]], set[str]]:
-    """Substitute variables into ``document["job"]`` in place.
+    """Evaluate the templates of ``document["job"]`` in place.
 
-    Returns the problems found and the rendered paths where a whole string was
-    replaced by a string value (the places validation may convert).
+    ``base_dir`` is where ``file()`` reads relative paths from (the job
+    file's directory). Returns the problems found and the rendered paths where
+    a whole string was replaced by a string value (the places validation may
+    convert).
     """
-    substitution = _Substitution(document.get("variables"))
+    scope = _Scope(document.get("variables"), document.get("locals"), base_dir)
     for name, text in (given or {}).items():
-        substitution.give(name, text)
+        scope.give(name, text)
+    scope.validate_declarations()
     if "job" in document:
-        document["job"] = substitution.apply(document["job"], ("job",))
-    return substitution.problems, substitution.coercible
+        document["job"] = scope.apply(document["job"], ("job",))
+    return scope.problems, scope.coercible
 
 
-class _Substitution:
-    def __init__(self, declared: Any) -> None:
+class _Scope:
+    def __init__(self, declared: Any, local_values: Any, base_dir: FilePath) -> None:
         self.declarations: dict[str, Any] = declared if isinstance(declared, dict) else {}
+        self.locals: dict[str, Any] = local_values if isinstance(local_values, dict) else {}
         self.values: dict[str, Any] = {}
+        self.types: dict[str, Node] = {}
+        self.local_values: dict[str, Any] = {}
+        self.local_state: dict[str, str] = {}  # "evaluating" or "failed"
         self.problems: list[tuple[Path, str]] = []
         self.coercible: set[str] = set()
+        self.evaluator = Evaluator(self.lookup, base_dir)
         for name, declaration in self.declarations.items():
-            if isinstance(declaration, dict) and declaration.get("default") is not None:
-                self.values[name] = declaration["default"]
+            if isinstance(declaration, dict):
+                self.declare(name, declaration)
+
+    def declare(self, name: str, declaration: dict[str, Any]) -> None:
+        if isinstance(declaration.get("type"), str):
+            try:
+                self.types[name] = parse_type(declaration["type"])
+            except EvalError as exc:
+                self.problems.append((("variables", name, "type"), str(exc)))
+        if declaration.get("default") is None:
+            return
+        try:
+            self.values[name] = self.typed(name, declaration["default"])
+        except EvalError as exc:
+            self.problems.append((("variables", name, "default"), f"the default {_quoted(declaration['default'])} "
+                                                                  f"does not match the type: {exc}"))
+
+    def typed(self, name: str, value: Any) -> Any:
+        kind = self.types.get(name)
+        return value if kind is None else convert(value, kind)
 
     def give(self, name: str, text: str) -> None:
-        declaration = self.declarations.get(name)
-        if declaration is None:
+        if name not in self.declarations:
             self.problems.append(((), f"variable {name!r} is given a value but the job file does not declare it"))
             return
-        declared_type = declaration.get("type") if isinstance(declaration, dict) else None
         try:
-            self.values[name] = _typed(text, declared_type)
-        except ValueError as exc:
+            self.values[name] = self.typed(name, _from_text(text, self.types.get(name)))
+        except EvalError as exc:
             self.problems.append((("variables", name), f"the value given, {text!r}, {exc}"))
+
+    def validate_declarations(self) -> None:
+        """Run each variable's ``validation`` blocks against its value."""
+        for name, declaration in self.declarations.items():
+            rules = declaration.get("validation") if isinstance(declaration, dict) else None
+            if name not in self.values or rules is None:
+                continue
+            for index, rule in enumerate(rules if isinstance(rules, list) else [rules]):
+                path: Path = ("variables", name, "validation") if isinstance(rules, dict) else \
+                    ("variables", name, "validation", index)
+                if isinstance(rule, dict) and "condition" in rule:
+                    self.check_rule(name, rule, path)
+
+    def check_rule(self, name: str, rule: dict[str, Any], path: Path) -> None:
+        condition = rule["condition"]
+        try:
+            passed = self.evaluator.template_value(condition)[0] if isinstance(condition, str) else condition
+        except EvalError as exc:
+            self.problems.append(((*path, "condition"), str(exc)))
+            return
+        if not isinstance(passed, bool):
+            self.problems.append(((*path, "condition"), f"must be true or false, not {describe(passed)}"))
+        elif not passed:
+            message = rule.get("error_message")
+            self.problems.append((("variables", name), str(message) if message else "the value is not valid"))
+
+    def lookup(self, root: str, name: str) -> Any:
+        if root == "var":
+            if name in self.values:
+                return self.values[name]
+            if name in self.declarations:
+                raise EvalError(f"variable {name!r} has no value (give one with --var {name}=VALUE)")
+            raise EvalError(f"variable {name!r} is not declared")
+        if name in self.local_values:
+            return self.local_values[name]
+        if name not in self.locals:
+            raise EvalError(f"local {name!r} is not defined (add it to a locals block)")
+        state = self.local_state.get(name)
+        if state == "evaluating":
+            raise EvalError(f"local {name!r} refers to itself")
+        if state == "failed":
+            raise _Reported(name)
+        self.local_state[name] = "evaluating"
+        before = len(self.problems)
+        value = self.apply(self.locals[name], ("locals", name))
+        if len(self.problems) > before:
+            self.local_state[name] = "failed"
+            raise _Reported(name)
+        del self.local_state[name]
+        self.local_values[name] = value
+        return value
 
     def apply(self, value: Any, path: Path) -> Any:
         if isinstance(value, dict):
@@ -73,57 +165,41 @@ class _Substitution:
         return value
 
     def apply_text(self, text: str, path: Path) -> Any:
-        whole = _REFERENCE.fullmatch(text)
-        if whole and whole.group(1):
-            name = whole.group(1)
-            if not self.known(name, path):
-                return text
-            if isinstance(self.values[name], str):
-                self.coercible.add(render_path(path))
-            return self.values[name]
-
-        def replace(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name is None:
-                return "${"
-            if not self.known(name, path):
-                return match.group(0)
-            value = self.values[name]
-            if isinstance(value, (dict, list)):
-                self.problems.append((path, f"variable {name!r} is not a single value and cannot be part of a string"))
-                return match.group(0)
-            return _text(value)
-
-        return _REFERENCE.sub(replace, text)
-
-    def known(self, name: str, path: Path) -> bool:
-        if name in self.values:
-            return True
-        if name in self.declarations:
-            self.problems.append((path, f"variable {name!r} has no value (give one with --var {name}=VALUE)"))
-        else:
-            self.problems.append((path, f"variable {name!r} is not declared"))
-        return False
+        try:
+            value, whole = self.evaluator.template_value(text)
+        except _Reported:
+            return text
+        except EvalError as exc:
+            self.problems.append((path, str(exc)))
+            return text
+        if whole and isinstance(value, str):
+            self.coercible.add(render_path(path))
+        return value
 
 
-def _typed(text: str, declared_type: Any) -> Any:
-    kind = str(declared_type or "any").removeprefix("${").removesuffix("}").strip()
-    if kind in ("any", "string"):
+def _from_text(text: str, kind: Node | None) -> Any:
+    """A ``--var`` text as a value of the declared type (collections are read as JSON)."""
+    if isinstance(kind, Reference) and kind.name in ("number", "bool"):
+        value = coerce_scalar(text, "number" if kind.name == "number" else "boolean")
+        if value is None:
+            raise EvalError("is not a number" if kind.name == "number" else "is not true or false")
+        return value
+    if kind is None or isinstance(kind, Reference):
         return text
-    if kind == "number":
-        number = coerce_scalar(text, "number")
-        if number is None:
-            raise ValueError("is not a number")
-        return number
-    if kind == "bool":
-        flag = coerce_scalar(text, "boolean")
-        if flag is None:
-            raise ValueError("is not true or false")
-        return flag
     try:
         return json.loads(text)
     except ValueError:
-        raise ValueError(f"is not a valid {kind} (write it as JSON)") from None
+        raise EvalError(f"is not a valid {_type_text(kind)} (write it as JSON)") from None
+
+
+def _type_text(kind: Node) -> str:
+    if isinstance(kind, Call) and len(kind.args) == 1:
+        return f"{kind.name}({_type_text(kind.args[0])})"
+    return kind.name if isinstance(kind, Reference) else "value"
+
+
+def _quoted(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else repr(value)
 
 
 def coerce_scalar(text: str, json_type: str) -> int | float | bool | None:
@@ -136,9 +212,3 @@ def coerce_scalar(text: str, json_type: str) -> int | float | bool | None:
     if json_type == "number" and re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", stripped):
         return float(stripped)
     return None
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)

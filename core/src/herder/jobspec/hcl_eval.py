@@ -1,0 +1,1032 @@
+"""HCL2 expressions as Nomad job files use them: parsing and evaluation.
+
+The job file reader (:mod:`herder.jobspec.hcl`) hands every attribute value
+over as plain data in which strings are *templates*: literal text, ``${EXPR}``
+interpolations holding HCL expression source, and ``$${`` for a literal
+``${``. An attribute that is an expression rather than a literal (``count =
+var.n``, ``tags = concat(local.a, ["x"])``) becomes the template
+``"${EXPR}"``. JSON and YAML job files write the same templates by hand.
+
+This module parses that source (:func:`parse_expression`,
+:func:`parse_template`) with a recursive-descent parser for the part of HCL2
+job files use: literals, lists, objects, quoted strings and heredocs with
+interpolation, references with attribute and index access, function calls
+(with ``...`` expansion), ``for`` expressions, unary, binary and conditional
+operators. :class:`Evaluator` evaluates them against ``var`` and ``local``;
+an interpolation that is nothing but a reference to another name
+(``${NOMAD_PORT_http}``, ``${attr.kernel.name}``, ``${meta.team}``) is left
+as written for the runner to resolve when the task starts.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class HclSyntaxError(Exception):
+    """The expression text is not valid HCL (in the subset understood here)."""
+
+
+class EvalError(Exception):
+    """An expression cannot be evaluated; the message says why."""
+
+
+class UnknownName(EvalError):
+    """A reference to a name that is neither ``var``, ``local`` nor in scope."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown name {name!r} (only var.NAME and local.NAME are known when the file is read; "
+                         f"runtime values such as ${{NOMAD_PORT_http}} can only be interpolated on their own)")
+        self.name = name
+
+
+# ---------------------------------------------------------------- syntax tree
+
+
+@dataclass(frozen=True)
+class Literal:
+    value: Any
+
+
+@dataclass(frozen=True)
+class Interpolation:
+    expression: Node
+    source: str
+
+
+@dataclass(frozen=True)
+class Template:
+    """Literal text and interpolations; a lone interpolation keeps its value's type."""
+
+    parts: tuple[str | Interpolation, ...]
+
+
+@dataclass(frozen=True)
+class Reference:
+    name: str
+
+
+@dataclass(frozen=True)
+class GetAttr:
+    target: Node
+    name: str
+
+
+@dataclass(frozen=True)
+class Index:
+    target: Node
+    key: Node
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    args: tuple[Node, ...]
+    expand_last: bool
+
+
+@dataclass(frozen=True)
+class ListExpr:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class ObjectExpr:
+    items: tuple[tuple[Node, Node], ...]
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Conditional:
+    condition: Node
+    then: Node
+    otherwise: Node
+
+
+@dataclass(frozen=True)
+class ForExpr:
+    key_name: str | None
+    value_name: str
+    collection: Node
+    key: Node | None  # set for the object form {for ... : KEY => VALUE}
+    value: Node
+    condition: Node | None
+    group: bool
+
+
+Node = (Literal | Template | Reference | GetAttr | Index | Call | ListExpr | ObjectExpr | Unary | Binary
+        | Conditional | ForExpr)
+
+# ---------------------------------------------------------------- parser
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_NUMBER = re.compile(r"\d+(\.\d+)?([eE][+-]?\d+)?")
+_SPACE = re.compile(r"(\s+|#[^\n]*|//[^\n]*|/\*.*?\*/)+", re.S)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
+_BINARY_LEVELS: tuple[tuple[str, ...], ...] = (
+    ("||",), ("&&",), ("==", "!="), (">=", "<=", ">", "<"), ("+", "-"), ("*", "/", "%"),
+)
+_KEYWORDS = {"true": True, "false": False, "null": None}
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    # -- helpers
+
+    def fail(self, message: str) -> HclSyntaxError:
+        near = self.text[self.pos:self.pos + 20].split("\n")[0]
+        return HclSyntaxError(f"{message} at {near!r}" if near else f"{message} at the end")
+
+    def skip(self) -> None:
+        match = _SPACE.match(self.text, self.pos)
+        if match:
+            self.pos = match.end()
+
+    def peek(self, token: str) -> bool:
+        self.skip()
+        return self.text.startswith(token, self.pos)
+
+    def accept(self, token: str) -> bool:
+        if self.peek(token):
+            self.pos += len(token)
+            return True
+        return False
+
+    def expect(self, token: str) -> None:
+        if not self.accept(token):
+            raise self.fail(f"expected {token!r}")
+
+    def identifier(self) -> str:
+        self.skip()
+        match = _IDENT.match(self.text, self.pos)
+        if not match:
+            raise self.fail("expected a name")
+        self.pos = match.end()
+        return match.group(0)
+
+    def at_end(self) -> bool:
+        self.skip()
+        return self.pos >= len(self.text)
+
+    # -- expressions
+
+    def expression(self) -> Node:
+        condition = self.binary(0)
+        if self.peek("?"):
+            self.pos += 1
+            then = self.expression()
+            self.expect(":")
+            return Conditional(condition, then, self.expression())
+        return condition
+
+    def binary(self, level: int) -> Node:
+        if level == len(_BINARY_LEVELS):
+            return self.unary()
+        left = self.binary(level + 1)
+        while True:
+            self.skip()
+            op = next((op for op in _BINARY_LEVELS[level] if self.text.startswith(op, self.pos)), None)
+            if op is None:
+                return left
+            self.pos += len(op)
+            left = Binary(op, left, self.binary(level + 1))
+
+    def unary(self) -> Node:
+        for op in ("!", "-"):
+            if self.peek(op):
+                self.pos += 1
+                operand = self.unary()
+                if op == "-" and isinstance(operand, Literal) and isinstance(operand.value, (int, float)):
+                    return Literal(-operand.value)
+                return Unary(op, operand)
+        return self.postfix(self.primary())
+
+    def postfix(self, node: Node) -> Node:
+        while True:
+            if self.peek("["):
+                self.pos += 1
+                if self.peek("*"):
+                    raise self.fail("splat expressions ([*]) are not supported")
+                key = self.expression()
+                self.expect("]")
+                node = Index(node, key)
+            elif self.peek(".") and not self.peek("..."):
+                self.pos += 1
+                self.skip()
+                number = re.compile(r"\d+").match(self.text, self.pos)
+                if number:
+                    self.pos = number.end()
+                    node = Index(node, Literal(int(number.group(0))))
+                else:
+                    node = GetAttr(node, self.identifier())
+            else:
+                return node
+
+    def primary(self) -> Node:
+        self.skip()
+        text, pos = self.text, self.pos
+        if pos >= len(text):
+            raise self.fail("expected an expression")
+        char = text[pos]
+        if char == '"':
+            self.pos += 1
+            return self.template(quoted=True)
+        if text.startswith("<<", pos):
+            return self.heredoc()
+        if char == "(":
+            self.pos += 1
+            inner = self.expression()
+            self.expect(")")
+            return inner
+        if char == "[":
+            self.pos += 1
+            return self.list_or_for()
+        if char == "{":
+            self.pos += 1
+            return self.object_or_for()
+        number = _NUMBER.match(text, pos)
+        if number:
+            self.pos = number.end()
+            literal = number.group(0)
+            return Literal(float(literal) if number.group(1) or number.group(2) else int(literal))
+        name = self.identifier()
+        if name in _KEYWORDS:
+            return Literal(_KEYWORDS[name])
+        if self.peek("("):
+            self.pos += 1
+            return self.call(name)
+        return Reference(name)
+
+    def call(self, name: str) -> Call:
+        args: list[Node] = []
+        expand = False
+        while not self.accept(")"):
+            args.append(self.expression())
+            if self.accept("..."):
+                expand = True
+                self.expect(")")
+                break
+            if not self.accept(","):
+                self.expect(")")
+                break
+        return Call(name, tuple(args), expand)
+
+    def list_or_for(self) -> Node:
+        if self.for_keyword():
+            key_name, value_name, collection = self.for_head()
+            value = self.expression()
+            condition = self.expression() if self.keyword("if") else None
+            self.expect("]")
+            return ForExpr(key_name, value_name, collection, None, value, condition, False)
+        items: list[Node] = []
+        while not self.accept("]"):
+            items.append(self.expression())
+            if not self.accept(","):
+                self.expect("]")
+                break
+        return ListExpr(tuple(items))
+
+    def object_or_for(self) -> Node:
+        if self.for_keyword():
+            key_name, value_name, collection = self.for_head()
+            key = self.expression()
+            self.expect("=>")
+            value = self.expression()
+            group = self.accept("...")
+            condition = self.expression() if self.keyword("if") else None
+            self.expect("}")
+            return ForExpr(key_name, value_name, collection, key, value, condition, group)
+        items: list[tuple[Node, Node]] = []
+        while not self.accept("}"):
+            key = self.binary(0)
+            if isinstance(key, Reference):
+                key = Literal(key.name)
+            if not self.accept("="):
+                self.expect(":")
+            items.append((key, self.expression()))
+            self.accept(",")
+        return ObjectExpr(tuple(items))
+
+    def keyword(self, word: str) -> bool:
+        self.skip()
+        match = _IDENT.match(self.text, self.pos)
+        if match and match.group(0) == word:
+            self.pos = match.end()
+            return True
+        return False
+
+    def for_keyword(self) -> bool:
+        start = self.pos
+        if self.keyword("for"):
+            self.skip()
+            if _IDENT.match(self.text, self.pos):
+                return True
+        self.pos = start
+        return False
+
+    def for_head(self) -> tuple[str | None, str, Node]:
+        first = self.identifier()
+        second = self.identifier() if self.accept(",") else None
+        if not self.keyword("in"):
+            raise self.fail("expected 'in'")
+        collection = self.expression()
+        self.expect(":")
+        return (first, second, collection) if second else (None, first, collection)
+
+    # -- templates
+
+    def template(self, quoted: bool) -> Template:
+        """Template text up to a closing quote (``quoted``: escapes apply) or the end."""
+        parts: list[str | Interpolation] = []
+        literal: list[str] = []
+        text = self.text
+        while True:
+            if self.pos >= len(text):
+                if quoted:
+                    raise self.fail("unterminated string")
+                break
+            char = text[self.pos]
+            if quoted and char == '"':
+                self.pos += 1
+                break
+            if quoted and char == "\\":
+                literal.append(self.escape())
+            elif text.startswith("$${", self.pos) or text.startswith("%%{", self.pos):
+                literal.append(text[self.pos + 1:self.pos + 3])
+                self.pos += 3
+            elif text.startswith("${", self.pos):
+                if literal:
+                    parts.append("".join(literal))
+                    literal = []
+                parts.append(self.interpolation())
+            else:
+                literal.append(char)
+                self.pos += 1
+        if literal or not parts:
+            parts.append("".join(literal))
+        return Template(tuple(parts))
+
+    def escape(self) -> str:
+        text, pos = self.text, self.pos
+        code = text[pos + 1:pos + 2]
+        if code in _ESCAPES:
+            self.pos += 2
+            return _ESCAPES[code]
+        for letter, width in (("u", 4), ("U", 8)):
+            digits = text[pos + 2:pos + 2 + width]
+            if code == letter and re.fullmatch(r"[0-9A-Fa-f]+", digits) and len(digits) == width:
+                self.pos += 2 + width
+                return chr(int(digits, 16))
+        raise self.fail("invalid escape sequence")
+
+    def interpolation(self) -> Interpolation:
+        self.pos += 2
+        self.accept("~")
+        start = self.pos
+        expression = self.expression()
+        end = self.pos
+        self.accept("~")
+        self.expect("}")
+        return Interpolation(expression, self.text[start:end].strip())
+
+    def heredoc(self) -> Template:
+        match = re.compile(r"<<(-?)([A-Za-z_][A-Za-z0-9_-]*)[ \t]*\r?\n").match(self.text, self.pos)
+        if not match:
+            raise self.fail("invalid heredoc")
+        indented, marker = match.group(1) == "-", match.group(2)
+        closing = re.compile(rf"^[ \t]*{re.escape(marker)}[ \t]*\r?$", re.M).search(self.text, match.end())
+        if not closing:
+            raise self.fail(f"heredoc without its closing {marker!r} line")
+        lines = self.text[match.end():closing.start()].split("\n")[:-1]
+        self.pos = closing.end()
+        if indented:
+            widths = [len(line) - len(line.lstrip(" \t")) for line in lines if line.strip()]
+            lines = [line[min(widths, default=0):] for line in lines]
+        body = "".join(line.removesuffix("\r") + "\n" for line in lines)
+        return _Parser(body).template(quoted=False)
+
+
+def parse_expression(text: str) -> Node:
+    """Parse the whole of ``text`` as one HCL expression."""
+    parser = _Parser(text)
+    node = parser.expression()
+    if not parser.at_end():
+        raise parser.fail("unexpected text after the expression")
+    return node
+
+
+def parse_template(text: str) -> Template:
+    """Parse template text (no quotes, no backslash escapes; ``$${`` is a literal ``${``)."""
+    return _Parser(text).template(quoted=False)
+
+
+def source_value(source: str) -> Any:
+    """Plain data for the HCL expression ``source``, its strings as templates.
+
+    Literals (and lists and objects of them) become their values; anything
+    else becomes the template ``"${SOURCE}"``, to be evaluated later.
+    """
+    return _as_data(parse_expression(source), source.strip())
+
+
+def _as_data(node: Node, source: str) -> Any:
+    if isinstance(node, Literal):
+        return node.value
+    if isinstance(node, Template):
+        return "".join(part.replace("${", "$${") if isinstance(part, str) else "${" + part.source + "}"
+                       for part in node.parts)
+    if isinstance(node, ListExpr) and all(_is_data(item) for item in node.items):
+        return [_as_data(item, "") for item in node.items]
+    if isinstance(node, ObjectExpr) and all(
+        isinstance(key, (Literal, Template)) and _is_data(value) for key, value in node.items
+    ):
+        return {str(_as_data(key, "")): _as_data(value, "") for key, value in node.items}
+    return "${" + source + "}"
+
+
+def _is_data(node: Node) -> bool:
+    if isinstance(node, (Literal, Template)):
+        return True
+    if isinstance(node, ListExpr):
+        return all(_is_data(item) for item in node.items)
+    if isinstance(node, ObjectExpr):
+        return all(isinstance(key, (Literal, Template)) and _is_data(value) for key, value in node.items)
+    return False
+
+
+# ---------------------------------------------------------------- evaluation
+
+class Evaluator:
+    """Evaluates expressions against variables and locals.
+
+    ``lookup(root, name)`` gives the value of ``var.NAME`` / ``local.NAME``
+    (raising :class:`EvalError` with a message when it has none); ``base_dir``
+    is where ``file()`` reads relative paths from.
+    """
+
+    def __init__(self, lookup: Callable[[str, str], Any], base_dir: Path) -> None:
+        self.lookup = lookup
+        self.base_dir = base_dir
+        self.functions = _functions(base_dir)
+
+    def template_value(self, text: str) -> tuple[Any, bool]:
+        """The value of template text, and whether it was one interpolation alone.
+
+        Interpolations that are only a reference to a runtime name are kept as
+        written; one that does not parse is kept too unless it mentions
+        ``var.`` or ``local.`` (then it is an error).
+        """
+        if "${" not in text:
+            return text.replace("$${", "${").replace("%%{", "%{"), False
+        try:
+            template = parse_template(text)
+        except HclSyntaxError as exc:
+            if re.search(r"\b(var|local)\.", text):
+                raise EvalError(f"cannot read the expression: {exc}") from None
+            return text, False
+        return self.template(template, {})
+
+    def template(self, template: Template, scope: Mapping[str, Any]) -> tuple[Any, bool]:
+        parts = template.parts
+        if len(parts) == 1 and isinstance(parts[0], Interpolation):
+            alone = parts[0]
+            if _runtime_reference(alone.expression, scope):
+                return "${" + alone.source + "}", False
+            return self.evaluate(alone.expression, scope), True
+        out: list[str] = []
+        for part in parts:
+            if isinstance(part, str):
+                out.append(part)
+            elif _runtime_reference(part.expression, scope):
+                out.append("${" + part.source + "}")
+            else:
+                value = self.evaluate(part.expression, scope)
+                if isinstance(value, (list, dict)):
+                    raise EvalError(f"{part.source} is {describe(value)} and cannot be part of a string")
+                out.append(to_text(value))
+        return "".join(out), False
+
+    def evaluate(self, node: Node, scope: Mapping[str, Any]) -> Any:
+        """The value of ``node``; names in ``scope`` are the variables of enclosing ``for`` expressions."""
+        if isinstance(node, Literal):
+            return node.value
+        if isinstance(node, Template):
+            return self.template(node, scope)[0]
+        if isinstance(node, (Reference, GetAttr, Index)):
+            return self.traversal(node, scope)
+        if isinstance(node, Call):
+            return self.call(node, scope)
+        if isinstance(node, ListExpr):
+            return [self.evaluate(item, scope) for item in node.items]
+        if isinstance(node, ObjectExpr):
+            return {to_text(self.evaluate(key, scope), "be an object key"): self.evaluate(value, scope)
+                    for key, value in node.items}
+        if isinstance(node, Unary):
+            value = self.evaluate(node.operand, scope)
+            return not _bool(value) if node.op == "!" else -_number(value)
+        if isinstance(node, Binary):
+            return self.binary(node, scope)
+        if isinstance(node, Conditional):
+            chosen = node.then if _bool(self.evaluate(node.condition, scope)) else node.otherwise
+            return self.evaluate(chosen, scope)
+        return self.for_expression(node, scope)
+
+    def traversal(self, node: Reference | GetAttr | Index, scope: Mapping[str, Any]) -> Any:
+        if isinstance(node, Reference):
+            if node.name in scope:
+                return scope[node.name]
+            if node.name in ("var", "local"):
+                raise EvalError(f"{node.name!r} must be followed by .NAME")
+            raise UnknownName(node.name)
+        if isinstance(node.target, Reference) and node.target.name in ("var", "local") \
+                and node.target.name not in scope:
+            name = node.name if isinstance(node, GetAttr) else self.evaluate(node.key, scope)
+            return self.lookup(node.target.name, str(name))
+        target = self.evaluate(node.target, scope)
+        key = node.name if isinstance(node, GetAttr) else self.evaluate(node.key, scope)
+        return _get(target, key)
+
+    def call(self, node: Call, scope: Mapping[str, Any]) -> Any:
+        if node.name in ("try", "can"):
+            return self.try_call(node, scope)
+        function = self.functions.get(node.name)
+        if function is None:
+            raise EvalError(f"unknown function {node.name!r}")
+        args = [self.evaluate(arg, scope) for arg in node.args]
+        if node.expand_last:
+            if not args or not isinstance(args[-1], list):
+                raise EvalError(f"{node.name}(): the argument before '...' must be a list")
+            args = args[:-1] + args[-1]
+        try:
+            inspect.signature(function).bind(*args)
+        except TypeError:
+            raise EvalError(f"{node.name}(): wrong number of arguments ({len(args)})") from None
+        try:
+            return function(*args)
+        except EvalError as exc:
+            raise EvalError(f"{node.name}(): {exc}") from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError) as exc:
+            raise EvalError(f"{node.name}(): invalid arguments ({exc})") from None
+
+    def try_call(self, node: Call, scope: Mapping[str, Any]) -> Any:
+        if node.name == "can" and len(node.args) != 1:
+            raise EvalError("can(): takes one argument")
+        for arg in node.args:
+            try:
+                value = self.evaluate(arg, scope)
+            except UnknownName:
+                raise
+            except EvalError:
+                continue
+            return True if node.name == "can" else value
+        if node.name == "can":
+            return False
+        raise EvalError("try(): no argument could be evaluated")
+
+    def binary(self, node: Binary, scope: Mapping[str, Any]) -> Any:
+        left = self.evaluate(node.left, scope)
+        if node.op in ("&&", "||"):
+            if _bool(left) == (node.op == "||"):
+                return _bool(left)
+            return _bool(self.evaluate(node.right, scope))
+        right = self.evaluate(node.right, scope)
+        if node.op == "==":
+            return _equal(left, right)
+        if node.op == "!=":
+            return not _equal(left, right)
+        a, b = _number(left), _number(right)
+        if node.op in (">", ">=", "<", "<="):
+            return {">": a > b, ">=": a >= b, "<": a < b, "<=": a <= b}[node.op]
+        if node.op in ("/", "%") and b == 0:
+            raise EvalError("division by zero")
+        result = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+                  "%": lambda: math.fmod(a, b)}[node.op]()
+        return _normal_number(result)
+
+    def for_expression(self, node: ForExpr, scope: Mapping[str, Any]) -> Any:
+        collection = self.evaluate(node.collection, scope)
+        if isinstance(collection, dict):
+            pairs = list(collection.items())
+        elif isinstance(collection, list):
+            pairs = list(enumerate(collection))
+        else:
+            raise EvalError("a 'for' expression needs a list or a map")
+        items: list[Any] = []
+        keys: list[str] = []
+        for key, value in pairs:
+            inner = {**scope, node.value_name: value}
+            if node.key_name:
+                inner[node.key_name] = key
+            if node.condition is not None and not _bool(self.evaluate(node.condition, inner)):
+                continue
+            if node.key is not None:
+                keys.append(to_text(self.evaluate(node.key, inner), "be an object key"))
+            items.append(self.evaluate(node.value, inner))
+        if node.key is None:
+            return items
+        out: dict[str, Any] = {}
+        for key, value in zip(keys, items, strict=True):
+            if node.group:
+                out.setdefault(key, []).append(value)
+            elif key in out:
+                raise EvalError(f"a 'for' expression gives the key {key!r} twice (add '...' to group them)")
+            else:
+                out[key] = value
+        return out
+
+
+def _runtime_reference(node: Node, scope: Mapping[str, Any]) -> bool:
+    """Whether ``node`` is only a reference to a name resolved at runtime (``NOMAD_X``, ``attr.a.b``)."""
+    while isinstance(node, (GetAttr, Index)):
+        if isinstance(node, Index) and not isinstance(node.key, Literal):
+            return False
+        node = node.target
+    return isinstance(node, Reference) and node.name not in ("var", "local") and node.name not in scope
+
+
+def _get(target: Any, key: Any) -> Any:
+    if isinstance(target, dict):
+        if str(key) not in target:
+            raise EvalError(f"no key {key!r} (the keys are {', '.join(sorted(target)) or 'none'})")
+        return target[str(key)]
+    if isinstance(target, list):
+        index = _number(key)
+        if not isinstance(index, int) or not 0 <= index < len(target):
+            raise EvalError(f"index {key!r} is out of range (the list has {len(target)} items)")
+        return target[index]
+    raise EvalError(f"cannot look up {key!r} in {describe(target)}")
+
+
+# ---------------------------------------------------------------- values
+
+
+def describe(value: Any) -> str:
+    """Words for the kind of ``value``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a bool"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "a map"
+
+
+def to_text(value: Any, purpose: str = "be a string") -> str:
+    """HCL's conversion of a value to a string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return _number_text(value)
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    raise EvalError(f"{describe(value)} cannot {purpose}")
+
+
+def _number_text(value: int | float) -> str:
+    value = _normal_number(value)
+    return str(value) if isinstance(value, int) else repr(value)
+
+
+def _normal_number(value: int | float) -> int | float:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value
+
+
+def _number(value: Any) -> int | float:
+    if isinstance(value, bool) or value is None:
+        raise EvalError(f"{describe(value)} is not a number")
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        try:
+            return _normal_number(float(value)) if re.search(r"[.eE]", value) else int(value)
+        except ValueError:
+            pass
+    raise EvalError(f"{describe(value)} ({value!r}) is not a number")
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise EvalError(f"{describe(value)} is not a bool")
+
+
+def _equal(left: Any, right: Any) -> bool:
+    if isinstance(left, bool) != isinstance(right, bool):
+        return False
+    return bool(left == right)
+
+
+# ---------------------------------------------------------------- types
+
+
+def convert(value: Any, kind: Node) -> Any:
+    """``value`` converted to the HCL type ``kind`` (``string``, ``list(number)``, ...), as HCL converts."""
+    if isinstance(kind, Reference):
+        name = kind.name
+        if name == "any" or value is None:
+            return value
+        if name == "string":
+            if isinstance(value, (list, dict)):
+                raise EvalError(f"{describe(value)} is not a string")
+            return to_text(value)
+        if name == "number":
+            return _number(value)
+        if name == "bool":
+            return _bool(value)
+    elif isinstance(kind, Call) and len(kind.args) == 1:
+        element = kind.args[0]
+        if kind.name in ("list", "set") and isinstance(value, list):
+            items = [convert(item, element) for item in value]
+            return [item for n, item in enumerate(items) if item not in items[:n]] if kind.name == "set" else items
+        if kind.name == "map" and isinstance(value, dict):
+            return {key: convert(item, element) for key, item in value.items()}
+        if kind.name == "object" and isinstance(value, dict) and isinstance(element, ObjectExpr):
+            return _object(value, element)
+        if kind.name == "tuple" and isinstance(value, list) and isinstance(element, ListExpr):
+            if len(value) != len(element.items):
+                raise EvalError(f"needs {len(element.items)} items, not {len(value)}")
+            return [convert(item, item_kind) for item, item_kind in zip(value, element.items, strict=True)]
+        if kind.name in ("list", "set", "map", "object", "tuple"):
+            raise EvalError(f"{describe(value)} is not a {kind.name}")
+    raise EvalError("is not a type (use string, number, bool, any, list(T), set(T), map(T), object({...}), "
+                    "tuple([...]))")
+
+
+def _object(value: dict[str, Any], kind: ObjectExpr) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key_node, item_kind in kind.items:
+        key = str(key_node.value) if isinstance(key_node, Literal) else ""
+        if key not in value:
+            raise EvalError(f"the attribute {key!r} is required")
+        out[key] = convert(value[key], item_kind)
+    return out
+
+
+def parse_type(text: str) -> Node:
+    """The type expression in a declaration's ``type`` (``"${list(string)}"`` or ``"list(string)"``)."""
+    source = text.strip()
+    if source.startswith("${") and source.endswith("}"):
+        source = source[2:-1]
+    try:
+        return parse_expression(source)
+    except HclSyntaxError as exc:
+        raise EvalError(f"is not a type: {exc}") from None
+
+
+# ---------------------------------------------------------------- functions
+
+
+def _format(spec: str, *args: Any) -> str:
+    """Go's fmt verbs as HCL's format() has them: %s %d %v %q %t %f %e %g %x %X %o %b and %%."""
+    remaining = list(args)
+    verbs = re.compile(r"%([-+ #0]*)(\d+)?(?:\.(\d+))?([a-zA-Z%])")
+
+    def one(match: re.Match[str]) -> str:
+        flags, width, precision, verb = match.groups()
+        if verb == "%":
+            return "%"
+        if not remaining:
+            raise EvalError(f"too few arguments for the format {spec!r}")
+        value = remaining.pop(0)
+        if verb in ("s", "v", "t"):
+            text = json.dumps(value) if isinstance(value, (list, dict)) else to_text(value)
+            if precision:
+                text = text[:int(precision)]
+            python_spec = f"{'<' if '-' in flags else '>'}{width or ''}"
+            return format(text, python_spec)
+        if verb == "q":
+            return json.dumps(to_text(value))
+        if verb not in "dfeEgGxXob":
+            raise EvalError(f"unsupported verb %{verb} in {spec!r}")
+        number = _number(value)
+        align = "<" if "-" in flags else ""
+        sign = "+" if "+" in flags else " " if " " in flags else ""
+        zero = "0" if "0" in flags and not align else ""
+        if verb == "d":
+            if not isinstance(number, int):
+                raise EvalError(f"%d needs a whole number, not {number!r}")
+            verb = "d"
+        elif verb in "xXob":
+            number = int(number)
+        precision_spec = f".{precision}" if precision is not None and verb in "fFeEgG" else ""
+        return format(number, f"{align}{sign}{zero}{width or ''}{precision_spec}{verb}")
+
+    text = verbs.sub(one, spec)
+    if remaining:
+        raise EvalError(f"too many arguments for the format {spec!r}")
+    return text
+
+
+def _list(value: Any, name: str = "argument") -> list[Any]:
+    if not isinstance(value, list):
+        raise EvalError(f"the {name} must be a list, not {describe(value)}")
+    return value
+
+
+def _map(value: Any, name: str = "argument") -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise EvalError(f"the {name} must be a map, not {describe(value)}")
+    return value
+
+
+def _join(separator: Any, *lists: Any) -> str:
+    return to_text(separator).join(to_text(item) for items in lists for item in _list(items))
+
+
+def _lookup(mapping: Any, key: Any, *default: Any) -> Any:
+    found = _map(mapping)
+    if to_text(key) in found:
+        return found[to_text(key)]
+    if default:
+        return default[0]
+    raise EvalError(f"no key {key!r} and no default")
+
+
+def _replace(text: Any, search: Any, replacement: Any) -> str:
+    text, search, replacement = to_text(text), to_text(search), to_text(replacement)
+    if len(search) > 1 and search.startswith("/") and search.endswith("/"):
+        return re.sub(search[1:-1], re.sub(r"\$\{?(\w+)\}?", r"\\g<\1>", replacement), text)
+    return text.replace(search, replacement)
+
+
+def _coalesce(*values: Any) -> Any:
+    for value in values:
+        if value is not None and value != "":
+            return value
+    raise EvalError("every argument is null or empty")
+
+
+def _length(value: Any) -> int:
+    if isinstance(value, (str, list, dict)):
+        return len(value)
+    raise EvalError(f"{describe(value)} has no length")
+
+
+def _extreme(pick: Callable[..., Any]) -> Callable[..., int | float]:
+    def function(*numbers: Any) -> int | float:
+        if not numbers:
+            raise EvalError("needs at least one number")
+        return _normal_number(pick(_number(number) for number in numbers))
+    return function
+
+
+def _element(items: Any, index: Any) -> Any:
+    items = _list(items)
+    if not items:
+        raise EvalError("the list is empty")
+    return items[int(_number(index)) % len(items)]
+
+
+def _merge(*maps: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for mapping in maps:
+        if mapping is not None:
+            out.update(_map(mapping))
+    return out
+
+
+def _distinct(items: Any) -> list[Any]:
+    items = _list(items)
+    return [item for n, item in enumerate(items) if item not in items[:n]]
+
+
+def _flatten(items: Any) -> list[Any]:
+    out: list[Any] = []
+    for item in _list(items):
+        out.extend(_flatten(item) if isinstance(item, list) else [item])
+    return out
+
+
+def _tonumber(value: Any) -> int | float | None:
+    return None if value is None else _number(value)
+
+
+def _tobool(value: Any) -> bool | None:
+    return None if value is None else _bool(value)
+
+
+def _sort(items: Any) -> list[str]:
+    return sorted(to_text(item) for item in _list(items))
+
+
+def _range(*bounds: Any) -> list[int | float]:
+    numbers = [_number(bound) for bound in bounds]
+    if len(numbers) == 1:
+        numbers = [0, numbers[0]]
+    start, stop, step = numbers[0], numbers[1], numbers[2] if len(numbers) > 2 else 1
+    if step == 0:
+        raise EvalError("the step must not be zero")
+    out: list[int | float] = []
+    value = start
+    while (value < stop if step > 0 else value > stop) and len(out) < 1024:
+        out.append(value)
+        value += step
+    return out
+
+
+def _file(base_dir: Path) -> Callable[[Any], str]:
+    def read(name: Any) -> str:
+        target = (base_dir / to_text(name)).resolve()
+        outside = "" if target.is_relative_to(base_dir.resolve()) else \
+            f", outside the job file's directory {base_dir.resolve()}"
+        try:
+            return target.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise EvalError(f"no such file {target}{outside}") from None
+        except UnicodeDecodeError:
+            raise EvalError(f"{target} is not UTF-8 text") from None
+        except OSError as exc:
+            raise EvalError(f"cannot read {target}{outside}: {exc.strerror or exc}") from None
+    return read
+
+
+def _functions(base_dir: Path) -> dict[str, Callable[..., Any]]:
+    def text(function: Callable[[str], Any]) -> Callable[[Any], Any]:
+        return lambda value: function(to_text(value))
+
+    return {
+        "format": lambda spec, *args: _format(to_text(spec), *args),
+        "formatlist": lambda spec, *lists: [_format(to_text(spec), *row) for row in zip(*map(_list, lists),
+                                                                                       strict=True)],
+        "join": _join,
+        "split": lambda separator, value: to_text(value).split(to_text(separator)),
+        "lower": text(str.lower),
+        "upper": text(str.upper),
+        "title": text(str.title),
+        "trimspace": text(str.strip),
+        "chomp": text(lambda value: value.rstrip("\r\n")),
+        "trim": lambda value, chars: to_text(value).strip(to_text(chars)),
+        "trimprefix": lambda value, prefix: to_text(value).removeprefix(to_text(prefix)),
+        "trimsuffix": lambda value, suffix: to_text(value).removesuffix(to_text(suffix)),
+        "startswith": lambda value, prefix: to_text(value).startswith(to_text(prefix)),
+        "endswith": lambda value, suffix: to_text(value).endswith(to_text(suffix)),
+        "substr": lambda value, offset, length: to_text(value)[int(_number(offset)):][
+            :None if _number(length) < 0 else int(_number(length))],
+        "indent": lambda spaces, value: to_text(value).replace("\n", "\n" + " " * int(_number(spaces))),
+        "replace": _replace,
+        "concat": lambda *lists: [item for items in lists for item in _list(items)],
+        "merge": _merge,
+        "lookup": _lookup,
+        "file": _file(base_dir),
+        "jsonencode": lambda value: json.dumps(value, separators=(",", ":")),
+        "jsondecode": lambda value: json.loads(to_text(value)),
+        "base64encode": lambda value: base64.b64encode(to_text(value).encode()).decode(),
+        "base64decode": lambda value: base64.b64decode(to_text(value)).decode(),
+        "coalesce": _coalesce,
+        "compact": lambda items: [item for item in _list(items) if item not in (None, "")],
+        "length": _length,
+        "tostring": lambda value: None if value is None else to_text(value),
+        "tonumber": _tonumber,
+        "tobool": _tobool,
+        "tolist": lambda value: list(_list(value)),
+        "toset": _distinct,
+        "tomap": lambda value: dict(_map(value)),
+        "min": _extreme(min),
+        "max": _extreme(max),
+        "abs": lambda value: abs(_number(value)),
+        "ceil": lambda value: math.ceil(_number(value)),
+        "floor": lambda value: math.floor(_number(value)),
+        "keys": lambda value: sorted(_map(value)),
+        "values": lambda value: [_map(value)[key] for key in sorted(value)],
+        "element": _element,
+        "contains": lambda items, value: any(_equal(item, value) for item in _list(items)),
+        "index": lambda items, value: next(n for n, item in enumerate(_list(items)) if _equal(item, value)),
+        "distinct": _distinct,
+        "flatten": _flatten,
+        "reverse": lambda items: list(reversed(_list(items))),
+        "sort": _sort,
+        "range": _range,
+        "zipmap": lambda names, values: dict(zip(map(to_text, _list(names)), _list(values), strict=True)),
+        "sum": lambda items: _normal_number(sum(_number(item) for item in _list(items))),
+    }

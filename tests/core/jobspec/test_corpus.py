@@ -1,0 +1,43 @@
+"""The corpus of real-shaped Nomad 1.x job files: each validates, or fails for its listed reason."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from nomad_corpus import corpus_files, problems_of
+
+# File name -> a part of the one problem it is expected to have, and why.
+EXPECTED_FAILURES = {
+    "java-app.nomad.hcl": "unknown driver 'java'",  # herder ships raw_exec, exec and docker only
+    "qemu-vm.nomad.hcl": "unknown driver 'qemu'",  # as above
+    "dynamic-ports.nomad.hcl": "'dynamic' blocks are not supported yet",  # HCL2 dynamic blocks are not expanded
+}
+
+FILES = corpus_files()
+
+
+@pytest.fixture(scope="module")
+def hooks() -> Hooks:
+    return Hooks(load_plugins())
+
+
+def test_the_corpus_is_large_enough() -> None:
+    assert len(FILES) >= 15
+    assert set(EXPECTED_FAILURES) <= {path.name for path in FILES}
+
+
+@pytest.mark.parametrize("path", FILES, ids=[path.name for path in FILES])
+def test_each_file_validates_or_fails_as_listed(path: Path, hooks: Hooks) -> None:
+    found = problems_of(path, hooks)
+    expected = EXPECTED_FAILURES.get(path.name)
+    if expected is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and expected in found[0], found
