@@ -26,6 +26,7 @@ without TLS and without any daemon configuration.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gzip
 import hashlib
@@ -105,11 +106,15 @@ class Registry:
     """A read-only registry serving images from memory on ``127.0.0.1:PORT``; see the module docstring.
 
     ``slow``: seconds to sleep after each chunk of a blob (0: send it at once);
-    may be changed while it runs.
+    may be changed while it runs. ``credentials`` (user, password): every
+    request must carry them (HTTP basic authentication), as a private
+    registry wants; a request without them is answered 401.
     """
 
-    def __init__(self, slow: float = 0.0) -> None:
+    def __init__(self, slow: float = 0.0, credentials: tuple[str, str] | None = None) -> None:
         self.slow = slow
+        self._authorization = ("Basic " + base64.b64encode(":".join(credentials).encode()).decode()
+                               if credentials else None)
         self._lock = threading.Lock()
         self._blobs: dict[str, bytes] = {}
         self._manifests: dict[str, bytes] = {}
@@ -224,6 +229,10 @@ class Registry:
         path = handler.path.split("?", 1)[0]
         with self._lock:
             self._counts[handler.command, path] += 1
+        if self._authorization is not None and handler.headers.get("Authorization") != self._authorization:
+            self._error(handler, 401, "UNAUTHORIZED", "authentication required", body=body,
+                        headers={"WWW-Authenticate": 'Basic realm="herder-test"'})
+            return
         if path in ("/v2", "/v2/"):
             self._send(handler, 200, b"{}", "application/json", body=body)
             return
@@ -258,8 +267,10 @@ class Registry:
 
     @staticmethod
     def _send(handler: _Handler, status: int, data: bytes, content_type: str, *, body: bool,
-              digest: str = "") -> None:
+              digest: str = "", headers: dict[str, str] | None = None) -> None:
         handler.send_response(status)
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
         handler.send_header("Docker-Distribution-API-Version", "registry/2.0")
         handler.send_header("Content-Type", content_type)
         handler.send_header("Content-Length", str(len(data)))
@@ -271,9 +282,9 @@ class Registry:
             handler.wfile.write(data)
 
     def _error(self, handler: _Handler, status: int, code: str, message: str, *, body: bool,
-               detail: dict[str, str] | None = None) -> None:
+               detail: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> None:
         error = {"errors": [{"code": code, "message": message, "detail": detail or {}}]}
-        self._send(handler, status, json.dumps(error).encode(), "application/json", body=body)
+        self._send(handler, status, json.dumps(error).encode(), "application/json", body=body, headers=headers)
 
     def _send_blob(self, handler: _Handler, data: bytes, digest: str, *, body: bool) -> None:
         handler.send_response(200)

@@ -254,3 +254,50 @@ def test_cleanup_image_keeps_a_pulled_image_for_the_default_delay(registry: Regi
     assert events_of(run, "Driver"), "the image was not pulled"
     assert not poll(lambda: not image_exists(docker_client, image.ref), timeout=2), \
         "removed although cleanup_image_delay (3m by default) has not passed"
+
+
+@pytest.fixture
+def private_registry(docker_client: Docker) -> Iterator[Registry]:
+    """A registry test double that wants credentials (user ``herder``, password ``s3cret``)."""
+    registry = Registry(credentials=("herder", "s3cret")).start()
+    try:
+        yield registry
+    finally:
+        registry.stop()
+        for image in registry.served:
+            remove_image(docker_client, image.ref)
+
+
+def test_auth_gives_the_pull_its_credentials(private_registry: Registry, jobs: DockerJobs, docker_client: Docker,
+                                             unique_image: Callable[[], str]) -> None:
+    local = unique_image()
+    image = private_registry.add_image(docker_client, local, f"herder-test/private-{uuid.uuid4().hex[:12]}", "1")
+    remove_image(docker_client, local)
+
+    refused = jobs.run(docker_job(job_name("noauth"), sh("true", image=image.ref), type="batch", attempts=2))
+    assert refused.status == "failed"
+    [failure] = events_of(refused, "Driver Failure")  # refused credentials are final: no retry
+    assert "no basic auth credentials" in failure.message or "unauthorized" in failure.message.lower()
+
+    auth = {"username": "herder", "password": "s3cret"}
+    run = jobs.run(docker_job(job_name("auth"), sh("echo in > /local/ran", image=image.ref, auth=auth), type="batch"))
+    assert run.status == "complete", [(r.event.type, r.event.message) for r in run.events]
+    assert (tasks_of(run)[0].ctx.task_dir.local_dir / "ran").read_text() == "in\n"
+
+
+def test_auth_soft_fail_tries_again_without_the_refused_credentials(private_registry: Registry, jobs: DockerJobs,
+                                                                  docker_client: Docker,
+                                                                  unique_image: Callable[[], str]) -> None:
+    """Nomad's auth_soft_fail: credentials the registry refuses are dropped and the pull tried again
+    without them (for a public image). This registry wants credentials, so the second try fails too."""
+    local = unique_image()
+    image = private_registry.add_image(docker_client, local, f"herder-test/private-{uuid.uuid4().hex[:12]}", "1")
+    remove_image(docker_client, local)
+    wrong = {"username": "herder", "password": "wrong"}
+    strict = jobs.run(docker_job(job_name("strict"), sh("true", image=image.ref, auth=wrong), type="batch"))
+    soft = jobs.run(docker_job(job_name("soft"), sh("true", image=image.ref, auth=wrong, auth_soft_fail=True),
+                               type="batch"))
+    assert strict.status == soft.status == "failed"
+    retries = [e.message for e in events_of(soft, "Driver") if "without the refused credentials" in e.message]
+    assert len(retries) == 1, [e.message for e in events_of(soft, "Driver")]
+    assert not [e for e in events_of(strict, "Driver") if "without the refused credentials" in e.message]

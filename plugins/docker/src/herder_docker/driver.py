@@ -29,7 +29,7 @@ from herder import (
 from herder.sdk import resolve_in_task_dir, set_task_dirs, set_var
 from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, capability, image_ref
 from herder_docker.handle import DockerHandle, LogStream
-from herder_docker.images import Images
+from herder_docker.images import Images, auth_refused
 
 FINGERPRINT_TIMEOUT = 3.0
 RELEASED = "image-released"
@@ -125,9 +125,19 @@ class DockerDriver:
         def progress(message: str, details: dict[str, int]) -> None:
             ctx.emit_event("Driver", message, image=config.image_ref, progress=details)
 
+        def ensure(auth: Mapping[str, str] | None) -> bool:
+            return self.images.ensure(config.image_ref, _user(ctx), force_pull=config.force_pull, tarball=tarball,
+                                      progress=progress, auth=auth)
+
         try:
-            fetched = self.images.ensure(config.image_ref, _user(ctx), force_pull=config.force_pull,
-                                         tarball=tarball, progress=progress)
+            try:
+                fetched = ensure(config.auth)
+            except DriverError as exc:
+                if not (config.auth and config.auth_soft_fail and auth_refused(exc)):
+                    raise
+                # As Nomad's auth_soft_fail: the image may well be public.
+                ctx.emit_event("Driver", f"pulling {config.image_ref} without the refused credentials: {exc}")
+                fetched = ensure(None)
         except (DriverError, RecoverableError):
             raise
         except Exception as exc:
@@ -153,8 +163,6 @@ class DockerDriver:
         if config.ignored:
             ctx.emit_event("Driver", f"ignoring config keys herder's docker driver does not implement: "
                                      f"{', '.join(config.ignored)}", ignored=list(config.ignored))
-        if config.auth:
-            ctx.emit_event("Driver", "auth is not used: images are pulled with the Docker daemon's credentials")
 
     @staticmethod
     def _container_port(config: TaskConfig, label: str, to: int | None, host_port: int) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +41,13 @@ class _Pull:
     error: Exception | None = None
 
 
-_FINAL_PULL_ERRORS = ("not found", "manifest unknown", "unauthorized", "access denied", "authentication required")
+_AUTH_ERRORS = ("unauthorized", "access denied", "authentication required", "no basic auth credentials")
+_FINAL_PULL_ERRORS = ("not found", "manifest unknown", *_AUTH_ERRORS)
+
+
+def auth_refused(error: Exception) -> bool:
+    """Whether a pull failed because the registry refused the credentials (or wanted some)."""
+    return any(words in str(error).lower() for words in _AUTH_ERRORS)
 
 
 def _pull_error(ref: str, message: str) -> Exception:
@@ -73,15 +79,19 @@ class Images:
     # -- getting an image ----------------------------------------------------
 
     def ensure(self, ref: str, user: str, *, force_pull: bool, tarball: Path | None,
-               progress: Progress) -> bool:
-        """Make ``ref`` available for ``user`` (a task); True if herder fetched it (pulled or loaded)."""
+               progress: Progress, auth: Mapping[str, str] | None = None) -> bool:
+        """Make ``ref`` available for ``user`` (a task); True if herder fetched it (pulled or loaded).
+
+        ``auth`` (``username``, ``password``, ...) are the registry credentials of
+        the pull; without them the daemon's own are used.
+        """
         self._use(ref, user)
         if tarball is not None:
             self._load(ref, tarball)
             return True
         if not force_pull and self.exists(ref):
             return False
-        self._pull_shared(ref, progress, force_pull)
+        self._pull_shared(ref, progress, force_pull, auth)
         return True
 
     def exists(self, ref: str) -> bool:
@@ -106,7 +116,7 @@ class Images:
             raise DriverError(f"image tarball {tarball} holds {', '.join(sorted(tags)) or 'no tagged image'}, "
                               f"not {ref}")
 
-    def _pull_shared(self, ref: str, progress: Progress, force: bool) -> None:
+    def _pull_shared(self, ref: str, progress: Progress, force: bool, auth: Mapping[str, str] | None) -> None:
         """Pull ``ref``, or wait for the pull of it already under way."""
         with self._lock:
             pull = self._pulls.get(ref)
@@ -118,7 +128,7 @@ class Images:
             try:
                 # A pull that ended between our look and now has left the image.
                 if force or not self.exists(ref):
-                    self._pull(ref, pull)
+                    self._pull(ref, pull, auth)
             except Exception as exc:
                 pull.error = exc
             finally:
@@ -132,7 +142,7 @@ class Images:
         if pull.error is not None:
             raise pull.error
 
-    def _pull(self, ref: str, pull: _Pull) -> None:
+    def _pull(self, ref: str, pull: _Pull, auth: Mapping[str, str] | None) -> None:
         """Pull ``ref``, telling listeners how far it got about once a second."""
         repository, tag = _split(ref)
         for listener in list(pull.listeners):
@@ -141,7 +151,8 @@ class Images:
         deadline = time.monotonic() + self._pull_timeout
         last_report = 0.0
         try:
-            for line in self._client().api.pull(repository, tag=tag, stream=True, decode=True):
+            for line in self._client().api.pull(repository, tag=tag, stream=True, decode=True,
+                                                   auth_config=dict(auth) if auth else None):
                 if "error" in line:
                     raise _pull_error(ref, str(line["error"]))
                 detail = line.get("progressDetail") or {}
