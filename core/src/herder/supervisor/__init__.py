@@ -1,4 +1,4 @@
-"""The process supervisor (SPEC §12): one per data dir, owning the processes of its tasks.
+"""The process supervisor: one per data dir, owning the processes of its tasks.
 
 It outlives the herder process that started it: it moves the tasks' output
 into the rotating log files, records their exits and takes signals, so that a

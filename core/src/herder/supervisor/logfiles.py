@@ -1,4 +1,4 @@
-"""A task's rotating log files (SPEC §6), as the supervisor and the log sinks write them.
+"""A task's rotating log files, as the supervisor and the log sinks write them.
 
 ``<logs_dir>/<task>.<stream>.<n>``, the way Nomad's logmon keeps them: a file
 is rotated when it reaches ``max_file_size`` MB, at most ``max_files`` files

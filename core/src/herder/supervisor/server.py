@@ -1,11 +1,11 @@
-"""The supervisor daemon: one per data dir, owning the processes of every task of it (SPEC §12).
+"""The supervisor daemon: one per data dir, owning the processes of every task of it.
 
 It outlives the herder process that started it. It starts the tasks'
 processes as its own children, each leading its own process group; moves
 their stdout and stderr into the rotating log files; records how they exit;
 signals and stops them on request; and tells the client that owns a process
 when it exits. See :mod:`herder.supervisor.protocol` for the wire format and
-``SPEC.md`` §12 for the operations.
+:class:`herder.supervisor.Supervisor` for the operations.
 
 One thread and one :mod:`selectors` loop over the listening socket, the
 client connections, each child's two output pipes and a pidfd per child. All

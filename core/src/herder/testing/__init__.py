@@ -1,4 +1,4 @@
-"""The driver conformance kit (SPEC §3.4): herder's driver contract as tests a driver inherits.
+"""The driver conformance kit: herder's driver contract as tests a driver inherits.
 
 - :class:`DriverContract`: subclass it in a driver's test module, name the
   driver and give a few task configs, and pytest runs the contract's tests.

@@ -1,4 +1,4 @@
-"""The driver conformance kit: herder's driver contract (SPEC §3.4) as tests a driver inherits.
+"""The driver conformance kit: herder's driver contract as tests a driver inherits.
 
 A driver distribution's test module subclasses :class:`DriverContract`,
 names its driver and says how to make a few tasks; pytest then runs every
