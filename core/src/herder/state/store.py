@@ -76,13 +76,32 @@ class Store:
         try:
             # The first statement to read the file: a file that is not a
             # database fails here.
-            self._execute("PRAGMA journal_mode = WAL")
+            self._use_wal()
             self._execute("PRAGMA synchronous = NORMAL")
             self._execute("PRAGMA foreign_keys = ON")
             self._migrate()
         except BaseException:
             self._db.close()
             raise
+
+    def _use_wal(self) -> None:
+        """Switch the file to write-ahead logging, waiting out other connections.
+
+        Changing the journal mode takes the database lock without calling the
+        busy handler: herder processes opening a new file at once would fail
+        with "database is locked" instead of waiting their turn.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise StateError(f"{self.path}: {exc}") from exc
+            except sqlite3.Error as exc:
+                raise StateError(f"{self.path}: {exc}") from exc
+            time.sleep(0.01)
 
     def _migrate(self) -> None:
         known = len(schema.MIGRATIONS)
