@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from herder.plugins.loader import load_plugins
 from herder.testing import DriverContract
 from tests.support.require import require
 
@@ -28,3 +29,8 @@ class TestRawExecContract(DriverContract):
 
     def require(self, available: bool, reason: str) -> None:
         require("raw_exec", available, reason)
+
+
+def test_the_kit_runs_against_the_installed_distribution() -> None:
+    record = load_plugins().record("raw_exec")
+    assert record is not None and record.distribution == "herder"

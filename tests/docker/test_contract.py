@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from herder import TaskHandle
+from herder.plugins.loader import load_plugins
 from herder.testing import DriverContract
 from tests.support.require import require
 
@@ -57,3 +58,8 @@ class TestDockerContract(DriverContract):
 
     def require(self, available: bool, reason: str) -> None:
         require("docker", available, reason)
+
+
+def test_the_kit_runs_against_the_installed_distribution() -> None:
+    record = load_plugins().record("docker")
+    assert record is not None and record.distribution == "herder-docker"

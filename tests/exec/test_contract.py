@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from herder import TaskHandle
+from herder.plugins.loader import load_plugins
 from herder.testing import DriverContract
 from tests.support.require import require
 
@@ -39,3 +40,8 @@ class TestExecContract(DriverContract):
 
     def require(self, available: bool, reason: str) -> None:
         require("exec", available, reason)
+
+
+def test_the_kit_runs_against_the_installed_distribution() -> None:
+    record = load_plugins().record("exec")
+    assert record is not None and record.distribution == "herder-exec"
