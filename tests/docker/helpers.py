@@ -7,7 +7,6 @@ import hashlib
 import json
 import shutil
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -127,19 +126,6 @@ def containers_of(client: Docker, alloc_id: str) -> list[Any]:
 
 def events_of(run: Run, type: str, task: str = "t") -> list[Any]:
     return [r.event for r in run.events if r.event.type == type and r.task == task]
-
-
-def read_url(url: str, timeout: float = 20.0) -> bytes:
-    """GET ``url``, retrying while the server is not up yet."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                return bytes(response.read())
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
 
 
 class DockerJobs:

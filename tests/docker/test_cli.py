@@ -16,9 +16,10 @@ import pytest
 
 from herder.plugins.loader import load_plugins
 from tests.support.foreground import HerderRun
+from tests.support.http import read_url
 from tests.support.require import require
 
-from .helpers import Docker, containers_of, read_url
+from .helpers import Docker, containers_of
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "docker-web.hcl"

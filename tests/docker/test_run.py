@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.http import read_url
+
 from .helpers import (
     IMAGE,
     Docker,
@@ -16,7 +18,6 @@ from .helpers import (
     events_of,
     job_name,
     poll,
-    read_url,
     sh,
 )
 

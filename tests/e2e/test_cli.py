@@ -7,13 +7,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import tomllib
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.support.http import read_url
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -150,16 +150,7 @@ def test_web_serves_on_its_port_until_interrupted(sig: signal.Signals, config_fi
         seen = [proc.stderr.readline() for _ in range(2)]  # the example's service stanza is warned about first
         match = re.search(r"port http is ([\d.]+):(\d+)", "".join(seen))
         assert match, seen
-        url = f"http://{match[1]}:{match[2]}/"
-        body = b""
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    body = response.read()
-                break
-            except OSError:
-                time.sleep(0.1)
-        assert b"Directory listing" in body
+        assert b"Directory listing" in read_url(f"http://{match[1]}:{match[2]}/", timeout=10)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
     finally:

@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -66,16 +65,3 @@ def job(config: dict[str, Any], *, name: str | None = None, memory: int = 64,
                        "resources": {"cpu": 100, "memory": memory, "network": {"ports": ports or []}}, **task}],
         }],
     }}
-
-
-def read_url(url: str, timeout: float = 20.0) -> bytes:
-    """GET ``url``, retrying while the server is not up yet."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                return bytes(response.read())
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)

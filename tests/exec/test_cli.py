@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.foreground import HerderRun
+from tests.support.http import read_url
 
-from .helpers import containers_under, poll, read_url, runc
+from .helpers import containers_under, poll, runc
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "exec-web.hcl"

@@ -17,19 +17,20 @@ from herder.sdk.durations import parse_duration
 from tests.core.jobspec.helpers import problems
 
 VALID = Path(__file__).parent / "valid"
+CORPUS = Path(__file__).parent / "corpus"  # `nomad job init`'s files are there
 
 
-@pytest.mark.parametrize("name", ["web.hcl", "lifecycle.nomad", "nomad-1x-init.nomad.hcl"])
-def test_hcl_to_canonical_to_nomad_json_and_back_is_the_same_job(name: str) -> None:
-    text = (VALID / name).read_text()
-    canonical, _ = parse_text(text, "hcl", name)
+@pytest.mark.parametrize("path", [VALID / "web.hcl", VALID / "lifecycle.nomad", CORPUS / "init-long.nomad.hcl"],
+                         ids=lambda path: path.name)
+def test_hcl_to_canonical_to_nomad_json_and_back_is_the_same_job(path: Path) -> None:
+    canonical, _ = parse_text(path.read_text(), "hcl", path.name)
     nomad = to_nomad(json.loads(json.dumps(canonical)))
     assert set(nomad) == {"Job"} and "TaskGroups" in nomad["Job"]
     back = from_nomad(json.loads(json.dumps(nomad)))
     drop_unimplemented(back)
     drop_unimplemented(canonical)
     assert _same(back, canonical)
-    assert _ports_sorted(load_job_text(json.dumps(nomad), "json", "job.json")) == _ports_sorted(load_job(VALID / name))
+    assert _ports_sorted(load_job_text(json.dumps(nomad), "json", "job.json")) == _ports_sorted(load_job(path))
 
 
 def _ports_sorted(job: Job) -> Job:
