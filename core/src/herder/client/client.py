@@ -21,6 +21,7 @@ from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.config import Config
 from herder.client.deferred import DeferredCleanups
 from herder.client.fingerprints import FINGERPRINT_INTERVAL, Fingerprints
+from herder.client.hooks import builtin_plugins
 from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
@@ -86,6 +87,8 @@ class Client:
         self._allocs: dict[str, AllocRunner] = {}
         self._threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
+        self.builtins = builtin_plugins(self)
+        hooks.add_builtins((plugin.name, plugin) for plugin in self.builtins)
 
     def __enter__(self) -> Client:
         return self
@@ -261,6 +264,8 @@ class Client:
         left to finish later (by this herder or an earlier one)."""
         self.fingerprints.start()
         self.deferred.start()
+        for plugin in self.builtins:
+            plugin.start()
 
     def close(self) -> None:
         """Let go of the data dir. Tasks still running keep running under the
@@ -268,6 +273,9 @@ class Client:
         cleanups not yet due stay stored for the next herder."""
         self.fingerprints.stop()
         self.deferred.stop()
+        for plugin in reversed(self.builtins):
+            plugin.close()
+        self.hooks.remove_builtins(plugin.name for plugin in self.builtins)
         self.supervisor.close()
         self.store.close()
         self._session_lock.release()

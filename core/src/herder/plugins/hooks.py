@@ -39,6 +39,20 @@ class Hooks:
     def drivers(self) -> list[str]:
         return self.plugins.driver_names
 
+    def add_builtins(self, builtins: Iterable[tuple[str, object]]) -> None:
+        """Register herder's own lifecycle plugins, given in the order they run.
+
+        pluggy calls the plugin registered last first, hence the reversal.
+        """
+        for name, plugin in reversed(list(builtins)):
+            self.plugins.add_builtin(name, plugin)
+        self._callers.clear()
+
+    def remove_builtins(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.plugins.remove(name)
+        self._callers.clear()
+
     # -- choosing the participants ----------------------------------------
 
     def _caller(self, hook: str, phase: Phase, driver: str = "") -> Any:

@@ -135,6 +135,18 @@ class PluginSet:
                     self._code_owner[impl.function.__code__] = record.name
         self._by_kind[record.kind][record.name] = plugin
 
+    def add_builtin(self, name: str, plugin: object) -> None:
+        """Register one of herder's own lifecycle plugins."""
+        self.add(PluginRecord(name=name, kind="builtin", distribution="herder", version=_core_version()), plugin)
+
+    def remove(self, name: str) -> None:
+        """Unregister a plugin and forget it (a built-in plugin whose client closed)."""
+        self.records = [r for r in self.records if r.name != name]
+        for plugins in self._by_kind.values():
+            plugin = plugins.pop(name, None)
+            if plugin is not None:
+                self.pm.unregister(plugin)
+
     def fail(self, name: str, error: str) -> None:
         """Leave out a loaded plugin that turned out broken, recording why."""
         record = self.record(name)
@@ -220,13 +232,14 @@ def discover() -> list[tuple[Kind, EntryPoint]]:
 def load_plugins(
     plugin_config: Mapping[str, Mapping[str, Any]] | None = None,
     disabled: Iterable[str] = (),
-    builtins: Iterable[tuple[str, object]] = (),
 ) -> PluginSet:
-    """Load every installed driver and lifecycle plugin, then herder's built-in plugins.
+    """Load every installed driver and lifecycle plugin.
+
+    herder's own built-in lifecycle plugins are added by the client that owns
+    them (:meth:`PluginSet.add_builtin`), since they work for that client.
 
     :param plugin_config: ``[plugin.NAME]`` tables by plugin name.
     :param disabled: names of plugins not to load.
-    :param builtins: herder's own lifecycle plugins, as ``(name, object)``.
     """
     plugin_config = plugin_config or {}
     disabled = set(disabled)
@@ -245,6 +258,4 @@ def load_plugins(
             continue
         plugins.add(record, plugin)
     plugins.fail_duplicates()
-    for name, plugin in builtins:
-        plugins.add(PluginRecord(name=name, kind="builtin", distribution="herder", version=_core_version()), plugin)
     return plugins

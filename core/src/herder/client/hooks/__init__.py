@@ -1,0 +1,33 @@
+"""herder's own lifecycle plugins: what a task needs around its driver.
+
+Each concern (artifacts, templates, services) is a plugin of its own module,
+implementing the same hooks third-party plugins do. The client creates them
+for itself and registers them in the built-in phase, so in
+``herder_task_prestart`` they run before every third-party plugin, and in
+``herder_task_cleanup`` after.
+
+A built-in plugin may hold background work (a sync loop, a cache): the client
+calls ``start()`` when it starts and ``close()`` when it closes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from herder.client.client import Client
+
+
+class BuiltinPlugin(Protocol):
+    """What the client expects of one of its built-in plugins, besides hook implementations."""
+
+    name: str
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def builtin_plugins(client: Client) -> list[BuiltinPlugin]:
+    """The built-in plugins of ``client``, in the order they run in prestart."""
+    return []
