@@ -57,6 +57,8 @@ class Check:
     grpc_service: str = ""
     grpc_use_tls: bool = False
     check_restart: CheckRestart | None = None
+    task: str = ""
+    """The task a group service's script check runs in."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,7 @@ class Group:
     tasks: list[Task]
     meta: dict[str, str] = field(default_factory=dict)
     ports: tuple[PortSpec, ...] = ()  # group-level network: shared by the group's tasks
+    services: tuple[Service, ...] = ()  # Nomad 1.x group services, on the group's ports
 
 
 @dataclass

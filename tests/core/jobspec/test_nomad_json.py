@@ -97,5 +97,6 @@ def test_static_ports_and_group_services() -> None:
     }]}})
     job = load_job_text(text, "json", "job.json")
     assert job.groups[0].ports[0].static == 5432 and job.groups[0].ports[0].to == 5432
-    assert any("group service" in warning for warning in job.warnings)
+    [service] = job.groups[0].services
+    assert (service.name, service.port) == ("db", "db")
     assert any("network mode bridge runs as host networking" in warning for warning in job.warnings)

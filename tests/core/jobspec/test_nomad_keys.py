@@ -59,7 +59,6 @@ KEYS = [
     ("job", "consul_token = \"x\"", "consul_token"),
     ("job", "periodic {\n crons = [\"@daily\"]\n }", "periodic"),
     ("job", "parameterized {\n payload = \"optional\"\n }", "parameterized"),
-    ("group", "service {\n name = \"s\"\n port = \"http\"\n provider = \"nomad\"\n }", "group service"),
     ("group", "max_client_disconnect = \"1h\"", "max_client_disconnect"),
     ("group", "disconnect {\n lost_after = \"1h\"\n }", "disconnect"),
     ("group", "stop_after_client_disconnect = \"5m\"", "stop_after_client_disconnect"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from herder.jobspec.interpolate import interpolate, interpolate_task, task_lookup
+from herder.jobspec.interpolate import interpolate, interpolate_service, interpolate_task, task_lookup
 from herder.jobspec.load import load_job, load_job_text
 from herder.jobspec.task_config import validate_config, validate_task_configs
 from herder.sdk.durations import format_duration, parse_duration
@@ -10,6 +10,7 @@ from herder.sdk.durations import format_duration, parse_duration
 __all__ = [
     "format_duration",
     "interpolate",
+    "interpolate_service",
     "interpolate_task",
     "load_job",
     "load_job_text",

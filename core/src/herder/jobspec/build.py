@@ -132,6 +132,11 @@ class _Builder:
             self.problem((*path, "tasks", index, "leader"), "only one task of a group may be the leader")
         if not any(task.is_main for task in tasks):
             self.problem((*path, "tasks"), "needs at least one main task (one without a lifecycle block)")
+        services = tuple(
+            self.service(service, (*path, "services", index), {port.label for port in ports},
+                         f"{self.spec['name']}-{spec['name']}", tasks={task.name for task in tasks})
+            for index, service in enumerate(spec.get("services", []))
+        )
         return Group(
             name=spec["name"],
             count=_int(spec, "count", 1),
@@ -139,6 +144,7 @@ class _Builder:
             tasks=tasks,
             meta=_texts(spec.get("meta")),
             ports=ports,
+            services=services,
         )
 
     def restart_fields(self, spec: dict[str, Any]) -> dict[str, Any]:
@@ -234,19 +240,25 @@ class _Builder:
             result.append(PortSpec(label=label, static=static, to=to))
         return tuple(result)
 
-    def port_ref(self, value: Any, labels: set[str], path: Path) -> str:
-        """A service or check port: a label of the task's ports, or a number."""
+    def port_ref(self, value: Any, labels: set[str], path: Path, owner: str) -> str:
+        """A service or check port: a label of the ports of its ``owner`` (task or group), or a number."""
         text = str(value)
         if text and not text.isdigit() and "${" not in text and text not in labels:
             known = ", ".join(sorted(labels)) or "none"
-            self.problem(path, f"port {text!r} is not a port label of the task (labels: {known})")
+            self.problem(path, f"port {text!r} is not a port label of the {owner} (labels: {known})")
         return text
 
-    def service(self, spec: dict[str, Any], path: Path, labels: set[str], default_name: str) -> Service:
+    def service(self, spec: dict[str, Any], path: Path, labels: set[str], default_name: str,
+                tasks: set[str] | None = None) -> Service:
+        """A service of a task, or of a group (``tasks``: the group's task names,
+        which its script checks must name one of)."""
         name = spec.get("name", default_name)
-        port = self.port_ref(spec.get("port", ""), labels, (*path, "port"))
+        port = self.port_ref(spec.get("port", ""), labels, (*path, "port"), "task" if tasks is None else "group")
+        # A service's check_restart applies to each of its checks that has none (Nomad's merge).
+        restart = spec.get("check_restart")
         checks = tuple(
-            self.check(check, (*path, "checks", index), labels, name, port)
+            self.check({"check_restart": restart, **check} if restart and "check_restart" not in check else check,
+                       (*path, "checks", index), labels, name, port, tasks)
             for index, check in enumerate(spec.get("checks", []))
         )
         return Service(
@@ -258,10 +270,19 @@ class _Builder:
             checks=checks,
         )
 
-    def check(self, spec: dict[str, Any], path: Path, labels: set[str], service: str, service_port: str) -> Check:
-        port = self.port_ref(spec.get("port", ""), labels, (*path, "port"))
+    def check(self, spec: dict[str, Any], path: Path, labels: set[str], service: str, service_port: str,
+              tasks: set[str] | None) -> Check:
+        port = self.port_ref(spec.get("port", ""), labels, (*path, "port"), "task" if tasks is None else "group")
         if spec["type"] in _PORTED_CHECKS and not (port or service_port):
             self.problem((*path, "port"), f"is required for {spec['type']} checks when the service has no port")
+        task = spec.get("task", "")
+        if tasks is None and task:
+            self.problem((*path, "task"), "is only for the checks of a group service (a task's checks run in it)")
+        elif tasks is not None and spec["type"] == "script" and task not in tasks:
+            known = ", ".join(sorted(tasks))
+            self.problem((*path, "task"), f"a group service's script check must name the task it runs in "
+                                          f"(one of: {known})" if not task else
+                         f"names no task of the group (tasks: {known})")
         return Check(
             type=spec["type"],
             name=spec.get("name", f'service: "{service}" check'),
@@ -280,6 +301,7 @@ class _Builder:
             grpc_service=spec.get("grpc_service", ""),
             grpc_use_tls=spec.get("grpc_use_tls", False),
             check_restart=self.check_restart(spec["check_restart"]) if "check_restart" in spec else None,
+            task=task,
         )
 
     def check_restart(self, spec: dict[str, Any]) -> CheckRestart:

@@ -92,7 +92,8 @@ _TASK = _Context(
     },
     blocks={"resources": _Context(blocks={"network": _NETWORK})},
 )
-_GROUP = _Context(lists={"task": _ListOf("tasks", "name", _TASK)}, blocks={"network": _NETWORK})
+_GROUP = _Context(lists={"task": _ListOf("tasks", "name", _TASK), "service": _ListOf("services", None, _SERVICE)},
+                  blocks={"network": _NETWORK})
 _JOB = _Context(lists={"group": _ListOf("groups", "name", _GROUP)})
 
 

@@ -69,7 +69,7 @@ def interpolate_task(task: Task, lookup: Lookup) -> Task:
         config=interpolate(task.config, lookup),
         env=interpolate(task.env, lookup),
         meta=interpolate(task.meta, lookup),
-        services=tuple(_service(service, lookup) for service in task.services),
+        services=tuple(interpolate_service(service, lookup) for service in task.services),
         artifacts=tuple(_artifact(artifact, lookup) for artifact in task.artifacts),
         templates=tuple(_template(template, lookup) for template in task.templates),
     )
@@ -79,7 +79,8 @@ def _fields(obj: Any, names: tuple[str, ...], lookup: Lookup) -> dict[str, Any]:
     return {name: interpolate(getattr(obj, name), lookup) for name in names}
 
 
-def _service(service: Service, lookup: Lookup) -> Service:
+def interpolate_service(service: Service, lookup: Lookup) -> Service:
+    """A copy of ``service`` with its name, port, tags, meta and checks interpolated."""
     checks = tuple(_check(check, lookup) for check in service.checks)
     return dataclasses.replace(service, checks=checks, **_fields(service, ("name", "port", "tags", "meta"), lookup))
 

@@ -80,8 +80,7 @@ def _convert(spec: dict[str, Any], where: str) -> dict[str, Any]:
             continue
         if key == "Lifecycle" and isinstance(value, dict) and not value.get("Hook"):
             continue  # Nomad writes an empty lifecycle for a main task
-        # A group's services are Nomad's group services: the HCL name, for the usual warning.
-        name = "service" if (where, key) == ("groups", "Services") else _RENAMED.get(key) or _snake(key)
+        name = _RENAMED.get(key) or _snake(key)
         if key in _VERBATIM:
             out[name] = value
         elif key in _DURATIONS and isinstance(value, (int, float)) and not isinstance(value, bool):

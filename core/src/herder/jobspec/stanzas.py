@@ -46,14 +46,14 @@ _NETWORK = _Block(
 )
 _CHECK = _Block(
     frozenset({
-        "expose", "advertise", "notes", "tls_server_name", "task", "success_before_passing",
+        "expose", "advertise", "notes", "tls_server_name", "success_before_passing",
         "failures_before_critical", "failures_before_warning", "body", "on_update",
     }),
     "check",
 )
 _SERVICE = _Block(
     frozenset({
-        "canary_tags", "enable_tag_override", "address", "check_restart", "connect", "canary_meta",
+        "canary_tags", "enable_tag_override", "address", "connect", "canary_meta",
         "tagged_addresses", "task", "on_update", "identity", "weights", "provider", "cluster", "kind",
     }),
     "service",
@@ -83,12 +83,10 @@ _GROUP = _Block(
         *_AFFINITIES, "update", "migrate", "reschedule", "vault", "ephemeral_disk", "volume", "scaling",
         "disconnect", "max_client_disconnect", "stop_after_client_disconnect", "prevent_reschedule_on_lost",
         "max_run_duration", "consul", "shutdown_delay",
-        # Group services wait for the services issue; task services are validated and handed to plugins.
-        "service",
     }),
-    shown={"service": "group service", "shutdown_delay": "group shutdown_delay"},
+    shown={"shutdown_delay": "group shutdown_delay"},
     blocks={"network": _NETWORK, "restart": _Block(frozenset({"render_templates"}), "restart")},
-    lists={"tasks": _TASK},
+    lists={"tasks": _TASK, "services": _SERVICE},
 )
 _JOB = _Block(
     frozenset({
