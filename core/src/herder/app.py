@@ -14,13 +14,14 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.client import Client, JobSource
 from herder.client.config import Config
+from herder.client.hooks.services import HealthChange
 from herder.errors import JobError
 from herder.jobspec import load_job_text, validate_task_configs
 from herder.jobspec.formats import format_of, read_text, read_var_file
@@ -115,12 +116,40 @@ def event_json(record: EventRecord) -> dict[str, Any]:
             "details": json.loads(json.dumps(event.details, default=str))}
 
 
-def summary(status: str, allocs: Iterable[AllocRunner]) -> dict[str, Any]:
+def health_json(change: HealthChange) -> dict[str, Any]:
+    """A service check's status change in the documented ``herder run --json`` shape."""
+    return {"time": rfc3339(datetime.now(UTC)), "alloc_id": change.alloc_id, "alloc_name": change.alloc_name,
+            "task": change.task, "check": {"service": change.service, "name": change.check,
+                                           "status": change.status, "output": change.output}}
+
+
+class HealthLog:
+    """The last status of every service check seen, by allocation and task."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], dict[tuple[str, str], str]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, change: HealthChange) -> None:
+        with self._lock:
+            self._last.setdefault((change.alloc_id, change.task), {})[(change.service, change.check)] = \
+                change.status
+
+    def checks(self, alloc_id: str, task: str) -> list[dict[str, str]]:
+        with self._lock:
+            last = dict(self._last.get((alloc_id, task), {}))
+        return [{"service": service, "check": check, "status": status}
+                for (service, check), status in sorted(last.items())]
+
+
+def summary(status: str, allocs: Iterable[AllocRunner], health: HealthLog | None = None) -> dict[str, Any]:
     """The ``herder run --json`` summary (docs/user-guide.md)."""
+    health = health or HealthLog()
     return {"status": status, "allocs": {
         a.alloc.id: {"name": a.alloc.name, "tasks": {
             t.name: {"state": t.status.state, "failed": t.status.failed, "restarts": t.status.restarts,
-                     "exit_code": t.status.exit_code} for t in a.tasks}}
+                     "exit_code": t.status.exit_code, "checks": health.checks(a.alloc.id, t.name)}
+            for t in a.tasks}}
         for a in allocs}}
 
 
@@ -145,10 +174,17 @@ class ForegroundRun:
     """
 
     def __init__(self, config: Config, hooks: Hooks, job: Job, source: JobSource, *,
-                 on_event: Callable[[EventRecord], None], keep: bool = False) -> None:
+                 on_event: Callable[[EventRecord], None],
+                 on_health: Callable[[HealthChange], None] = lambda change: None, keep: bool = False) -> None:
         self.job = job
         self.source = source
-        self.client = Client(config, hooks, keep=keep, on_event=on_event,
+        self.health = HealthLog()
+
+        def health_changed(change: HealthChange) -> None:
+            self.health.record(change)
+            on_health(change)
+
+        self.client = Client(config, hooks, keep=keep, on_event=on_event, on_health=health_changed,
                              on_lost=None if keep else {"argv": reap_command(config), "env": dict(os.environ)})
         self.allocs: list[AllocRunner] = []
         self.reaped = Reaped()
@@ -190,7 +226,7 @@ class ForegroundRun:
             alloc.stop()
 
     def summary(self, status: str) -> dict[str, Any]:
-        return summary(status, self.allocs)
+        return summary(status, self.allocs, self.health)
 
     def close(self) -> None:
         self.client.close()
@@ -211,6 +247,7 @@ def reap(config: Config, hooks: Hooks, on_event: Callable[[EventRecord], None] |
     """Stop and clean up every allocation that a foreground run left behind when
     it died; returns how many there were."""
     with Client(config, hooks, keep=False, on_event=on_event) as client:
+        client.start()  # the services of the orphans' tasks leave the registry with them
         orphans = client.restore(keep=False)
         client.run(orphans)
         for alloc in orphans:

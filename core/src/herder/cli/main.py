@@ -112,7 +112,8 @@ def run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], as_
         say(f"Warning: {warning}")
     job, source = read_job(file, variables, var_files, hooks)
     view = make_view(as_json)
-    foreground = app.ForegroundRun(config, hooks, job, source, on_event=view.show, keep=keep)
+    foreground = app.ForegroundRun(config, hooks, job, source, on_event=view.show, on_health=view.health,
+                                       keep=keep)
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         view.message(f"Received {signal.Signals(signum).name}: stopping every task")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Protocol, TextIO
 
 from rich.console import Console, RenderableType
@@ -16,10 +17,12 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 
 from herder import events
-from herder.app import event_json, rfc3339
+from herder.app import event_json, health_json, rfc3339
 from herder.client.alloc_runner import EventRecord
+from herder.client.hooks.services import HealthChange
 
 _STATE_STYLE = {"pending": "yellow", "running": "green", "dead": "dim"}
+_HEALTH_STYLE = {"passing": "green", "warning": "yellow", "critical": "red"}
 
 
 def event_line(record: EventRecord) -> str:
@@ -34,6 +37,7 @@ class EventView(Protocol):
     def __enter__(self) -> EventView: ...
     def __exit__(self, *exc: object) -> None: ...
     def show(self, record: EventRecord) -> None: ...
+    def health(self, change: HealthChange) -> None: ...
     def message(self, text: str) -> None: ...
     def output(self, prefix: str, line: str) -> None: ...
 
@@ -59,6 +63,16 @@ class _Lines:
             self.stream.write(text + "\n")
             self.stream.flush()
 
+    def health(self, change: HealthChange) -> None:
+        if self.as_json:
+            text = json.dumps(health_json(change))
+        else:
+            text = (f"{rfc3339(datetime.now(UTC))} {change.alloc_name} {change.task} Check "
+                    f"{change.service}/{change.check}: {change.status}")
+        with self._lock:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
     def message(self, text: str) -> None:
         with self._lock:
             self.messages.write(text + "\n")
@@ -78,6 +92,7 @@ class _Row:
     restarts: int = 0
     event: str = ""
     progress: tuple[int, int] | None = None  # (current, total) bytes of a download
+    checks: dict[str, str] = field(default_factory=dict)  # "service/check" -> status
 
 
 class LiveTable:
@@ -123,6 +138,12 @@ class LiveTable:
                                    highlight=False)
             self._live.update(self._render(), refresh=True)
 
+    def health(self, change: HealthChange) -> None:
+        with self._lock:
+            row = self._rows.setdefault((change.alloc_name, change.task), _Row())
+            row.checks[f"{change.service}/{change.check}"] = change.status
+            self._live.update(self._render(), refresh=True)
+
     def message(self, text: str) -> None:
         self.console.print(escape(text), highlight=False)
 
@@ -131,15 +152,17 @@ class LiveTable:
 
     def _render(self) -> Table:
         table = Table(expand=False, title=None, show_edge=True)
-        for column in ("Allocation", "Task", "State", "Restarts", "Last event"):
+        for column in ("Allocation", "Task", "State", "Restarts", "Health", "Last event"):
             table.add_column(column, overflow="fold")
         for (alloc, task), row in sorted(self._rows.items()):
             last: RenderableType = escape(row.event)
             if row.progress is not None:
                 current, total = row.progress
                 last = RichGroup(escape(row.event), ProgressBar(total=max(total, 1), completed=current, width=30))
+            health = "\n".join(f"{escape(name)} [{_HEALTH_STYLE.get(status, 'white')}]{status}[/]"
+                               for name, status in sorted(row.checks.items()))
             table.add_row(escape(alloc), escape(task), f"[{_STATE_STYLE.get(row.state, 'white')}]{row.state}[/]",
-                          str(row.restarts), last)
+                          str(row.restarts), health, last)
         return table
 
 

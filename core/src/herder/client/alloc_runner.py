@@ -166,6 +166,11 @@ class AllocRunner:
         return self.placed.all_ports
 
     @property
+    def stopping(self) -> bool:
+        """Whether the allocation's tasks are being stopped for good (not one task restarting)."""
+        return self._stop_requested.is_set() or self._killing
+
+    @property
     def failed(self) -> bool:
         return any(t.status.failed for t in self.tasks)
 

@@ -22,6 +22,7 @@ from herder.client.config import Config
 from herder.client.deferred import DeferredCleanups
 from herder.client.fingerprints import FINGERPRINT_INTERVAL, Fingerprints
 from herder.client.hooks import builtin_plugins
+from herder.client.hooks.services import HealthChange
 from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
@@ -59,11 +60,13 @@ class Client:
     ``keep`` says whether this process's tasks outlive it: an agent's do; a
     foreground ``herder run``'s are stopped by the supervisor when it dies,
     which then runs ``on_lost`` (``{"argv": [...], "env": {...}}``) to clean
-    up what is left. ``on_event`` sees every task event of every allocation.
+    up what is left. ``on_event`` sees every task event of every allocation,
+    ``on_health`` every change of a service check's status.
     """
 
     def __init__(self, config: Config, hooks: Hooks, *, keep: bool = True, on_lost: dict[str, Any] | None = None,
                  on_event: Callable[[EventRecord], None] | None = None,
+                 on_health: Callable[[HealthChange], None] | None = None,
                  fingerprint_interval: float = FINGERPRINT_INTERVAL) -> None:
         self.config = config
         self.hooks = hooks
@@ -84,6 +87,7 @@ class Client:
         self.fingerprints = Fingerprints(hooks, fingerprint_interval)
         self.deferred = DeferredCleanups(self.store, hooks, self._rebuild_task)
         self._on_event = on_event or (lambda record: None)
+        self.on_health = on_health or (lambda change: None)
         self._allocs: dict[str, AllocRunner] = {}
         self._threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
@@ -242,6 +246,14 @@ class Client:
         alloc = self.alloc(alloc_id)
         if alloc is not None:
             alloc.stop()
+
+    def restart_task(self, alloc_id: str, task: str, reason: str, *, failure: bool = False) -> None:
+        """Restart a running task; ``failure`` counts it against the restart policy
+        (a task restarted for failing its health checks), as in Nomad."""
+        alloc = self.alloc(alloc_id)
+        runner = next((r for r in alloc.tasks if r.name == task), None) if alloc else None
+        if runner is not None:
+            runner.restart(reason, failure=failure)
 
     def stop_all(self) -> None:
         """Stop every allocation gracefully (returns at once)."""

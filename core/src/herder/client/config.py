@@ -10,6 +10,7 @@ from typing import Any
 
 from herder.client.ports import DEFAULT_MAX_PORT, DEFAULT_MIN_PORT, parse_reserved
 from herder.errors import ConfigError
+from herder.services import check_backend
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,7 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
     )
     if not 0 < config.ports.min <= config.ports.max <= 65535:
         raise ConfigError("ports.min and ports.max must satisfy 0 < min <= max <= 65535")
-    if config.services_backend not in ("local", "consul"):
-        raise ConfigError("services.backend must be 'local' or 'consul'")
+    check_backend(config.services_backend)
     return config
 
 

@@ -66,6 +66,10 @@ class RestartTracker:
             return Decision(Outcome.FAIL, REASON_UNRECOVERABLE)
         return self._decide(successful=False)
 
+    def after_unhealthy(self) -> Decision:
+        """Decide after the task was restarted for failing its health checks: a failure."""
+        return self._decide(successful=False)
+
     def _decide(self, successful: bool) -> Decision:
         policy = self.policy
         if policy.attempts == 0:

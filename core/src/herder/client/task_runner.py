@@ -90,6 +90,7 @@ class TaskRunner:
         self._env_task: Task = self.task
         self._kill_requested = threading.Event()
         self._restart_requested = threading.Event()
+        self._restart_failure = False
         self._wake = threading.Event()
         self._done = threading.Event()
         self._started = False
@@ -159,12 +160,14 @@ class TaskRunner:
             self.start()  # a task killed before it started: its thread only cleans up
         self._done.wait()
 
-    def restart(self, reason: str = "") -> None:
-        """Restart the running task now, without counting against the policy."""
+    def restart(self, reason: str = "", *, failure: bool = False) -> None:
+        """Restart the running task now. A restart on request does not count against
+        the restart policy; a ``failure`` (the task failed its health checks) does."""
         with self._lock:
             handle = self._handle
         if handle is None or self._kill_requested.is_set():
             return
+        self._restart_failure = failure
         self._restart_requested.set()
         self.emit(events.RESTART_SIGNAL, reason or "User requested restart")
         self._kill_handle(handle)
@@ -347,6 +350,10 @@ class TaskRunner:
             return None
         if self._restart_requested.is_set():
             self._restart_requested.clear()
+            if self._restart_failure:
+                decision = self.tracker.after_unhealthy()
+                self._persist_tracker()
+                return decision
             return Decision(Outcome.RESTART, "Restart requested")
         if not recoverable:
             return self._after_start_error(recoverable=False)

@@ -30,4 +30,6 @@ class BuiltinPlugin(Protocol):
 
 def builtin_plugins(client: Client) -> list[BuiltinPlugin]:
     """The built-in plugins of ``client``, in the order they run in prestart."""
-    return []
+    from herder.client.hooks.services import ServicesPlugin
+
+    return [ServicesPlugin(client)]

@@ -1,0 +1,368 @@
+"""Services: each running task's ``service`` blocks, in the registry, with health.
+
+A task's services are registered after it starts (``herder_task_poststart``)
+and taken out before it is killed (``herder_task_prekill``), so clients stop
+sending traffic before it stops; a group's services (Nomad 1.x) live as long
+as their allocation runs. Nothing here talks to the registry directly: the
+desired set changes and :class:`herder.services.ServiceSync` reconciles.
+
+Script checks run here, inside the task through the driver's exec, and are
+reported as TTL checks. ``check_restart`` watches every check's status as the
+sync reads it and restarts a task that stays unhealthy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from herder import events, hookimpl
+from herder.client.placement import GROUP_PORTS
+from herder.client.sessions import is_alive
+from herder.context import AllocatedPort, TaskContext
+from herder.errors import HerderError
+from herder.jobspec import interpolate_service
+from herder.model import Check, CheckRestart, Service, Task
+from herder.objects import Alloc, ExitResult, TaskHandle
+from herder.plugins.hooks import Hooks
+from herder.services import (
+    CRITICAL,
+    PASSING,
+    SCRIPT_TTL_GRACE,
+    WARNING,
+    CheckRegistration,
+    CheckStatus,
+    Owner,
+    RegistryView,
+    ServiceRegistration,
+    ServiceSync,
+    check_id,
+    open_backend,
+)
+from herder.services.model import OUTPUT_LIMIT
+from herder.services.probes import Scheduler
+
+if TYPE_CHECKING:
+    from herder.client.client import Client
+
+log = logging.getLogger(__name__)
+
+GROUP = ""
+"""The owner name of a group's services among its tasks' (no task is named "")."""
+
+DEREGISTER_WAIT = 2.0
+"""How long a task's kill waits for its services to leave a reachable registry."""
+
+
+@dataclass(frozen=True)
+class HealthChange:
+    """A check whose status changed: what ``herder run`` shows and ``--json`` prints."""
+
+    alloc_id: str
+    alloc_name: str
+    task: str
+    service: str
+    check: str
+    status: str
+    output: str
+
+
+@dataclass
+class _Watched:
+    """A registered check and whom it belongs to."""
+
+    owner: str
+    alloc_id: str
+    alloc_name: str
+    task: str
+    service: str
+    check: Check
+    registration: CheckRegistration
+    status: CheckStatus
+    restart: _RestartWatch | None = None
+
+
+@dataclass
+class _RestartWatch:
+    """Nomad's check_restart: after ``grace``, unhealthy for ``interval * (limit - 1)``
+    (``limit`` consecutive results) restarts the task."""
+
+    policy: CheckRestart
+    interval: float
+    grace_until: float
+    unhealthy_since: float | None = None
+
+    def observe(self, now: float, status: str) -> bool:
+        """True when the task should be restarted now."""
+        if now < self.grace_until:
+            return False
+        unhealthy = status == CRITICAL or (status == WARNING and not self.policy.ignore_warnings)
+        if not unhealthy:
+            self.unhealthy_since = None
+            return False
+        if self.unhealthy_since is None:
+            self.unhealthy_since = now
+        return now >= self.unhealthy_since + self.interval * (self.policy.limit - 1)
+
+
+@dataclass
+class _Running:
+    """A running task, as script checks need it."""
+
+    task: Task
+    ctx: TaskContext
+    handle: TaskHandle
+    scripts: dict[str, Check] = field(default_factory=dict)
+
+
+class ServicesPlugin:
+    """The built-in ``services`` plugin of one client."""
+
+    name = "services"
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        config = client.config
+        backend_config = config.consul if config.services_backend == "consul" else \
+            config.plugin.get(config.services_backend, {})
+        scope = hashlib.sha1(f"{config.node_name}:{config.data_dir}".encode()).hexdigest()[:16]
+        self.backend = open_backend(config.services_backend, dict(backend_config), Owner(scope, client.session))
+        self.sync = ServiceSync(self.backend, on_view=self._observe, removable=self._removable)
+        self._scripts = Scheduler(self._run_script, name="script-checks")
+        self._lock = threading.Lock()
+        self._watched: dict[str, _Watched] = {}
+        self._running: dict[str, _Running] = {}
+        self._script_owner: dict[str, str] = {}
+        self._on_health: Callable[[HealthChange], None] = client.on_health
+
+    def start(self) -> None:
+        self.sync.start()
+
+    def close(self) -> None:
+        self._scripts.close()
+        self.sync.close()
+        self.backend.close()
+
+    def _removable(self, session: str) -> bool:
+        """A service no task wants goes if this herder, or a herder that died, registered it."""
+        return session == self._client.session or not is_alive(self._client.data_dir, session)
+
+    # -- hooks ---------------------------------------------------------------
+
+    @hookimpl
+    def herder_task_poststart(self, task: Task, ctx: TaskContext, handle: TaskHandle) -> None:
+        owner = _owner(ctx.alloc_id, task.name)
+        running = _Running(task, ctx, handle)
+        with self._lock:
+            self._running[owner] = running
+        prefix = f"_herder-task-{ctx.alloc_id}-{task.name}"
+        self.sync.set(owner, self._registrations(owner, ctx, handle, prefix, task.services, ctx.ports, running))
+        self._group_poststart(task, ctx, handle, running)
+        for script in running.scripts:
+            self._scripts.add(script, running.scripts[script].interval)
+
+    @hookimpl
+    def herder_task_prekill(self, task: Task, ctx: TaskContext) -> None:
+        self._forget(_owner(ctx.alloc_id, task.name))
+        alloc = self._client.alloc(ctx.alloc_id)
+        if alloc is not None and alloc.stopping:
+            self._forget(_owner(ctx.alloc_id, GROUP))
+        self.sync.flush(DEREGISTER_WAIT)
+
+    @hookimpl
+    def herder_task_exited(self, task: Task, ctx: TaskContext, result: ExitResult) -> None:
+        self._forget(_owner(ctx.alloc_id, task.name))
+
+    @hookimpl
+    def herder_alloc_postrun(self, alloc: Alloc) -> None:
+        for name in (*(task.name for task in alloc.tasks), GROUP):
+            self._forget(_owner(alloc.id, name))
+
+    def _group_poststart(self, task: Task, ctx: TaskContext, handle: TaskHandle, running: _Running) -> None:
+        """A group's services are registered when its first task starts; each task that
+        starts runs the script checks that name it."""
+        alloc = self._client.alloc(ctx.alloc_id)
+        if alloc is None or not alloc.group.services:
+            return
+        placed = next(t for t in alloc.placed.tasks if t.task.name == task.name)
+        lookup = placed.make_lookup(dict(ctx.env))
+        services = tuple(interpolate_service(service, lookup) for service in alloc.group.services)
+        owner = _owner(ctx.alloc_id, GROUP)
+        ports = alloc.placed.ports.get(GROUP_PORTS, [])
+        registrations = self._registrations(owner, ctx, None, f"_herder-group-{ctx.alloc_id}-{alloc.group.name}",
+                                            services, ports, running, group=True)
+        self.sync.set(owner, registrations)
+
+    # -- building registrations -------------------------------------------------
+
+    def _registrations(self, owner: str, ctx: TaskContext, handle: TaskHandle | None, prefix: str,
+                       services: tuple[Service, ...], ports: list[AllocatedPort], running: _Running,
+                       group: bool = False) -> list[ServiceRegistration]:
+        """The registrations of ``services``, with ``running`` the task starting now;
+        a service that cannot be registered is told as an event. Of a group's
+        services, only the script checks that name the task run in it."""
+        registrations = []
+        for service in services:
+            try:
+                registrations.append(self._registration(owner, ctx, handle, prefix, service, ports, running,
+                                                        group))
+            except HerderError as exc:
+                ctx.emit_event(events.TASK_HOOK_FAILED, f"service {service.name} is not registered: {exc}",
+                               hook="herder_task_poststart", plugin=self.name)
+        return registrations
+
+    def _registration(self, owner: str, ctx: TaskContext, handle: TaskHandle | None, prefix: str,
+                      service: Service, ports: list[AllocatedPort], running: _Running,
+                      group: bool) -> ServiceRegistration:
+        address, port = _address(service.address_mode, service.port, ports, handle)
+        service_id = f"{prefix}-{service.name}-{service.port}"
+        checks = []
+        for check in service.checks:
+            registration = _check_registration(service_id, check, service.port, ports, handle)
+            checks.append(registration)
+            # Shown with, and restarted with, the task it runs in: for a group's check
+            # the task it names, else the first of the group's tasks to start.
+            runs_in = (check.task or ctx.task_name) if group else ctx.task_name
+            if check.type == "script" and runs_in == ctx.task_name:
+                running.scripts[registration.id] = check
+                with self._lock:
+                    self._script_owner[registration.id] = _owner(ctx.alloc_id, ctx.task_name)
+            self._watch(_Watched(owner, ctx.alloc_id, ctx.alloc_name, runs_in, service.name, check,
+                                 registration, CheckStatus(check.initial_status or CRITICAL)))
+        return ServiceRegistration(id=service_id, name=service.name, address=address, port=port,
+                                   tags=service.tags, meta=service.meta, checks=tuple(checks))
+
+    # -- what is shown ---------------------------------------------------------
+
+    def health(self, alloc_id: str) -> dict[str, list[dict[str, str]]]:
+        """The checks of an allocation's services, by task: service, check, status, output."""
+        with self._lock:
+            watched = [w for w in self._watched.values() if w.alloc_id == alloc_id]
+        result: dict[str, list[dict[str, str]]] = {}
+        for w in watched:
+            result.setdefault(w.task, []).append({"service": w.service, "check": w.check.name,
+                                                  "status": w.status.status, "output": w.status.output})
+        return result
+
+    def _watch(self, watched: _Watched) -> None:
+        """Follow a check's status; one already followed (a group's, as another task starts) goes on."""
+        policy = watched.check.check_restart
+        if policy is not None and policy.limit > 0:
+            watched.restart = _RestartWatch(policy, watched.check.interval, time.monotonic() + policy.grace)
+        with self._lock:
+            self._watched.setdefault(watched.registration.id, watched)
+
+    def _forget(self, owner: str) -> None:
+        with self._lock:
+            running = self._running.pop(owner, None)
+            for check in [cid for cid, w in self._watched.items() if w.owner == owner]:
+                del self._watched[check]
+            for check in [cid for cid, o in self._script_owner.items() if o == owner]:
+                del self._script_owner[check]
+        for check in running.scripts if running else ():
+            self._scripts.remove(check)
+        self.sync.remove(owner)
+
+    # -- checks ------------------------------------------------------------
+
+    def _run_script(self, check_id_: str) -> None:
+        with self._lock:
+            running = self._running.get(self._script_owner.get(check_id_, ""))
+        check = running.scripts.get(check_id_) if running else None
+        if running is None or check is None:
+            return
+        status = run_script(self._client.hooks, running, check)
+        self.sync.report(check_id_, status)
+
+    def _observe(self, view: RegistryView) -> None:
+        """Every read of the registry: status changes are told, unhealthy tasks restarted."""
+        now = time.monotonic()
+        changed: list[_Watched] = []
+        restart: list[_Watched] = []
+        with self._lock:
+            for cid, watched in self._watched.items():
+                status = view.checks.get(cid)
+                if status is None:
+                    continue  # not registered yet
+                if status.status != watched.status.status:
+                    changed.append(watched)
+                watched.status = status
+                if watched.restart is not None and watched.restart.observe(now, status.status):
+                    watched.restart = None  # once: the task's next start watches afresh
+                    restart.append(watched)
+        for watched in changed:
+            self._on_health(HealthChange(watched.alloc_id, watched.alloc_name, watched.task, watched.service,
+                                         watched.check.name, watched.status.status, watched.status.output))
+        for watched in restart:
+            reason = f"healthcheck: check {watched.check.name!r} unhealthy"
+            # Not on this thread: the restart's prekill waits for this loop.
+            threading.Thread(target=self._client.restart_task, args=(watched.alloc_id, watched.task, reason),
+                             kwargs={"failure": True}, daemon=True).start()
+
+
+def run_script(hooks: Hooks, running: _Running, check: Check) -> CheckStatus:
+    """Run a script check inside the task: exit 0 passing, 1 warning, anything
+    else (an error, a timeout) critical, with the output as the note."""
+    command = [check.command, *check.args]
+    try:
+        result = hooks.task_exec(running.task, running.ctx, running.handle, command, check.timeout)
+    except Exception as exc:  # the driver's failure is the check's result
+        return CheckStatus(CRITICAL, f"{exc or type(exc).__name__}"[:OUTPUT_LIMIT])
+    status = PASSING if result.exit_code == 0 else WARNING if result.exit_code == 1 else CRITICAL
+    return CheckStatus(status, result.output[:OUTPUT_LIMIT].decode(errors="replace"))
+
+
+def _owner(alloc_id: str, task: str) -> str:
+    return f"{alloc_id}/{task}"
+
+
+def _find_port(label: str, ports: list[AllocatedPort]) -> AllocatedPort | None:
+    return next((port for port in ports if port.label == label), None)
+
+
+def _address(mode: str, port: str, ports: list[AllocatedPort], handle: TaskHandle | None) -> tuple[str, int]:
+    """The address and port to advertise for ``port`` (a label or a number) in ``mode``;
+    ``handle`` is None for a group service, which has the host's network."""
+    network = handle.network if handle is not None else None
+    if mode == "auto":
+        mode = "driver" if network is not None and network.auto_advertise else "host"
+    allocated = _find_port(port, ports) if port and not port.isdigit() else None
+    if mode == "driver":
+        if network is None:
+            raise HerderError("address_mode driver: there is no driver network (a group service, or a driver "
+                              "that gives its tasks none)")
+        if port.isdigit():
+            return network.ip, int(port)
+        mapped = network.port_map.get(port) or (allocated.to if allocated else None)
+        if not mapped:
+            raise HerderError(f"address_mode driver: port {port!r} is not mapped by the driver")
+        return network.ip, mapped
+    host = ports[0].host_ip if ports else "127.0.0.1"
+    if allocated is not None:
+        return allocated.host_ip, allocated.value
+    return host, int(port) if port.isdigit() else 0
+
+
+def _check_registration(service_id: str, check: Check, service_port: str, ports: list[AllocatedPort],
+                        handle: TaskHandle | None) -> CheckRegistration:
+    cid = check_id(service_id, check)
+    if check.type == "script":
+        return CheckRegistration(id=cid, name=check.name, kind="ttl", ttl=check.interval + SCRIPT_TTL_GRACE,
+                                 initial_status=check.initial_status)
+    address, port = _address(check.address_mode, check.port or service_port, ports, handle)
+    host = f"[{address}]" if ":" in address else address
+    if check.type == "http":
+        target = f"{check.protocol}://{host}:{port}{check.path}"
+    elif check.type == "grpc":
+        target = f"{host}:{port}" + (f"/{check.grpc_service}" if check.grpc_service else "")
+    else:
+        target = f"{host}:{port}"
+    return CheckRegistration(id=cid, name=check.name, kind=check.type, interval=check.interval,
+                             timeout=check.timeout, target=target, method=check.method, header=check.header,
+                             tls_skip_verify=check.tls_skip_verify, grpc_use_tls=check.grpc_use_tls,
+                             initial_status=check.initial_status)

@@ -1,0 +1,59 @@
+"""Service registries: the embedded one, Consul, or a third one from a plugin.
+
+``services.backend`` in the configuration names a backend; backends are found
+through the ``herder.service_backends`` entry point group (herder's own two
+included), so a third registry is a distribution of its own.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from typing import Any
+
+from herder.errors import ConfigError
+from herder.services.model import (
+    CRITICAL,
+    PASSING,
+    SCRIPT_TTL_GRACE,
+    SERVICE_PREFIX,
+    STATUSES,
+    WARNING,
+    Backend,
+    CheckRegistration,
+    CheckStatus,
+    Owner,
+    RegisteredService,
+    RegistryUnavailable,
+    RegistryView,
+    ServiceRegistration,
+    check_id,
+)
+from herder.services.sync import ServiceSync
+
+ENTRY_POINT_GROUP = "herder.service_backends"
+
+__all__ = [
+    "CRITICAL", "ENTRY_POINT_GROUP", "PASSING", "SCRIPT_TTL_GRACE", "SERVICE_PREFIX", "STATUSES", "WARNING",
+    "Backend", "CheckRegistration", "CheckStatus", "Owner", "RegisteredService", "RegistryUnavailable",
+    "RegistryView", "ServiceRegistration", "ServiceSync", "check_backend", "check_id", "open_backend",
+]
+
+
+def check_backend(name: str) -> None:
+    """:class:`ConfigError` unless a backend ``name`` is installed."""
+    known = sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+    if name not in known:
+        raise ConfigError(f"services.backend: no service registry {name!r} is installed "
+                          f"(installed: {', '.join(known) or 'none'})")
+
+
+def open_backend(name: str, config: dict[str, Any], owner: Owner) -> Backend:
+    """The backend ``name``, made from its configuration table, for the herder ``owner`` names."""
+    check_backend(name)
+    ep = next(ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name)
+    try:
+        factory = ep.load()
+    except Exception as exc:  # a broken third-party backend is named, not raised as is
+        raise ConfigError(f"services.backend: registry {name!r} ({ep.value}) cannot be loaded: {exc}") from None
+    backend: Backend = factory(config, owner)
+    return backend

@@ -1,0 +1,171 @@
+"""The sync loop: the registry made to hold exactly what live tasks want.
+
+Tasks never talk to the registry. They change the *desired* set (a
+service per task and port, keyed by owner), and one loop reconciles: it reads
+what the registry holds of herder's services (a constant number of calls),
+registers what is missing or changed, and deregisters every herder service
+no live task wants, which also removes what a herder that died left behind.
+While the registry cannot be reached the loop retries with a delay doubling
+up to 30 s; nobody waits for it, so a registry that is down never delays a
+task.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from herder.services.model import Backend, CheckStatus, RegistryUnavailable, RegistryView, ServiceRegistration
+
+log = logging.getLogger(__name__)
+
+MIN_BACKOFF = 1.0
+MAX_BACKOFF = 30.0
+POLL = 1.0
+"""How often check statuses are read while any service has checks."""
+ANTI_ENTROPY = 30.0
+"""How often the registry is compared with the desired set when nothing changes."""
+
+ViewListener = Callable[[RegistryView], None]
+
+
+class ServiceSync:
+    """Keeps ``backend`` in line with the services of live tasks.
+
+    ``on_view`` sees the registry's view after every successful sync: what
+    check statuses are shown and acted on from. ``removable`` says whether a
+    service no task wants, registered by the given session, may be removed:
+    a service of another herder that is still running on the same data dir
+    is not this one's to remove.
+    """
+
+    def __init__(self, backend: Backend, on_view: ViewListener | None = None, *,
+                 removable: Callable[[str], bool] = lambda session: True,
+                 min_backoff: float = MIN_BACKOFF, max_backoff: float = MAX_BACKOFF) -> None:
+        self.backend = backend
+        self._on_view = on_view or (lambda view: None)
+        self._removable = removable
+        self._min_backoff = min_backoff
+        self._max_backoff = max_backoff
+        self._desired: dict[str, dict[str, ServiceRegistration]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._generation = 0  # bumped by every change of the desired set
+        self._synced = 0      # the generation the registry last matched
+        self._synced_cond = threading.Condition(self._lock)
+        self._failing = False
+        self.syncs = 0
+        self._thread = threading.Thread(target=self._loop, name="service-sync", daemon=True)
+
+    # -- the desired set -----------------------------------------------------
+
+    def set(self, owner: str, services: Iterable[ServiceRegistration]) -> None:
+        """Make ``services`` the ones ``owner`` (a task or a group of an allocation) wants."""
+        with self._lock:
+            self._desired[owner] = {service.id: service for service in services}
+            self._generation += 1
+        self._wake.set()
+
+    def remove(self, owner: str) -> None:
+        """``owner`` wants no service any more."""
+        with self._lock:
+            if self._desired.pop(owner, None) is None:
+                return
+            self._generation += 1
+        self._wake.set()
+
+    def desired(self) -> dict[str, ServiceRegistration]:
+        with self._lock:
+            return {sid: service for services in self._desired.values() for sid, service in services.items()}
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the registry to match the desired set as it is
+        now; False at once while the registry is unreachable."""
+        deadline = time.monotonic() + timeout
+        with self._synced_cond:
+            target = self._generation
+            if not self._thread.is_alive():
+                return False
+            while self._synced < target:
+                left = deadline - time.monotonic()
+                if self._failing or left <= 0:
+                    return False
+                self._wake.set()
+                self._synced_cond.wait(left)
+        return True
+
+    def report(self, check_id: str, status: CheckStatus) -> None:
+        """Report the result of a check herder runs itself; lost while the registry is down
+        (the next result, within the check's TTL, makes up for it)."""
+        try:
+            self.backend.update_ttl(check_id, status)
+        except RegistryUnavailable as exc:
+            log.debug("check %s: result not reported: %s", check_id, exc)
+
+    # -- the loop --------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the loop after one last reconciliation, so that a herder leaving
+        leaves the registry as its tasks are: the services of tasks still
+        running stay, the others go."""
+        self._closed.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join()
+            if not self._failing:
+                try:
+                    self.sync_once()
+                except RegistryUnavailable as exc:
+                    log.warning("service registry unreachable at exit: %s", exc)
+
+    def sync_once(self) -> RegistryView:
+        """One reconciliation: read, register what is missing or changed, deregister
+        what nobody wants. Raises :class:`RegistryUnavailable`."""
+        with self._lock:
+            generation = self._generation
+        desired = self.desired()
+        view = self.backend.read()
+        for service_id, service in desired.items():
+            registered = view.services.get(service_id)
+            if registered is None or registered.fingerprint != service.fingerprint():
+                self.backend.register(service)
+        for service_id in view.services.keys() - desired.keys():
+            if self._removable(view.services[service_id].session):
+                self.backend.deregister(service_id)
+        self.syncs += 1
+        with self._synced_cond:
+            self._synced = max(self._synced, generation)
+            self._failing = False
+            self._synced_cond.notify_all()
+        return view
+
+    def _loop(self) -> None:
+        backoff = self._min_backoff
+        while not self._closed.is_set():
+            self._wake.clear()  # before reading: a change during this round asks for the next
+            try:
+                view = self.sync_once()
+            except RegistryUnavailable as exc:
+                if not self._failing:
+                    log.warning("service registry unreachable, retrying for as long as it takes: %s", exc)
+                with self._synced_cond:
+                    self._failing = True
+                    self._synced_cond.notify_all()
+                # Changes wait too: they are in the desired set for the next round.
+                self._closed.wait(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
+                continue
+            except Exception:  # a bug must not end the loop: the next round tries again
+                log.exception("service sync failed")
+                view = None
+            backoff = self._min_backoff
+            if view is not None:
+                self._on_view(view)
+            any_checks = any(service.checks for service in self.desired().values())
+            self._wake.wait(POLL if any_checks else ANTI_ENTROPY)
