@@ -8,8 +8,10 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import httpx
 import pytest
 
+from tests.support.consul import ConsulAgent, consul_binary
 from tests.support.distributions import make_distribution
 from tests.support.processes import wait_until_gone
 
@@ -73,3 +75,31 @@ def herder() -> Callable[..., subprocess.CompletedProcess[str]]:
                               timeout=timeout, **kwargs)  # type: ignore[call-overload, no-any-return]
 
     return _run
+
+
+# -- a real Consul agent, for the services tests ----------------------------------
+
+
+@pytest.fixture(scope="session")
+def consul_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsulAgent]:
+    consul_binary()
+    agent = ConsulAgent(tmp_path_factory.mktemp("consul")).start()
+    yield agent
+    agent.stop()
+
+
+@pytest.fixture
+def consul(consul_session: ConsulAgent) -> Iterator[ConsulAgent]:
+    """The session's agent, emptied of services after the test."""
+    yield consul_session
+    for service_id in consul_session.services():
+        httpx.put(f"{consul_session.url}/v1/agent/service/deregister/{service_id}", timeout=5)
+
+
+@pytest.fixture
+def own_consul(tmp_path: Path) -> Iterator[ConsulAgent]:
+    """An agent of this test's own, which it may stop and start again."""
+    consul_binary()
+    agent = ConsulAgent(tmp_path.parent / f"{tmp_path.name}-consul").start()
+    yield agent
+    agent.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -136,10 +137,11 @@ class DockerJobs:
         self.data_dir = data_dir
         self.runs: list[tuple[Run, Callable[..., str]]] = []
 
-    def start(self, job: dict[str, Any], *, plugin: dict[str, dict[str, Any]] | None = None
-              ) -> tuple[Run, Callable[..., str]]:
-        """Place ``job`` (a canonical document) and run it in a thread; ``plugin``: the plugin tables."""
-        config = make_config(self.data_dir, plugin={"docker": {}, **(plugin or {})})
+    def start(self, job: dict[str, Any], *, plugin: dict[str, dict[str, Any]] | None = None,
+              **settings: Any) -> tuple[Run, Callable[..., str]]:
+        """Place ``job`` (a canonical document) and run it in a thread; ``plugin``: the plugin tables,
+        ``settings``: other fields of the configuration (``services_backend``, ``consul``)."""
+        config = dataclasses.replace(make_config(self.data_dir, plugin={"docker": {}, **(plugin or {})}), **settings)
         run, wait = start_job(json.dumps(job), self.data_dir, fmt="json", config=config)
         self.runs.append((run, wait))
         return run, wait

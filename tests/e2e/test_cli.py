@@ -79,7 +79,8 @@ def test_run_json_lines(herder: Herder, config_file: Path) -> None:
     assert summary["status"] == "complete"
     assert len(summary["allocs"]) == 3
     for alloc_id, alloc in summary["allocs"].items():
-        assert alloc["tasks"]["count"] == {"state": "dead", "failed": False, "restarts": 0, "exit_code": 0}
+        assert alloc["tasks"]["count"] == {"state": "dead", "failed": False, "restarts": 0, "exit_code": 0,
+                                                  "checks": []}
         assert any(e["alloc_id"] == alloc_id for e in events)
 
 
@@ -147,8 +148,9 @@ def test_web_serves_on_its_port_until_interrupted(sig: signal.Signals, config_fi
                              str(EXAMPLES / "web.hcl")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
-        seen = [proc.stderr.readline() for _ in range(2)]  # the example's service stanza is warned about first
-        match = re.search(r"port http is ([\d.]+):(\d+)", "".join(seen))
+        seen = [proc.stderr.readline()]  # warnings, if any, come before the ports
+        while not (match := re.search(r"port http is ([\d.]+):(\d+)", seen[-1])) and seen[-1]:
+            seen.append(proc.stderr.readline())
         assert match, seen
         assert b"Directory listing" in read_url(f"http://{match[1]}:{match[2]}/", timeout=10)
         proc.send_signal(sig)

@@ -14,7 +14,8 @@ from typing import Any
 
 
 class HerderRun:
-    """A ``herder run --json`` process; ``events`` fills from its stdout in the background."""
+    """A ``herder run --json`` process; ``events`` (and ``checks``, the check status
+    changes) fill from its stdout in the background."""
 
     def __init__(self, job: Path, data_dir: Path, *args: str, config: Path | None = None) -> None:
         argv = [sys.executable, "-m", "herder", "run", "--json", "--data-dir", str(data_dir), *args, str(job)]
@@ -23,6 +24,7 @@ class HerderRun:
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self.events: list[dict[str, Any]] = []
+        self.checks: list[dict[str, Any]] = []
         self.summary: dict[str, Any] | None = None
         self._stderr: list[str] = []
         self._lock = threading.Lock()
@@ -47,6 +49,8 @@ class HerderRun:
             with self._lock:
                 if "summary" in record:
                     self.summary = record["summary"]
+                elif "check" in record:
+                    self.checks.append(record)
                 else:
                     self.events.append(record)
 

@@ -11,6 +11,7 @@ from herder.app import ForegroundRun
 from herder.client.alloc_runner import EventRecord
 from herder.client.client import JobSource
 from herder.client.config import Config, PortsConfig
+from herder.client.hooks.services import HealthChange
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
@@ -20,12 +21,30 @@ from herder.plugins.loader import load_plugins
 class Run:
     runner: ForegroundRun
     events: list[EventRecord] = field(default_factory=list)
+    health: list[HealthChange] = field(default_factory=list)
     status: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, record: EventRecord) -> None:
         with self._lock:
             self.events.append(record)
+
+    def record_health(self, change: HealthChange) -> None:
+        with self._lock:
+            self.health.append(change)
+
+    def wait_for_health(self, check: str, status: str, timeout: float = 30.0, after: int = 0) -> int:
+        """Block until ``check`` turns ``status`` (a change numbered ``after`` or later); its number."""
+        deadline = threading.Event()
+        for _ in range(int(timeout / 0.05)):
+            with self._lock:
+                found = [n for n, c in enumerate(self.health) if n >= after and c.check == check
+                         and c.status == status]
+            if found:
+                return found[0]
+            deadline.wait(0.05)
+        raise AssertionError(f"check {check!r} did not turn {status} within {timeout}s: "
+                             f"{[(c.check, c.status, c.output[:80]) for c in self.health]} {self.types()}")
 
     def types(self, task: str | None = None) -> list[str]:
         """Event types in order, of one task or of all."""
@@ -56,7 +75,8 @@ def start_job(text: str, data_dir: Path, *, fmt: str = "hcl", config: Config | N
     hooks = hooks or Hooks(load_plugins(config.plugin, config.disabled_plugins))
     job = load_job_text(text, fmt, f"job.{fmt}")
     source = JobSource(text=text, format=fmt, source=f"job.{fmt}")
-    run = Run(runner=ForegroundRun(config, hooks, job, source, on_event=lambda r: run.record(r)))
+    run = Run(runner=ForegroundRun(config, hooks, job, source, on_event=lambda r: run.record(r),
+                                   on_health=lambda c: run.record_health(c)))
     try:
         run.runner.place()
     except BaseException:

@@ -1,4 +1,4 @@
-"""The views of ``herder run``: the live table's progress bars and the JSON line shape."""
+"""The views of ``herder run``: the live table's progress bars and health, and the JSON line shapes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import json
 
 from rich.console import Console
 
+from herder.app import health_json
 from herder.cli.render import LiveTable, event_json
 from herder.client.alloc_runner import EventRecord
+from herder.client.hooks.services import HealthChange
 from herder.objects import TaskEvent
 
 
@@ -37,3 +39,27 @@ def test_event_json_shape() -> None:
     assert line["time"].endswith("Z")
     assert line["details"]["exit_code"] == 0
     json.dumps(line)  # every detail is serialisable, even objects (as strings)
+
+
+def change(check: str, status: str) -> HealthChange:
+    return HealthChange("a1", "web.app[0]", "server", "web", check, status, f"{check} said {status}")
+
+
+def test_the_live_table_has_a_health_line_per_check_that_follows_its_status() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=True, color_system=None)
+    with LiveTable(console) as view:
+        view.show(record("Started", "Task started by client"))
+        view.health(change("index", "critical"))
+        view.health(change("alive", "passing"))
+        view.health(change("index", "passing"))
+    last_table = out.getvalue().rsplit("Health", 1)[-1]
+    assert "web/alive passing" in last_table and "web/index passing" in last_table
+    assert "critical" not in last_table
+
+
+def test_health_json_shape() -> None:
+    line = health_json(change("index", "warning"))
+    assert set(line) == {"time", "alloc_id", "alloc_name", "task", "check"}
+    assert line["check"] == {"service": "web", "name": "index", "status": "warning", "output": "index said warning"}
+    assert line["time"].endswith("Z")

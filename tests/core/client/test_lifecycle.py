@@ -84,7 +84,8 @@ def test_restart_policy_fail_mode_with_real_exits(data_dir: Path) -> None:
     assert run.types("t")[-1] == "Not Restarting"
     summary = run.runner.summary(run.status)["allocs"]
     (alloc,) = summary.values()
-    assert alloc["tasks"]["t"] == {"state": "dead", "failed": True, "restarts": 2, "exit_code": 3}
+    assert alloc["tasks"]["t"] == {"state": "dead", "failed": True, "restarts": 2, "exit_code": 3,
+                                     "checks": []}
 
 
 def test_batch_exit_0_is_complete_and_not_restarted(data_dir: Path) -> None:

@@ -1,0 +1,112 @@
+"""A real Consul agent for tests: ``consul agent -dev`` on free loopback ports.
+
+Uses whatever ``consul`` is on PATH (CI puts the peer programs there); without
+one the tests that need it are skipped, unless ``HERDER_REQUIRE`` names consul.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from tests.support.require import require
+
+PORT_NAMES = ("http", "dns", "serf-lan", "serf-wan", "server", "grpc")
+
+
+def free_ports(count: int, low: int = 2000, high: int = 12000) -> list[int]:
+    """``count`` distinct loopback ports nobody listens on now, from the range tests may use."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = random.randint(low, high)
+        if port in ports:
+            continue
+        with socket.socket() as tcp, socket.socket(type=socket.SOCK_DGRAM) as udp:
+            try:
+                tcp.bind(("127.0.0.1", port))
+                udp.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
+    return ports
+
+
+def agent_ports() -> dict[str, int]:
+    return dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES)), strict=True))
+
+
+def consul_binary() -> str:
+    path = shutil.which("consul")
+    require("consul", path is not None, "no consul on PATH")
+    assert path is not None
+    return path
+
+
+@dataclass
+class ConsulAgent:
+    """One dev-mode agent; :meth:`stop` and :meth:`start` again keep its ports."""
+
+    workdir: Path
+    ports: dict[str, int] = field(default_factory=lambda: agent_ports())
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.ports['http']}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+    def start(self) -> ConsulAgent:
+        argv = [consul_binary(), "agent", "-dev", "-enable-script-checks", "-client", "127.0.0.1",
+                "-bind", "127.0.0.1", "-advertise", "127.0.0.1", "-disable-host-node-id", "-node", "herder-test",
+                "-log-level", "warn"]
+        argv += [f"-{name}-port={port}" for name, port in self.ports.items()]
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = (self.workdir / "consul.log").open("ab")
+        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"consul exited with {self.process.returncode}: "
+                                   f"{(self.workdir / 'consul.log').read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/v1/status/leader", timeout=1).json():
+                    return self
+            except (httpx.HTTPError, ValueError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("consul did not elect itself leader within 30 s")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    # -- what the agent holds -------------------------------------------------
+
+    def services(self) -> dict[str, dict[str, object]]:
+        result: dict[str, dict[str, object]] = httpx.get(f"{self.url}/v1/agent/services", timeout=5).json()
+        return result
+
+    def checks(self) -> dict[str, dict[str, object]]:
+        result: dict[str, dict[str, object]] = httpx.get(f"{self.url}/v1/agent/checks", timeout=5).json()
+        return result
+
+    def catalog(self, name: str) -> list[dict[str, object]]:
+        result: list[dict[str, object]] = httpx.get(f"{self.url}/v1/catalog/service/{name}", timeout=5).json()
+        return result
