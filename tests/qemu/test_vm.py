@@ -16,7 +16,7 @@ from herder.testing import DriverHarness
 from herder.testing.plugin import HarnessFactory
 from tests.support.http import read_url
 
-from .helpers import APPEND, Guest
+from .helpers import APPEND, DEBUG_EXIT, Guest
 
 POWER_OFF = b"guest: power button pressed, powering off"
 DISK_LINE = b"herder-disk: booted"
@@ -152,3 +152,19 @@ def test_kvm_is_refused_where_the_probe_says_it_does_not_work(harness: DriverHar
     run = harness.task(guest.config(accelerator="kvm"))
     with pytest.raises(DriverError, match=r"config\.accelerator: kvm does not work on this host: .+"):
         run.prestart()
+
+
+def test_a_machine_qemu_cannot_set_up_fails_the_start_with_its_message(harness: DriverHarness, guest: Guest) -> None:
+    run = harness.task(guest.config("true", args=("-device", "no-such-device")))
+    with pytest.raises(DriverError, match=r"QEMU could not start the machine: .*'no-such-device'"):
+        run.start()
+
+
+def test_a_guest_done_before_qemu_was_reached_is_no_failure(guest: Guest, driver_harness: HarnessFactory) -> None:
+    """A disk that ends QEMU at once, through isa-debug-exit, exits 3 as a task would."""
+    harness = driver_harness("qemu", {})
+    run = harness.task({"image_path": "local/disk.img", "args": list(DEBUG_EXIT)})
+    (run.ctx.task_dir.dir / "local" / "disk.img").write_bytes(boot_sector(b"", 1))
+    run.start()
+    result = run.wait(60)
+    assert result is not None and result.exit_code == 3, result

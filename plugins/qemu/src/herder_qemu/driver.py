@@ -170,18 +170,24 @@ class QemuDriver:
     def _await_machine(self, handle: QemuHandle, ctx: TaskContext) -> None:
         """Wait until QEMU's monitor answers (the machine is set up) or QEMU exits.
 
+        A guest may also be done before the monitor was reached: QEMU then
+        exited without an error of its own, and the handle has its result.
+
         :raises RecoverableError: a host port could not be forwarded (it is taken: a later try may find it free).
-        :raises DriverError: QEMU exited at once for another reason (its message says which).
+        :raises DriverError: QEMU could not set the machine up (its message says why).
         """
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             result = handle.wait(STARTUP_POLL)
             if result is not None:
-                said = _stderr_tail(ctx)
+                errors = [line for line in _stderr_tail(ctx) if "qemu" in line and "warning:" not in line]
+                said = " ".join(errors)
                 if FORWARDING_FAILED in said:
                     raise RecoverableError(f"QEMU could not forward a host port into the guest (is it in use?): "
                                            f"{said}")
-                raise DriverError(f"QEMU exited at start with code {result.exit_code}: {said or 'no message'}")
+                if result.exit_code == 1 and errors:  # QEMU's own failure (a guest's would not say "qemu")
+                    raise DriverError(f"QEMU could not start the machine: {said}")
+                return
             try:
                 Qmp.connect(handle.monitor, STARTUP_POLL * 20).close()
             except QmpError:
@@ -261,12 +267,12 @@ def _host_ip(host_ip: str) -> str:
         return ""
 
 
-def _stderr_tail(ctx: TaskContext, size: int = 2000) -> str:
+def _stderr_tail(ctx: TaskContext, size: int = 2000) -> list[str]:
     """The last lines QEMU wrote to the task's stderr log."""
     files = sorted(ctx.task_dir.logs_dir.glob(f"{ctx.task_name}.stderr.*"),
                    key=lambda path: int(path.suffix[1:]) if path.suffix[1:].isdigit() else -1)
     if not files:
-        return ""
+        return []
     with files[-1].open("rb") as file:
         file.seek(max(0, file.seek(0, os.SEEK_END) - size))
-        return " ".join(file.read().decode(errors="replace").split())
+        return [line.strip() for line in file.read().decode(errors="replace").splitlines() if line.strip()]
