@@ -67,10 +67,16 @@ def test_serves_http_through_its_port_sees_its_memory_and_powers_off_gracefully(
 
 
 @pytest.mark.slow
-def test_without_graceful_shutdown_qemu_gets_the_kill_signal(harness: DriverHarness, guest: Guest) -> None:
-    run = harness.task(guest.config("sleep 3600"), kill_timeout="30s", kill_signal="SIGTERM")
+def test_forwards_udp_and_without_graceful_shutdown_qemu_gets_the_kill_signal(harness: DriverHarness,
+                                                                             guest: Guest) -> None:
+    """The udp side of a port is QEMU's too (the guest's busybox has no udp server to reach end to end)."""
+    run = harness.task(guest.config("sleep 3600", port_map={"dns": 53}), kill_timeout="30s", kill_signal="SIGTERM",
+                       resources={"network": {"ports": [{"label": "dns"}]}})
     run.start()
     wait_for_output(run, b"guest: up")
+    [port] = run.ctx.ports
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken, pytest.raises(OSError, match="in use"):
+        taken.bind((port.host_ip, port.value))
     run.kill()
     assert run.wait(10) is not None
     assert POWER_OFF not in run.output()
