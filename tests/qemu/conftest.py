@@ -1,15 +1,24 @@
 """Fixtures for the qemu driver's tests, against the real QEMU (TCG) and a guest built at test time.
 
 Without QEMU, a kernel in /boot or a static busybox the tests are skipped,
-unless HERDER_REQUIRE names ``qemu``: then they fail.
+unless HERDER_REQUIRE names ``qemu``: then they fail. Every test checks that
+no QEMU it started (one running in a directory under its temporary
+directory) outlives it, and kills any that does.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
+from tests.support.processes import wait_until_gone
 from tests.support.require import require
 
 from .helpers import BUSYBOX, Guest, build_guest, kernels
@@ -34,3 +43,14 @@ def guest(qemu_driver: str, tmp_path_factory: pytest.TempPathFactory) -> Guest:
     require("qemu", bool(kernels()), "no kernel in /boot (Debian: linux-image-amd64)")
     require("qemu", BUSYBOX.is_file(), f"no {BUSYBOX} (Debian: busybox-static)")
     return build_guest(tmp_path_factory.getbasetemp().parent / "herder-qemu-guest")
+
+
+@pytest.fixture(autouse=True)
+def no_machine_left_behind(tmp_path: Path) -> Iterator[None]:
+    """No QEMU of the test's tasks outlives the test (a failed test's too: it is killed, and the test fails)."""
+    yield
+    left = {pid: command for pid, command in wait_until_gone(tmp_path, timeout=5).items() if "qemu-system" in command}
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"virtual machines left behind: {left}"
