@@ -21,6 +21,8 @@ from tests.support.require import require
 
 from .helpers import Guest
 
+pytestmark = pytest.mark.slow  # most of the kit's tests boot a guest
+
 READY_PORT = ("-serial", "file:${READY_FILE}")
 """The guest's /dev/ttyS1, written to the kit's ready file."""
 RUNS = 'sleep 3600 & echo $$ $! > /dev/ttyS1; wait'
