@@ -174,3 +174,13 @@ def test_a_guest_done_before_qemu_was_reached_is_no_failure(guest: Guest, driver
     run.start()
     result = run.wait(60)
     assert result is not None and result.exit_code == 3, result
+
+
+def test_args_outside_the_allowlist_are_refused(guest: Guest, driver_harness: HarnessFactory) -> None:
+    harness = driver_harness("qemu", {**guest.plugin_config, "args_allowlist": ["-smp", "-device"]})
+    allowed = harness.task(guest.config(args=("-smp", "1")))
+    allowed.prestart()
+    refused = harness.task(guest.config(args=("-smp", "1", "-drive", "file=/dev/sda", "-usb")))
+    with pytest.raises(DriverError, match=r"config\.args: -drive, -usb not allowed by \[plugin\.qemu\] "
+                                          r"args_allowlist \(-smp, -device\)"):
+        refused.prestart()

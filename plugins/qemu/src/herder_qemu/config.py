@@ -43,11 +43,14 @@ class PluginConfig:
     image_paths: tuple[Path, ...] = ()
     """Directories whose images (and kernels, initrds) tasks may name by absolute path, as Nomad's
     ``image_paths``. A task's own directory is always allowed."""
+    args_allowlist: tuple[str, ...] | None = None
+    """The options (``-device``, ...) a task's ``args`` may give QEMU, as Nomad's ``args_allowlist``;
+    None: any (``args`` can then reach host devices)."""
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PluginConfig:
         """:raises ValueError: an unknown key or a value of the wrong kind (herder reports the plugin as failed)."""
-        unknown = sorted(set(raw) - {"emulator", "image_paths"})
+        unknown = sorted(set(raw) - {"emulator", "image_paths", "args_allowlist"})
         if unknown:
             raise ValueError(f"unknown [plugin.qemu] key(s): {', '.join(unknown)}")
         paths = raw.get("image_paths", [])
@@ -56,7 +59,12 @@ class PluginConfig:
         emulator = raw.get("emulator", DEFAULT_EMULATOR)
         if not isinstance(emulator, str) or not emulator:
             raise ValueError(f"[plugin.qemu] emulator must be a program's name or path, not {emulator!r}")
-        return cls(emulator=emulator, image_paths=tuple(Path(path) for path in paths))
+        allowlist = raw.get("args_allowlist")
+        if allowlist is not None and (not isinstance(allowlist, list)
+                                      or not all(isinstance(arg, str) for arg in allowlist)):
+            raise ValueError(f"[plugin.qemu] args_allowlist must be a list of QEMU options, not {allowlist!r}")
+        return cls(emulator=emulator, image_paths=tuple(Path(path) for path in paths),
+                   args_allowlist=None if allowlist is None else tuple(allowlist))
 
 
 @dataclass(frozen=True)

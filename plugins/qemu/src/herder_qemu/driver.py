@@ -117,6 +117,11 @@ class QemuDriver:
         if unknown:
             raise DriverError(f"{_path(ctx, 'port_map')}: {', '.join(unknown)} not a port of the task "
                               f"(ports: {', '.join(sorted(labels)) or 'none'})")
+        allowed = self.config.args_allowlist
+        refused = [arg for arg in config.args if arg.startswith("-") and allowed is not None and arg not in allowed]
+        if refused:
+            raise DriverError(f"{_path(ctx, 'args')}: {', '.join(refused)} not allowed by [plugin.qemu] "
+                              f"args_allowlist ({', '.join(allowed or ()) or 'empty'})")
         self._images(config, ctx)
         if config.accelerator == "kvm":
             works, why = self.kvm()
