@@ -1,0 +1,1 @@
+"""herder-qemu: the qemu driver for herder, virtual machines as tasks."""

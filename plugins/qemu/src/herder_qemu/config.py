@@ -1,0 +1,95 @@
+"""The qemu driver's configuration: the plugin's own table and each task's ``config``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_EMULATOR = "qemu-system-x86_64"
+ACCELERATORS = ("tcg", "kvm")
+DRIVE_INTERFACES = ("ide", "scsi", "sd", "mtd", "floppy", "pflash", "virtio", "none")
+
+_PATH = {"type": "string", "minLength": 1}
+
+TASK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "image_path": _PATH,
+        "drive_interface": {"enum": list(DRIVE_INTERFACES)},
+        "kernel": _PATH,
+        "initrd": _PATH,
+        "append": {"type": "string"},
+        "accelerator": {"enum": list(ACCELERATORS)},
+        "port_map": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 65535}},
+        "args": {"type": "array", "items": {"type": "string"}},
+        "graceful_shutdown": {"type": "boolean"},
+    },
+    # A disk image, or a kernel to boot directly: one of the two is required.
+    "if": {"required": ["kernel"]},
+    "else": {"required": ["image_path"], "errorMessage": "is required (or kernel, for a direct kernel boot)"},
+    "dependentRequired": {"initrd": ["kernel"], "append": ["kernel"]},
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    """``[plugin.qemu]``: which QEMU, and where images outside the task directory may be."""
+
+    emulator: str = DEFAULT_EMULATOR
+    """The QEMU system emulator: a path, or a name looked up on PATH."""
+    image_paths: tuple[Path, ...] = ()
+    """Directories whose images (and kernels, initrds) tasks may name by absolute path, as Nomad's
+    ``image_paths``. A task's own directory is always allowed."""
+    args_allowlist: tuple[str, ...] | None = None
+    """The options (``-device``, ...) a task's ``args`` may give QEMU, as Nomad's ``args_allowlist``;
+    None: any (``args`` can then reach host devices)."""
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> PluginConfig:
+        """:raises ValueError: an unknown key or a value of the wrong kind (herder reports the plugin as failed)."""
+        unknown = sorted(set(raw) - {"emulator", "image_paths", "args_allowlist"})
+        if unknown:
+            raise ValueError(f"unknown [plugin.qemu] key(s): {', '.join(unknown)}")
+        paths = raw.get("image_paths", [])
+        if not isinstance(paths, list) or not all(isinstance(path, str) and path.startswith("/") for path in paths):
+            raise ValueError(f"[plugin.qemu] image_paths must be a list of absolute paths, not {paths!r}")
+        emulator = raw.get("emulator", DEFAULT_EMULATOR)
+        if not isinstance(emulator, str) or not emulator:
+            raise ValueError(f"[plugin.qemu] emulator must be a program's name or path, not {emulator!r}")
+        allowlist = raw.get("args_allowlist")
+        if allowlist is not None and (not isinstance(allowlist, list)
+                                      or not all(isinstance(arg, str) for arg in allowlist)):
+            raise ValueError(f"[plugin.qemu] args_allowlist must be a list of QEMU options, not {allowlist!r}")
+        return cls(emulator=emulator, image_paths=tuple(Path(path) for path in paths),
+                   args_allowlist=None if allowlist is None else tuple(allowlist))
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """A task's ``config``, after the schema has accepted it."""
+
+    image_path: str = ""
+    drive_interface: str = "ide"
+    kernel: str = ""
+    initrd: str = ""
+    append: str = ""
+    accelerator: str = "tcg"
+    port_map: Mapping[str, int] = field(default_factory=dict)
+    args: tuple[str, ...] = ()
+    graceful_shutdown: bool = False
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> TaskConfig:
+        """:raises ValueError: what the schema cannot say (both a disk image and a kernel)."""
+        if raw.get("image_path") and raw.get("kernel"):
+            raise ValueError("config.image_path and config.kernel: give a disk image or a kernel, not both")
+        return cls(
+            image_path=str(raw.get("image_path", "")), drive_interface=str(raw.get("drive_interface", "ide")),
+            kernel=str(raw.get("kernel", "")), initrd=str(raw.get("initrd", "")), append=str(raw.get("append", "")),
+            accelerator=str(raw.get("accelerator", "tcg")),
+            port_map={str(label): int(port) for label, port in (raw.get("port_map") or {}).items()},
+            args=tuple(str(arg) for arg in raw.get("args", ())),
+            graceful_shutdown=bool(raw.get("graceful_shutdown", False)))

@@ -1,0 +1,69 @@
+"""The tests' guest: the host's kernel and a busybox initramfs, built by the example's builder at test time.
+
+The guest's ``/init`` is the example's (``examples/qemu-web/init.sh``): given
+a script after ``--`` on the kernel's command line, it runs it and ends as a
+process would, QEMU exiting with the script's (odd) exit code through the
+``isa-debug-exit`` device, or 0. Its first serial port is the console (the
+task's stdout); a test can give it a second one, ``/dev/ttyS1``, written to a
+host file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "qemu-web"
+BUILDER = EXAMPLE / "build-guest.py"
+INIT = EXAMPLE / "init.sh"
+BUSYBOX = Path("/bin/busybox")
+DEBUG_EXIT = ["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]
+"""Lets the guest end QEMU with an exit code of its choice (2n+1)."""
+APPEND = "console=ttyS0 quiet panic=-1"
+
+
+def kernels() -> list[Path]:
+    return sorted(Path("/boot").glob("vmlinuz-*"))
+
+
+@dataclass(frozen=True)
+class Guest:
+    """A built guest: ``kernel`` and ``initrd`` in ``directory``."""
+
+    directory: Path
+
+    @property
+    def plugin_config(self) -> dict[str, Any]:
+        """``[plugin.qemu]`` that lets tasks boot the guest from where it was built."""
+        return {"image_paths": [str(self.directory)]}
+
+    def config(self, script: str | None = None, *, args: tuple[str, ...] = (), **config: Any) -> dict[str, Any]:
+        """A task config booting the guest; it runs ``script`` (no double quotes in it), or serves HTTP on 80."""
+        append = APPEND if script is None else f'{APPEND} -- "{script}"'
+        assert script is None or '"' not in script, "the kernel's command line cannot quote a double quote"
+        return {"kernel": str(self.directory / "kernel"), "initrd": str(self.directory / "initrd"),
+                "append": append, "args": [*DEBUG_EXIT, *args], **config}
+
+
+def build_guest(cache: Path) -> Guest:
+    """The guest for this kernel, busybox, init script and builder, built once into ``cache`` (shared by
+    the test processes of one run: the first builds it under a lock, the others wait for it)."""
+    inputs = hashlib.sha256()
+    for path in (BUILDER, INIT, BUSYBOX, *kernels()):
+        inputs.update(path.name.encode() + str(path.stat().st_mtime_ns).encode())
+        if path.suffix in (".py", ".sh"):
+            inputs.update(path.read_bytes())
+    directory = cache / f"guest-{inputs.hexdigest()[:16]}"
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (directory / "initrd").is_file():
+            subprocess.run([sys.executable, str(BUILDER), "--out", str(directory)], check=True, timeout=300,
+                           capture_output=True)
+    return Guest(directory)
