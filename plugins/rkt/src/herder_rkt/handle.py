@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from typing import Any
 
@@ -45,10 +46,8 @@ class RktHandle:
         self.signal(signal.SIGTERM if sig is None else sig)
         if self.wait(timeout) is not None:
             return
-        try:
+        with contextlib.suppress(RktError):  # the supervisor's SIGKILL below ends it all the same
             self._rkt.stop(self.id, force=True)
-        except RktError:
-            pass  # the supervisor's SIGKILL below ends it all the same
         if self.wait(FORCE_KILL_WAIT) is None:
             self._proc.kill(0, signal.SIGKILL)
             self.wait()
