@@ -84,7 +84,7 @@ def test_every_fixture_is_understood(path: Path) -> None:
         assert all(image.id.startswith("sha512-") and len(image.id) == 7 + 64 for image in cli.parse_images(out))
     elif verb == "image list":
         assert cli.parse_table(out)[0][:2] == ["ID", "NAME"]
-    elif verb == "status" and "--format=json" in args or verb == "status" and out.startswith("{"):
+    elif verb == "status" and "--format=json" in args:
         pod = cli.parse_pod(out)
         assert pod.state in ("running", "exited") and pod.uuid.startswith(args[-1])
     elif verb == "status":
