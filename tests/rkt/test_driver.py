@@ -152,6 +152,14 @@ def test_port_map_under_an_isolating_stage1_needs_every_label(harness: Harness) 
     unknown = driver.task(sh("true", port_map={"http": "http", "admin": "a", "metrics": "m"}), resources=ports)
     with pytest.raises(DriverError, match=r"config\.port_map\.metrics: the task has no port labelled 'metrics'"):
         unknown.prestart()
+    not_in_image = driver.task(sh("true", port_map={"http": "http", "admin": "admin"}), resources=ports)
+    with pytest.raises(DriverError, match=r"config\.port_map\.admin: image .* has no port named 'admin' "
+                                          r"\(its ports: http\)"):
+        not_in_image.prestart()
+    mapped = driver.task(sh("true", port_map={"http": "http"}), resources={"network": {"ports": [{"label": "http"}]}})
+    mapped.prestart()
+    [port] = mapped.ctx.ports
+    assert (mapped.ctx.env["NOMAD_PORT_http"], mapped.ctx.env["NOMAD_HOST_PORT_http"]) == ("8080", str(port.value))
 
 
 def test_under_fly_ports_are_the_hosts(harness: Harness) -> None:

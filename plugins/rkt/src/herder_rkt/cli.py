@@ -107,6 +107,12 @@ class Image:
     last_used_time: int = 0
 
 
+def image_ports(manifest: dict[str, Any]) -> dict[str, int]:
+    """The ports an image's app declares: name -> port (``{"http": 8080}``)."""
+    app = manifest.get("app") or {}
+    return {str(port["name"]): int(port["port"]) for port in app.get("ports") or () if "name" in port}
+
+
 @dataclass(frozen=True)
 class Version:
     """``rkt version``: rkt's and the appc spec's versions, and the rest as printed."""
@@ -276,6 +282,28 @@ class Rkt:
             if exc.no_such_pod:
                 return None
             raise
+
+    def wait_exited(self, uuid: str, timeout: float) -> Pod | None:
+        """``status --wait``: the pod once it has exited, or as it is after ``timeout`` s; None when there
+        is no such pod."""
+        try:
+            return parse_pod(self.call("status", f"--wait={max(1, round(timeout))}s", "--format=json", uuid,
+                                       timeout=timeout + COMMAND_TIMEOUT))
+        except RktError as exc:
+            if exc.no_such_pod:
+                return None
+            if "deadline exceeded" in exc.message:
+                return self.status(uuid)
+            raise
+
+    def manifest(self, image_id: str) -> dict[str, Any]:
+        """``image cat-manifest``: the image's manifest."""
+        text = self.call("image", "cat-manifest", image_id)
+        try:
+            manifest: dict[str, Any] = json.loads(text)
+        except ValueError as exc:
+            raise RktError("image cat-manifest", 0, f"not JSON: {text[:200]!r}") from exc
+        return manifest
 
     def pods(self) -> list[Pod]:
         return parse_pods(self.call("list", "--format=json"))

@@ -36,8 +36,8 @@ from herder import (
     TaskHandle,
     hookimpl,
 )
-from herder.sdk import SupervisedProcess, resolve_in_task_dir, run_capped, set_task_dirs
-from herder_rkt.cli import UUID, Rkt, RktError
+from herder.sdk import SupervisedProcess, resolve_in_task_dir, run_capped, set_port_vars, set_task_dirs
+from herder_rkt.cli import UUID, Rkt, RktError, image_ports
 from herder_rkt.config import TASK_SCHEMA, PluginConfig, TaskConfig, Volume
 from herder_rkt.handle import RktHandle
 
@@ -143,6 +143,8 @@ class RktDriver:
             ctx.emit_event("Driver", f"Trusting the signing key of {config.trust_prefix}")
             rkt.trust(config.trust_prefix)
         image = self._fetch(rkt, config, ctx)
+        if config.port_map:
+            self._map_ports(rkt, config, image, ctx)
         key = _task_key(ctx)
         with self._lock:
             self._prepared[key] = image
@@ -172,6 +174,24 @@ class RktDriver:
         for label in sorted(labels - set(port_map)):
             raise DriverError(f"config.port_map: port {label!r} has no entry: map it to the name of a port of "
                               f'the image, or use net = ["host"]')
+
+    def _map_ports(self, rkt: Rkt, config: TaskConfig, image: str, ctx: TaskContext) -> None:
+        """Every ``port_map`` entry names a port of the image; where rkt maps it (a pod with a network of
+        its own), ``NOMAD_PORT_<label>`` is the image's port, the one the app listens on.
+
+        :raises DriverError: naming the label whose port the image lacks.
+        """
+        ports = image_ports(rkt.manifest(image))
+        for label, name in sorted((config.port_map or {}).items()):
+            if name not in ports:
+                raise DriverError(f"config.port_map.{label}: image {config.image} has no port named {name!r} "
+                                  f"(its ports: {', '.join(sorted(ports)) or 'none'})")
+            if self._maps_ports(config):
+                set_port_vars(ctx.env, label, ports[name])
+
+    def _maps_ports(self, config: TaskConfig) -> bool:
+        """Whether rkt maps the ports (``--port``): only for a pod with a network of its own."""
+        return not config.host_network and not self.stage1_is_fly()
 
     def _volumes(self, config: TaskConfig, ctx: TaskContext) -> list[tuple[str, Path, str, bool]]:
         """The pod's volumes: the task's directories, then ``config.volumes``: (name, host path, where
@@ -256,12 +276,12 @@ class RktDriver:
             options.append(f"--net={','.join(config.net)}")
         options += [f"--dns={server}" for server in config.dns_servers]
         options += [f"--dns-search={domain}" for domain in config.dns_search_domains]
-        if not config.host_network and not self.stage1_is_fly():
+        if self._maps_ports(config):
             by_label = {port.label: port for port in ctx.ports}
             options += [f"--port={name}:{by_label[label].host_ip}:{by_label[label].value}"
                         for label, name in (config.port_map or {}).items()]
         # Per-app options follow the image they apply to.
-        app = [f"--memory={task.resources.memory}M", f"--cpu={task.resources.cpu}m"]
+        app = [f"--memory={task.resources.memory}Mi", f"--cpu={task.resources.cpu}m"]
         if task.user:
             app.append(f"--user={task.user}")
         if config.command:
@@ -323,6 +343,7 @@ class RktDriver:
                 pod = rkt.status(uuid)
                 if pod is not None and pod.running:
                     rkt.stop(uuid, force=True)
+                    rkt.wait_exited(uuid, STOP_WAIT)
             return None
         with contextlib.suppress(RktError):  # its image stays in use until cleanup
             pod = rkt.status(uuid)
@@ -382,11 +403,9 @@ class RktDriver:
             return
         if pod.running:
             rkt.stop(uuid, force=True)
-            deadline = time.monotonic() + STOP_WAIT
-            while (pod := rkt.status(uuid)) is not None and pod.running:
-                if time.monotonic() > deadline:
-                    raise RecoverableError(f"pod {uuid} still runs after rkt stop --force")
-                time.sleep(0.05)
+            pod = rkt.wait_exited(uuid, STOP_WAIT)
+            if pod is not None and pod.running:
+                raise RecoverableError(f"pod {uuid} still runs {STOP_WAIT:g}s after rkt stop --force")
         try:
             rkt.rm(uuid)
         except RktError as exc:
