@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from herder_rkt.cli import Rkt
+    from herder_rkt.cli import Rkt, parse_status_text
 except ImportError:  # the fixtures skip (or fail, under HERDER_REQUIRE) before any helper needs it
     Rkt = None  # type: ignore[assignment, misc]
 
@@ -50,6 +50,13 @@ def rkt_for(store: Path) -> Rkt:
     config = store_config(store)
     return Rkt(rkt_binary() or "rkt", dir=config["dir"], local_config=config["local_config"],
                system_config=config["system_config"])
+
+
+def app_pid(rkt: Rkt, uuid: str) -> int:
+    """The host pid of a running pod's app (``rkt status``: under fly, the ``rkt run`` process it became)."""
+    status = parse_status_text(rkt.call("status", uuid))
+    assert status["state"] == "running", status
+    return int(status["pid"])
 
 
 def build_aci(path: Path, *, name: str = IMAGE_NAME, version: str = IMAGE_VERSION,
