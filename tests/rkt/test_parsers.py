@@ -152,14 +152,23 @@ def test_fetch_prints_a_short_id() -> None:
         cli.parse_fetched_id("")
 
 
-@pytest.mark.parametrize(("name", "no_such_pod", "pod_running"), [
-    ("38", True, False), ("41", True, False), ("53", True, False), ("54", True, False),
-    ("30", False, True), ("25", False, True), ("15", False, False), ("55", False, False), ("56", False, False),
-    ("07", False, False), ("18", False, False),
+@pytest.mark.parametrize(("name", "no_such_pod", "pod_running", "pod_not_running"), [
+    ("38", True, False, False), ("41", True, False, False), ("53", True, False, False), ("54", True, False, False),
+    ("30", False, True, False), ("25", False, False, True), ("15", False, False, False),
+    ("55", False, False, False), ("56", False, False, False), ("07", False, False, False),
+    ("18", False, False, False),
 ])
-def test_errors_are_classified(name: str, no_such_pod: bool, pod_running: bool) -> None:
+def test_errors_are_classified(name: str, no_such_pod: bool, pod_running: bool, pod_not_running: bool) -> None:
     error = failure(record(name))
-    assert (error.no_such_pod, error.pod_running) == (no_such_pod, pod_running), error
+    assert (error.no_such_pod, error.pod_running, error.pod_not_running) == (no_such_pod, pod_running,
+                                                                             pod_not_running), error
+
+
+def test_stop_of_a_pod_whose_app_has_not_started_is_nothing_to_do() -> None:
+    """Seen live, not in the fixtures: ``rkt stop`` right after the UUID file appeared."""
+    error = cli.RktError("stop", 254, 'stop: pod "f5e79fe7-c368-4dce-8b48-5d6a6b758727" is not running\n'
+                                      "stop: failed to stop 1 pod(s)\n")
+    assert error.pod_not_running and not error.no_such_pod
 
 
 def test_error_messages_keep_what_rkt_said() -> None:

@@ -53,7 +53,13 @@ class RktError(DriverError):
     @property
     def pod_running(self) -> bool:
         """``rm`` of a pod that still runs."""
-        return "is currently running" in self.message or "isn't currently running" in self.message
+        return "is currently running" in self.message
+
+    @property
+    def pod_not_running(self) -> bool:
+        """``stop`` of a pod not started yet (its UUID is written before its app starts), ``enter`` of one
+        that exited."""
+        return "is not running" in self.message or "isn't currently running" in self.message
 
 
 @dataclass(frozen=True)
@@ -324,11 +330,12 @@ class Rkt:
         self.call("trust", "--skip-fingerprint-review=true", f"--prefix={prefix}", timeout=timeout)
 
     def stop(self, uuid: str, force: bool = False) -> bool:
-        """``rkt stop [--force]``: SIGTERM (SIGKILL) to the pod; False when it had stopped or is gone."""
+        """``rkt stop [--force]``: SIGTERM (SIGKILL) to the pod; False when it had stopped, is gone, or has
+        not started its app yet."""
         try:
             stdout = self.call("stop", *(("--force",) if force else ()), uuid)
         except RktError as exc:
-            if exc.no_such_pod:
+            if exc.no_such_pod or exc.pod_not_running:
                 return False
             raise
         return uuid in parse_quoted(stdout)  # else "pod ... is already stopped", exit 0

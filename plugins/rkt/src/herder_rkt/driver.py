@@ -14,8 +14,12 @@
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import gzip
+import hashlib
 import json
+import lzma
 import os
 import shutil
 import signal
@@ -218,29 +222,47 @@ class RktDriver:
             raise DriverError(f"config.volumes[{index}]: {exc}") from None
 
     def _fetch(self, rkt: Rkt, config: TaskConfig, ctx: TaskContext) -> str:
-        """Bring the image into rkt's store; its full id. One herder brought there is remembered."""
-        source = config.image
-        if source.endswith(".aci"):  # an image file of the task directory (an artifact, say)
+        """Bring the image into rkt's store, unless it is there; its full id. One herder brought there is
+        remembered, for cleanup.
+
+        An image file's id is the SHA-512 of its (uncompressed) tar, as rkt computes it, and a name is
+        looked for among the store's images: what the store holds costs one ``rkt image list``.
+        """
+        ctx.emit_event("Driver", f"Downloading image {config.image}")
+        stored = rkt.images()
+        if config.image.endswith(".aci"):  # an image file of the task directory (an artifact, say)
             try:
-                path = resolve_in_task_dir(ctx.task_dir, source)
+                path = resolve_in_task_dir(ctx.task_dir, config.image)
             except ValueError as exc:
                 raise DriverError(f"config.image: {exc}") from None
             if not path.is_file():
-                raise DriverError(f"config.image: {source} is not a file in the task directory")
-            source = str(path)
-        ctx.emit_event("Driver", f"Downloading image {config.image}")
-        before = {image.id for image in rkt.images()}
+                raise DriverError(f"config.image: {config.image} is not a file in the task directory")
+            try:
+                image_id = aci_id(path)
+            except (OSError, ValueError) as exc:
+                raise DriverError(f"config.image: {config.image} is not an image: {exc}") from None
+            if any(image.id == image_id for image in stored):
+                return image_id
+            self._rkt_fetch(rkt, str(path), config)
+        else:
+            names = {config.image, f"{config.image}:latest"}
+            found = sorted((image for image in stored if image.name in names), key=lambda image: image.import_time)
+            if found:
+                return found[-1].id
+            short = self._rkt_fetch(rkt, config.image, config)
+            image_id = next((image.id for image in rkt.images() if image.id.startswith(short)), short)
+        with self._lock:
+            self._fetched.add(image_id)
+        return image_id
+
+    @staticmethod
+    def _rkt_fetch(rkt: Rkt, source: str, config: TaskConfig) -> str:
         try:
-            short = rkt.fetch(source, config.insecure_options)
+            return rkt.fetch(source, config.insecure_options)
         except RktError as exc:
             if exc.exit_code == -1:  # timed out, or could not be run: may work next time
                 raise RecoverableError(str(exc)) from exc
             raise
-        full = next((image.id for image in rkt.images() if image.id.startswith(short)), short)
-        if full not in before:
-            with self._lock:
-                self._fetched.add(full)
-        return full
 
     @hookimpl
     def herder_task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
@@ -437,6 +459,30 @@ def _stderr_tail(ctx: TaskContext) -> str:
         return ""
     lines = [line for line in text.splitlines() if line.strip() and "will use default gid" not in line]
     return "; ".join(lines[-3:])
+
+
+def aci_id(path: Path) -> str:
+    """The id rkt gives an ACI file: ``sha512-`` and the SHA-512 of its tar, uncompressed (gzip, bzip2
+    or xz, as rkt reads them).
+
+    :raises ValueError: not a tar.
+    """
+    with path.open("rb") as raw:
+        magic = raw.read(6)
+    opener: Any = open
+    if magic.startswith(b"\x1f\x8b"):
+        opener = gzip.open
+    elif magic.startswith(b"BZh"):
+        opener = bz2.open
+    elif magic.startswith(b"\xfd7zXZ"):
+        opener = lzma.open
+    digest = hashlib.sha512()
+    with opener(path, "rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    if not tarfile.is_tarfile(path):
+        raise ValueError("not a tar archive")
+    return f"sha512-{digest.hexdigest()}"
 
 
 def _image_name(path: Path) -> str:
