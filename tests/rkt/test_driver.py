@@ -53,10 +53,12 @@ def test_exec_runs_inside_the_pod(harness: Harness, rkt_store: Path) -> None:
     run = harness().task(sh("echo inside > /local/mark; exec sleep 3600"), kill_timeout="2s")
     run.start()
     assert poll(lambda: run.local_file("mark").is_file())
-    result = run.exec(["/bin/sh", "-c", "cat /local/mark; ls /; test -e /usr/bin || echo no-host-usr"], 10)
-    assert result.exit_code == 0, result
+    result = run.exec(["/bin/sh", "-c", "cat /local/mark; ls /; test -e /usr/bin || echo no-host-usr; "
+                                        "echo $NOMAD_TASK_NAME; exit 4"], 10)
+    assert result.exit_code == 4, result
+    # the image's root filesystem with the task dirs, and the task's environment (the app's, not herder's)
     assert result.output.split() == [b"inside", b"alloc", b"bin", b"dev", b"etc", b"local", b"proc", b"secrets",
-                                     b"sys", b"tmp", b"no-host-usr"]
+                                     b"sys", b"tmp", b"no-host-usr", b"task"]
     assert run.handle is not None
     pod = rkt_for(rkt_store).status(run.handle.id)
     assert pod is not None and pod.running
