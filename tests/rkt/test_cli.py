@@ -10,8 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from herder.plugins.loader import load_plugins
 from tests.support.foreground import HerderRun
 from tests.support.http import read_url
+from tests.support.require import require
 
 from .helpers import app_pid, mounts_under, poll, rkt_for
 
@@ -44,6 +46,13 @@ def with_rkt(config_file: Path, plugin_config: dict[str, Any]) -> Path:
     table = "".join(f"{key} = {json.dumps(value)}\n" for key, value in plugin_config.items())
     config_file.write_text(config_file.read_text() + f"\n[plugin.rkt]\n{table}")
     return config_file
+
+
+def test_the_example_is_valid(herder: Herder) -> None:
+    require("rkt", load_plugins().record("rkt") is not None, "herder-rkt is not installed")
+    result = herder("validate", str(EXAMPLE))
+    assert result.returncode == 0, result.stderr
+    assert "Job validation successful: rkt-web (1 tasks)" in result.stdout
 
 
 def test_drivers_shows_rkt_healthy_with_its_versions(rkt_plugin_config: dict[str, Any], herder: Herder,
