@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,16 @@ from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from tests.support.require import require
 
-from .helpers import build_aci, mounts_under, rkt_binary, rkt_for, stage1_path, store_config
+from .helpers import (
+    build_aci,
+    mounts_under,
+    poll,
+    processes_rooted_under,
+    rkt_binary,
+    rkt_for,
+    stage1_path,
+    store_config,
+)
 
 
 @pytest.fixture(scope="session")
@@ -59,18 +69,26 @@ def rkt_plugin_config(rkt_store: Path) -> dict[str, Any]:
 
 @pytest.fixture(autouse=True)
 def no_pod_left_behind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[None]:
-    """No pod of the test outlives it, and nothing stays mounted under its directories."""
+    """No pod of the test outlives it, no process chrooted in rkt's store, and nothing stays mounted under
+    the store or the test's directory."""
     yield
     if "rkt_plugin_config" not in request.fixturenames:
         return
     store: Path = request.getfixturevalue("rkt_store")
     rkt = rkt_for(store)
+    poll(lambda: not processes_rooted_under(store), 5)  # a pod killed at the test's end may be on its way out
+    processes = processes_rooted_under(store)
     pods = rkt.pods()
     mounted = mounts_under(tmp_path) + mounts_under(store)
+    for pid in processes:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     for pod in pods:  # leave the store clean for the worker's next test
         with contextlib.suppress(Exception):
             rkt.stop(pod.uuid, force=True)
+            rkt.wait_exited(pod.uuid, 5)
     with contextlib.suppress(Exception):
         rkt.run("gc", "--grace-period=0s")
     assert not pods, f"pods left behind: {[(pod.uuid, pod.state) for pod in pods]}"
+    assert not processes, f"processes of pods left behind: {processes}"
     assert not mounted, f"mounts left behind: {mounted}"

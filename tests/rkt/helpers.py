@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import tarfile
 import time
@@ -41,8 +42,9 @@ def stage1_path() -> Path | None:
 def store_config(store: Path) -> dict[str, Any]:
     """The ``[plugin.rkt]`` table of a driver whose rkt keeps its state in ``store``."""
     stage1 = stage1_path()
+    # A loaded test machine can take seconds to start a pod: the default start_timeout (5s) is tested on its own.
     return {"dir": str(store / "data"), "local_config": str(store / "etc"), "system_config": str(store / "sys"),
-            **({"stage1_path": str(stage1)} if stage1 else {})}
+            "start_timeout": "30s", **({"stage1_path": str(stage1)} if stage1 else {})}
 
 
 def rkt_for(store: Path) -> Rkt:
@@ -101,6 +103,23 @@ def mounts_under(path: Path) -> list[str]:
         where = line.split()[1].replace("\\040", " ")
         if where == prefix or where.startswith(prefix + "/"):
             found.append(where)
+    return found
+
+
+def processes_rooted_under(path: Path) -> dict[int, str]:
+    """Processes whose root directory is under ``path``: a pod's, chrooted in rkt's store (pid -> command)."""
+    prefix = str(path)
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            root = os.readlink(entry / "root")
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if root.startswith(prefix + "/") and cmdline:
+            found[int(entry.name)] = cmdline
     return found
 
 
