@@ -218,3 +218,23 @@ def test_fingerprint_has_both_versions(harness: Harness) -> None:
     assert (fingerprint.detected, fingerprint.healthy) == (True, True)
     assert fingerprint.attributes["driver.rkt.version"] == "1.30.0"
     assert fingerprint.attributes["driver.rkt.appc.version"] == "0.8.11"
+
+
+
+
+def test_rkt_run_failing_before_the_pod_exists_is_a_driver_error_with_rkts_message(harness: Harness,
+                                                                                   tmp_path: Path) -> None:
+    stage1 = tmp_path / "not-a-stage1.aci"
+    stage1.write_text("not an image\n")
+    run = harness(stage1_path=str(stage1)).task(sh("true"))
+    with pytest.raises(DriverError, match=r"rkt run ended \(exit code 254\) without starting a pod: run: .*"):
+        run.start()
+
+
+def test_a_pod_whose_app_cannot_start_exits_254_with_rkts_message(harness: Harness) -> None:
+    """rkt writes the UUID before it resolves the app's user: the pod exists, and exits as rkt does."""
+    run = harness().task(sh("true"), user="nosuchuser")
+    run.start()
+    assert finished(run) == 254
+    assert b'run: failed to lookup process credentials: "nosuchuser" user not found' in run.output("stderr")
+    run.cleanup()
