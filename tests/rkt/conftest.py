@@ -24,6 +24,7 @@ from tests.support.require import require
 
 from .helpers import (
     build_aci,
+    listed_pods,
     mounts_under,
     poll,
     processes_rooted_under,
@@ -78,17 +79,17 @@ def no_pod_left_behind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
     rkt = rkt_for(store)
     poll(lambda: not processes_rooted_under(store), 5)  # a pod killed at the test's end may be on its way out
     processes = processes_rooted_under(store)
-    pods = rkt.pods()
+    pods = listed_pods(rkt)
     mounted = mounts_under(tmp_path) + mounts_under(store)
     for pid in processes:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    for pod in pods:  # leave the store clean for the worker's next test
+    for uuid, _ in pods:  # leave the store clean for the worker's next test
         with contextlib.suppress(Exception):
-            rkt.stop(pod.uuid, force=True)
-            rkt.wait_exited(pod.uuid, 5)
+            rkt.stop(uuid, force=True)
+            rkt.wait_exited(uuid, 5)
     with contextlib.suppress(Exception):
         rkt.run("gc", "--grace-period=0s")
-    assert not pods, f"pods left behind: {[(pod.uuid, pod.state) for pod in pods]}"
+    assert not pods, f"pods left behind: {pods}"
     assert not processes, f"processes of pods left behind: {processes}"
     assert not mounted, f"mounts left behind: {mounted}"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from herder_rkt.cli import Rkt, parse_status_text
+    from herder_rkt.cli import Rkt, parse_status_text, parse_table
 except ImportError:  # the fixtures skip (or fail, under HERDER_REQUIRE) before any helper needs it
     Rkt = None  # type: ignore[assignment, misc]
 
@@ -52,6 +52,12 @@ def rkt_for(store: Path) -> Rkt:
     config = store_config(store)
     return Rkt(rkt_binary() or "rkt", dir=config["dir"], local_config=config["local_config"],
                system_config=config["system_config"])
+
+
+def listed_pods(rkt: Rkt) -> list[tuple[str, str]]:
+    """Every pod of the store, ``(uuid, state)``, from the text listing: the JSON one leaves out pods it
+    cannot print (a prepare aborted by a kill)."""
+    return [(row[0], row[4]) for row in parse_table(rkt.call("list", "--full", "--no-legend"))]
 
 
 def app_pid(rkt: Rkt, uuid: str) -> int:

@@ -15,7 +15,7 @@ from tests.support.foreground import HerderRun
 from tests.support.http import read_url
 from tests.support.require import require
 
-from .helpers import app_pid, mounts_under, poll, rkt_for
+from .helpers import app_pid, listed_pods, mounts_under, poll, rkt_for
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "rkt" / "web.hcl"
@@ -87,7 +87,7 @@ def test_the_example_serves_its_page_until_interrupted(rkt_plugin_config: dict[s
         assert [pod.state for pod in rkt.pods()] == ["running"]
     finally:
         assert run.interrupt() == 0, run.stderr
-    assert rkt.pods() == []
+    assert listed_pods(rkt) == []
     assert mounts_under(rkt_store) == []
     rkt.image_rm(next(i.id for i in rkt.images() if i.id.startswith(image_id)))
 
@@ -126,6 +126,6 @@ def test_a_killed_herder_reattaches_to_its_running_pod(rkt_plugin_config: dict[s
         assert app_pid(rkt, pod.uuid) == pid
     finally:
         assert second.interrupt() == 0, second.stderr
-    assert rkt.pods() == []
+    assert listed_pods(rkt) == []
     lines = [int(line) for line in log.read_text().split()]
     assert lines == list(range(len(lines))), "a line was lost or repeated"

@@ -16,7 +16,7 @@ from herder.testing import DriverHarness
 from herder.testing.harness import TaskRun
 from herder.testing.plugin import HarnessFactory
 
-from .helpers import IMAGE_NAME, build_aci, mounts_under, poll, rkt_for, sh
+from .helpers import IMAGE_NAME, build_aci, listed_pods, mounts_under, poll, rkt_for, sh
 
 Harness = Callable[..., DriverHarness]
 WAIT = 30.0
@@ -82,8 +82,21 @@ def test_stop_and_cleanup_leave_no_pod_and_no_mount(harness: Harness, rkt_store:
     run.cleanup()
     run.cleanup()  # again: nothing left to do
     assert rkt.status(uuid) is None
-    assert rkt.pods() == []
+    assert listed_pods(rkt) == []
     assert mounts_under(rkt_store) == []
+
+
+def test_a_pod_killed_as_soon_as_it_started_is_removed(harness: Harness, rkt_store: Path) -> None:
+    """rkt writes the UUID file while it still prepares the pod: a kill then aborts the prepare, and the
+    pod (``aborted prepare``, which ``rkt status --format=json`` cannot print) must still be removed."""
+    for _ in range(3):
+        run = harness().task(sh("sleep 3600"), kill_timeout="1s")
+        run.start()
+        run.kill()
+        assert run.wait(WAIT) is not None
+        run.cleanup()
+        assert listed_pods(rkt_for(rkt_store)) == []
+        assert mounts_under(rkt_store) == []
 
 
 def test_an_image_file_of_the_task_dir_is_fetched_and_removed_by_the_last_task_using_it(
@@ -181,7 +194,7 @@ def test_a_pod_without_its_uuid_in_time_is_killed_and_the_start_recoverable(harn
     with pytest.raises(RecoverableError, match=r"did not start the pod within 0\.001s"):
         run.start()
     run.cleanup()
-    assert rkt_for(rkt_store).pods() == []
+    assert listed_pods(rkt_for(rkt_store)) == []
     assert mounts_under(rkt_store) == []
 
 

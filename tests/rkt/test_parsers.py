@@ -74,16 +74,17 @@ def test_every_fixture_is_understood(path: Path) -> None:
         assert cli.parse_version(out).rkt == "1.30.0"
     elif verb == "list" and "--format=json" in args:
         assert all(cli.UUID.match(pod.uuid) for pod in cli.parse_pods(out))
+    elif verb == "list" and "--no-legend" in args:
+        assert all(len(row) == 8 and row[4] in ("running", "exited") for row in cli.parse_table(out))
     elif verb == "list":
-        rows = cli.parse_table(out)
-        if "--no-legend" in args:
-            assert all(len(row) == 8 and row[4] in ("running", "exited") for row in rows), rows
-        else:
-            assert rows[0][:3] == ["UUID", "APP", "IMAGE NAME"]
+        assert cli.parse_table(out, aligned=True)[0] == ["UUID", "APP", "IMAGE NAME", "STATE", "CREATED", "STARTED",
+                                                         "NETWORKS"]
     elif verb == "image list" and "--format=json" in args:
         assert all(image.id.startswith("sha512-") and len(image.id) == 7 + 64 for image in cli.parse_images(out))
     elif verb == "image list":
-        assert cli.parse_table(out)[0][:2] == ["ID", "NAME"]
+        rows = cli.parse_table(out, aligned=True)
+        assert rows[0] == ["ID", "NAME", "SIZE", "IMPORT TIME", "LAST USED"]
+        assert all(len(row) == 5 for row in rows), rows
     elif verb == "status" and "--format=json" in args:
         pod = cli.parse_pod(out)
         assert pod.state in ("running", "exited") and pod.uuid.startswith(args[-1])
@@ -110,6 +111,13 @@ def test_version() -> None:
     assert cli.version_tuple("1.2.3+git4") == (1, 2, 3)
     with pytest.raises(ValueError):
         cli.parse_version("")
+
+
+def test_the_text_listing_keeps_empty_cells() -> None:
+    """Seen live, not in the fixtures: a pod whose prepare was aborted (its rkt run killed early) has no
+    image; ``list --format=json`` leaves it out (printing ``null`` and the error on stderr)."""
+    [row] = cli.parse_table("4b6fb9d3-c2fe-42cd-ae8b-aca83ce0b4e1\t-\t-\t\taborted prepare\t\t\t\n")
+    assert row[:5] == ["4b6fb9d3-c2fe-42cd-ae8b-aca83ce0b4e1", "-", "-", "", "aborted prepare"]
 
 
 def test_empty_listings_are_null_or_a_newline() -> None:

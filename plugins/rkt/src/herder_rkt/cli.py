@@ -193,13 +193,16 @@ def parse_status_text(text: str) -> dict[str, str]:
     return dict(line.partition("=")[::2] for line in text.splitlines() if "=" in line)
 
 
-def parse_table(text: str) -> list[list[str]]:
+def parse_table(text: str, aligned: bool = False) -> list[list[str]]:
     """``list --full --no-legend`` and other tab-separated listings: the rows, each a list of cells.
 
-    Cells are split on single tabs (an empty cell, such as no networks, stays);
-    a legend's runs of tabs for alignment are collapsed. An empty listing is no row.
+    Cells are split on single tabs, so an empty cell (no networks, the image
+    of a pod whose prepare was aborted) stays; the listings for people
+    (``aligned``: with a legend) pad with runs of tabs, which are collapsed.
+    An empty listing is no row.
     """
-    return [re.sub(r"\t\t+", "\t", line).split("\t") for line in text.splitlines() if line.strip()]
+    return [(re.sub(r"\t\t+", "\t", line) if aligned else line).split("\t")
+            for line in text.splitlines() if line.strip()]
 
 
 def parse_fetched_id(text: str) -> str:
@@ -281,13 +284,25 @@ class Rkt:
             raise RktError("version", 0, str(exc)) from exc
 
     def status(self, uuid: str) -> Pod | None:
-        """The pod; None when there is no such pod (any more)."""
+        """The pod; None when there is no such pod (any more).
+
+        A pod whose ``rkt run`` was killed while it prepared the pod (it writes
+        the UUID file before it is done) is in state ``aborted prepare``, which
+        ``status --format=json`` cannot print (``invalid creation time``): its
+        state then comes from the text status, without apps.
+        """
         try:
             return parse_pod(self.call("status", "--format=json", uuid))
         except RktError as exc:
             if exc.no_such_pod:
                 return None
-            raise
+            try:
+                fields = parse_status_text(self.call("status", uuid))
+            except RktError:
+                raise exc from None
+            if not fields.get("state"):
+                raise
+            return Pod(uuid=uuid, state=fields["state"])
 
     def wait_exited(self, uuid: str, timeout: float) -> Pod | None:
         """``status --wait``: the pod once it has exited, or as it is after ``timeout`` s; None when there
