@@ -86,6 +86,18 @@ def test_stop_and_cleanup_leave_no_pod_and_no_mount(harness: Harness, rkt_store:
     assert mounts_under(rkt_store) == []
 
 
+def test_dns_net_and_debug_reach_rkt(harness: Harness) -> None:
+    run = harness().task(sh("cat /etc/resolv.conf", dns_servers=["192.0.2.53"], dns_search_domains=["example.test"],
+                            net=["host"], debug=True))
+    run.start()
+    assert finished(run) == 0
+    resolv = run.output("stdout").decode()
+    assert "nameserver 192.0.2.53" in resolv and "search example.test" in resolv, resolv
+    stderr = run.output("stderr")
+    assert b"stage0: Preparing stage1" in stderr and b"--net=host" in stderr, stderr  # --debug, and the net
+    run.cleanup()
+
+
 def test_a_pod_killed_as_soon_as_it_started_is_removed(harness: Harness, rkt_store: Path) -> None:
     """rkt writes the UUID file while it still prepares the pod: a kill then aborts the prepare, and the
     pod (``aborted prepare``, which ``rkt status --format=json`` cannot print) must still be removed."""
