@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import shutil
 import stat
 from collections.abc import Callable
@@ -125,12 +128,30 @@ def test_an_image_file_of_the_task_dir_is_fetched_and_removed_by_the_last_task_u
     ours = [i for i in rkt.images() if i.name == f"{IMAGE_NAME}:2.0.0"]
     assert len(ours) == 1
     assert any(e.message == "Downloading image local/own.aci" for e in runs[0].events)
+    assert not any(e.message.startswith("Downloading image") for e in runs[1].events), "fetched twice"
     runs[0].cleanup()
     assert [i.id for i in rkt.images() if i.name == f"{IMAGE_NAME}:2.0.0"] == [ours[0].id], \
         "the image was removed while another task uses it"
     runs[1].cleanup()
     assert [i for i in rkt.images() if i.name == f"{IMAGE_NAME}:2.0.0"] == []
     assert [i for i in rkt.images() if i.name == f"{IMAGE_NAME}:1.0.0"], "an image herder did not fetch was removed"
+
+
+@pytest.mark.parametrize("compress", [None, gzip.compress, bz2.compress, lzma.compress])
+def test_the_id_of_an_image_file_is_rkts(rkt_plugin_config: dict[str, Any], rkt_store: Path, tmp_path: Path,
+                                         compress: Callable[[bytes], bytes] | None) -> None:
+    """The driver finds an image file in the store without fetching it: by the id rkt gives it."""
+    from herder_rkt.driver import aci_id  # installed: rkt_plugin_config made sure
+
+    plain = build_aci(tmp_path / "plain.aci", version="3.0.0")
+    image = plain if compress is None else tmp_path / "packed.aci"
+    if compress is not None:
+        image.write_bytes(compress(plain.read_bytes()))
+    rkt = rkt_for(rkt_store)
+    short = rkt.fetch(str(image), insecure=["image"])
+    full = aci_id(image)
+    assert full.startswith(short) and full in {i.id for i in rkt.images()}
+    rkt.image_rm(full)
 
 
 def test_an_image_path_outside_the_task_dir_is_refused(harness: Harness) -> None:

@@ -58,6 +58,8 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FLY = "stage1-fly"
 """The name of rkt's chroot-only stage1 image ends with it (``coreos.com/rkt/stage1-fly``)."""
 STDERR_TAIL = 2000
+IMAGE_ID_HEX = 64
+"""rkt's image ids keep 64 of the SHA-512's 128 hex digits (``fetch`` prints 32 of them)."""
 
 
 class RktDriver:
@@ -225,10 +227,9 @@ class RktDriver:
         """Bring the image into rkt's store, unless it is there; its full id. One herder brought there is
         remembered, for cleanup.
 
-        An image file's id is the SHA-512 of its (uncompressed) tar, as rkt computes it, and a name is
-        looked for among the store's images: what the store holds costs one ``rkt image list``.
+        An image file's id is computed as rkt computes it (:func:`aci_id`), and a name is looked for
+        among the store's images: what the store holds costs one ``rkt image list``.
         """
-        ctx.emit_event("Driver", f"Downloading image {config.image}")
         stored = rkt.images()
         if config.image.endswith(".aci"):  # an image file of the task directory (an artifact, say)
             try:
@@ -243,20 +244,22 @@ class RktDriver:
                 raise DriverError(f"config.image: {config.image} is not an image: {exc}") from None
             if any(image.id == image_id for image in stored):
                 return image_id
-            self._rkt_fetch(rkt, str(path), config)
+            self._rkt_fetch(rkt, str(path), config, ctx)
         else:
             names = {config.image, f"{config.image}:latest"}
             found = sorted((image for image in stored if image.name in names), key=lambda image: image.import_time)
             if found:
                 return found[-1].id
-            short = self._rkt_fetch(rkt, config.image, config)
+            short = self._rkt_fetch(rkt, config.image, config, ctx)
             image_id = next((image.id for image in rkt.images() if image.id.startswith(short)), short)
         with self._lock:
             self._fetched.add(image_id)
         return image_id
 
     @staticmethod
-    def _rkt_fetch(rkt: Rkt, source: str, config: TaskConfig) -> str:
+    def _rkt_fetch(rkt: Rkt, source: str, config: TaskConfig, ctx: TaskContext) -> str:
+        """``rkt fetch``: the short id of the image it brought into the store."""
+        ctx.emit_event("Driver", f"Downloading image {config.image}")
         try:
             return rkt.fetch(source, config.insecure_options)
         except RktError as exc:
@@ -313,7 +316,7 @@ class RktDriver:
         return rkt.argv("run", *options, image, *app, insecure=config.insecure_options, debug=config.debug)
 
     def _await_uuid(self, rkt: Rkt, proc: SupervisedProcess, uuid_file: Path, ctx: TaskContext) -> str:
-        """The pod's UUID, once ``rkt run`` wrote it (before the app starts).
+        """The pod's UUID, once ``rkt run`` wrote it (while it prepares the pod, before the app starts).
 
         :raises DriverError: ``rkt run`` ended without a pod (rkt's message from the task's stderr).
         :raises RecoverableError: no UUID within ``start_timeout``: the pod is killed and removed.
@@ -462,8 +465,8 @@ def _stderr_tail(ctx: TaskContext) -> str:
 
 
 def aci_id(path: Path) -> str:
-    """The id rkt gives an ACI file: ``sha512-`` and the SHA-512 of its tar, uncompressed (gzip, bzip2
-    or xz, as rkt reads them).
+    """The id rkt gives an ACI file: ``sha512-`` and the first half of the SHA-512 of its tar,
+    uncompressed (gzip, bzip2 or xz, as rkt reads them).
 
     :raises ValueError: not a tar.
     """
@@ -482,7 +485,7 @@ def aci_id(path: Path) -> str:
             digest.update(chunk)
     if not tarfile.is_tarfile(path):
         raise ValueError("not a tar archive")
-    return f"sha512-{digest.hexdigest()}"
+    return f"sha512-{digest.hexdigest()[:IMAGE_ID_HEX]}"
 
 
 def _image_name(path: Path) -> str:
