@@ -107,25 +107,30 @@ def test_a_killed_herder_reattaches_to_its_running_pod(rkt_plugin_config: dict[s
     config = with_rkt(config_file, rkt_plugin_config)
     rkt = rkt_for(rkt_store)
     first = HerderRun(job, data_dir, "--keep", config=config)
-    first.wait_for("Started", timeout=30)
-    [pod] = rkt.pods()
-    pid = app_pid(rkt, pod.uuid)
-    first.kill()
-
-    # herder is gone: the pod runs on, and its output still reaches the log file
-    [log] = (data_dir / "allocs").glob("*/alloc/logs/t.stdout.0")
-    size = log.stat().st_size
-    assert poll(lambda: log.stat().st_size > size, 5)
-    assert app_pid(rkt, pod.uuid) == pid
-
-    second = HerderRun(job, data_dir, "--keep", config=config)
+    second: HerderRun | None = None
     try:
+        first.wait_for("Started", timeout=30)
+        # Started comes once rkt wrote the UUID, while it still prepares the pod: wait for the app
+        assert poll(lambda: [state for _, state in listed_pods(rkt)] == ["running"]), listed_pods(rkt)
+        [(uuid, _)] = listed_pods(rkt)
+        pid = app_pid(rkt, uuid)
+        first.kill()
+
+        # herder is gone: the pod runs on, and its output still reaches the log file
+        [log] = (data_dir / "allocs").glob("*/alloc/logs/t.stdout.0")
+        size = log.stat().st_size
+        assert poll(lambda: log.stat().st_size > size, 5)
+        assert app_pid(rkt, uuid) == pid
+
+        second = HerderRun(job, data_dir, "--keep", config=config)
         second.wait_for("Reattached", timeout=30)
         assert second.of("Started") == [], "the task was started twice"
-        assert [p.uuid for p in rkt.pods()] == [pod.uuid]
-        assert app_pid(rkt, pod.uuid) == pid
+        assert listed_pods(rkt) == [(uuid, "running")]
+        assert app_pid(rkt, uuid) == pid
     finally:
-        assert second.interrupt() == 0, second.stderr
+        first.finish(kill=True)  # if the test failed before it was killed
+        if second is not None:
+            assert second.interrupt() == 0, second.stderr
     assert listed_pods(rkt) == []
     lines = [int(line) for line in log.read_text().split()]
     assert lines == list(range(len(lines))), "a line was lost or repeated"
