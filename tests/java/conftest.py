@@ -4,8 +4,8 @@ Without a JDK the tests are skipped, unless HERDER_REQUIRE names ``java``:
 then they fail. The isolated tests need herder-exec: in an environment
 without it (tox's ``java`` factor) they are skipped; where it is installed
 but cannot isolate, they are skipped or, under HERDER_REQUIRE naming
-``exec``, failed. Every test gets the test application in each task's
-local directory, and checks that no container of its tasks outlives it.
+``exec``, failed. A test that asks for ``java_app`` gets the test application in each
+task's local directory; every test checks that no container of its tasks outlives it.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def isolated(java_driver: str) -> dict[str, str]:
     return dict(ISOLATED)
 
 
-@pytest.fixture(autouse=True)
-def app_in_every_task(java_build: Path, install: Callable[..., Path]) -> None:
+@pytest.fixture
+def java_app(java_build: Path, install: Callable[..., Path]) -> None:
     """A lifecycle plugin, installed as a distribution, copies the test application into each task's
     local directory at prestart (herder has no artifact fetching of its own yet)."""
     install("herder-test-javaapp", "1.0", {"herder.plugins": {"javaapp": "herder_test_javaapp:JavaAppFiles"}},

@@ -44,7 +44,8 @@ class JavaContract(DriverContract):
                 ({"jar_path": "a.jar", "class": "Main"}, "config.jar_path"), ({"class": 1}, "config.class"),
                 ({"class": "Main", "class_path": ["a"]}, "config.class_path"),
                 ({"class": "Main", "jvm_options": [1]}, "config.jvm_options[0]"),
-                ({"jar_path": "a.jar", "args": "x"}, "config.args"), ({"jar_path": "a.jar", "bogus": 1}, "config.bogus")]
+                ({"jar_path": "a.jar", "args": "x"}, "config.args"),
+                ({"jar_path": "a.jar", "bogus": 1}, "config.bogus")]
 
     def broken_plugin_config(self) -> dict[str, Any]:
         return {**self.plugin_config, "java": "/nonexistent/java"}
@@ -57,7 +58,7 @@ class TestPlainContract(JavaContract):
     plugin_config = PLAIN
 
     @pytest.fixture(autouse=True)
-    def _jvm(self, java_driver: str) -> None:
+    def _jvm(self, java_driver: str, java_app: None) -> None:
         """A JVM is there (or the test is skipped, or failed under HERDER_REQUIRE)."""
 
 
@@ -65,7 +66,7 @@ class TestIsolatedContract(JavaContract):
     plugin_config = ISOLATED
 
     @pytest.fixture(autouse=True)
-    def _isolation(self, isolated: dict[str, str]) -> None:
+    def _isolation(self, isolated: dict[str, str], java_app: None) -> None:
         """herder-exec is installed and can isolate (or the test is skipped)."""
 
     def host_pids(self, handle: TaskHandle, pids: tuple[int, ...]) -> Collection[int]:

@@ -19,7 +19,8 @@ import sun.misc.Signal;
  *   <li>{@code exit CODE}: exits with CODE.</li>
  *   <li>{@code print TEXT}: prints TEXT and exits 0.</li>
  *   <li>{@code env}: prints its environment ({@code env NAME=value}), its system properties
- *       ({@code prop NAME=value}), its working directory and the heap's maximum ({@code maxMemory BYTES}).</li>
+ *       ({@code prop NAME=value}), the JVM's options ({@code jvmarg OPTION}) and the heap's maximum
+ *       ({@code maxMemory BYTES}).</li>
  *   <li>{@code exists PATH...}: prints {@code PATH yes} or {@code PATH no} for each.</li>
  *   <li>{@code serve PORT}: serves HTTP on PORT; a shutdown hook prints "shutdown hook ran" when the JVM
  *       stops.</li>
@@ -82,6 +83,9 @@ public class HerderTestApp {
         names.sort(null);
         for (String name : names) {
             System.out.println("prop " + name + "=" + System.getProperty(name));
+        }
+        for (String argument : java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+            System.out.println("jvmarg " + argument);
         }
         System.out.println("maxMemory " + Runtime.getRuntime().maxMemory());
     }

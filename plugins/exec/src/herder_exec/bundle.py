@@ -73,8 +73,9 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
         {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
     ]
     mounts += [_bind(path, path, "ro") for path in SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]
-    mounts += [_bind(path, str(path), "ro") for path in read_only if not _in_system_dir(path)]
     mounts += [_bind(source, destination, "rw") for destination, source in task_dirs.items()]
+    # After the task's directories: a runtime under /tmp of the host stays visible over the task's /tmp.
+    mounts += [_bind(path, str(path), "ro") for path in read_only if not _in_system_dir(path)]
     privileged = user.uid == 0  # a task of another user starts with no capability, as any process of that user
     environment = {"PATH": DEFAULT_PATH, **env}
     resources: dict[str, Any] = {"devices": [{"allow": False, "access": "rwm"}], "cpu": {"shares": max(2, cpu_shares)}}
