@@ -151,6 +151,7 @@ class JavaDriver:
             handle = SupervisedProcess.spawn(task, ctx, [argv[0], *tmp, *argv[1:]], env={**self.inherited, **ctx.env},
                                              cwd=ctx.task_dir.dir, user=task.user or None,
                                              default_signal=DEFAULT_SIGNAL)
+        ctx.emit_event("Driver", DESCRIPTIONS[mode], isolation=mode)
         return JavaHandle(handle, mode)
 
     def _argv(self, binary: Path, config: TaskConfig, task: Task, ctx: TaskContext, seen: Callable[[Path], str],
