@@ -137,3 +137,25 @@ def _build_example(where: Path) -> Path:
                     "-C", str(where / "classes"), "."], check=True, timeout=120)
     (where / "hello.jar").chmod(0o644)
     return where / "hello.jar"
+
+
+def test_a_missing_jar_fails_the_task_naming_the_path(java_driver: str, herder: Herder, tmp_path: Path,
+                                                      config_file: Path) -> None:
+    job = tmp_path / "job.hcl"
+    job.write_text('job "missing" {\n type = "batch"\n group "g" {\n restart {\n attempts = 0\n mode = "fail"\n }\n'
+                   ' task "t" {\n driver = "java"\n config {\n jar_path = "local/missing.jar"\n }\n }\n }\n}\n')
+    result = herder("run", "--config", str(config_file), str(job))
+    assert result.returncode == 1, result.stderr
+    assert "Driver Failure" in result.stdout + result.stderr
+    assert "job.group[g].task[t].config.jar_path: local/missing.jar does not exist in the task directory" in \
+        result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_validate_names_the_key_at_fault(java_driver: str, herder: Herder, tmp_path: Path) -> None:
+    job = tmp_path / "job.hcl"
+    job.write_text('job "both" {\n group "g" {\n task "t" {\n driver = "java"\n config {\n'
+                   ' jar_path = "local/a.jar"\n class = "Main"\n }\n }\n }\n}\n')
+    result = herder("validate", str(job))
+    assert result.returncode == 2, result.stdout
+    assert "job.groups[0].tasks[0].config.jar_path: cannot be given with class" in result.stdout + result.stderr

@@ -54,6 +54,7 @@ class JavaDriver:
         # What tasks inherit of herder's own environment without isolation: taken once, as raw_exec does.
         self.inherited = inherited_environment(os.environ)
         self._versions: dict[tuple[str, int, int], JavaVersion] = {}
+        self._prepared: dict[tuple[str, str], Mode] = {}
         self._lock = threading.Lock()
 
     # -- the JVM and the isolation -------------------------------------------------------------
@@ -130,6 +131,8 @@ class JavaDriver:
     def herder_task_prestart(self, task: Task, ctx: TaskContext) -> None:
         """An isolated task sees its directories where the container mounts them (``/local`` ...)."""
         mode, _ = self._mode()
+        with self._lock:
+            self._prepared[(ctx.alloc_id, ctx.task_name)] = mode
         if mode == "exec":
             assert self.isolation is not None
             self.isolation.prepare(ctx)
@@ -138,7 +141,8 @@ class JavaDriver:
     def herder_task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
         config = TaskConfig.from_mapping(task.config)
         binary = self._java()
-        mode, _ = self._mode()
+        with self._lock:  # the way prestart prepared the environment for (NOMAD_TASK_DIR=/local or not)
+            mode = self._prepared.pop((ctx.alloc_id, ctx.task_name), None) or self._mode()[0]
         if mode == "exec":
             assert self.isolation is not None
             isolation = self.isolation
