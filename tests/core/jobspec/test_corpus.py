@@ -15,14 +15,13 @@ from nomad_corpus import corpus_files, problems_of
 
 # File name -> a part of the one problem it is expected to have, and why.
 EXPECTED_FAILURES = {
-    "java-app.nomad.hcl": "unknown driver 'java'",  # herder ships raw_exec, exec and docker only
-    "qemu-vm.nomad.hcl": "unknown driver 'qemu'",  # as above
+    "qemu-vm.nomad.hcl": "unknown driver 'qemu'",  # herder ships raw_exec, exec, docker and java only
     "dynamic-ports.nomad.hcl": "'dynamic' blocks are not supported yet",  # HCL2 dynamic blocks are not expanded
 }
 
 FILES = corpus_files()
 
-PROJECT_DRIVERS = ("docker", "exec", "raw_exec")
+PROJECT_DRIVERS = ("docker", "exec", "java", "raw_exec")
 """herder's own drivers: a tox environment without one of them cannot check its task configs."""
 
 
