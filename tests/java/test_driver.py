@@ -211,3 +211,18 @@ def test_isolation_exec_without_herder_exec_makes_the_driver_unhealthy(java_driv
         assert "herder-exec is not installed" in fingerprint.description
     assert fingerprint.detected and not fingerprint.healthy, fingerprint
     assert fingerprint.attributes["driver.java.version"]
+
+
+@pytest.mark.parametrize(("script", "description"), [
+    ("echo 'Error: could not find libjava.so' >&2; exit 1", "-version failed: Error: could not find libjava.so"),
+    ("echo 'not a JVM'", "no version in the output of java -version (it printed 'not a JVM')"),
+])
+def test_a_java_that_gives_no_version_is_not_detected(java_driver: str, driver_harness: HarnessFactory,
+                                                     tmp_path: Path, script: str, description: str) -> None:
+    java = tmp_path / "bin" / "java"
+    java.parent.mkdir()
+    java.write_text(f"#!/bin/sh\n{script}\n")
+    java.chmod(0o755)
+    fingerprint = driver_harness("java", {**PLAIN, "java": str(java)}).fingerprint
+    assert (fingerprint.detected, fingerprint.healthy) == (False, False)
+    assert fingerprint.description.endswith(description), fingerprint.description

@@ -48,8 +48,9 @@ class JavaDriver:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = PluginConfig.from_mapping(config)
+        # Even with isolation = none: a task an earlier configuration isolated is still recovered and removed.
         self.isolation: Isolation | None = None
-        if exec_isolation is not None and self.config.isolation != "none":
+        if exec_isolation is not None:
             self.isolation = exec_isolation.Isolation(self.config.exec)
         # What tasks inherit of herder's own environment without isolation: taken once, as raw_exec does.
         self.inherited = inherited_environment(os.environ)
@@ -90,12 +91,9 @@ class JavaDriver:
     def herder_driver_fingerprint(self) -> Fingerprint:
         try:
             binary = self._java()
-        except DriverError as exc:
-            return Fingerprint(detected=False, healthy=False, description=str(exc))
-        try:
             key = _identity(binary)
-        except OSError as exc:
-            return Fingerprint(detected=False, healthy=False, description=f"{binary}: {exc}")
+        except (DriverError, OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+            return Fingerprint(detected=False, healthy=False, description=str(exc))
         with self._lock:
             known = self._versions.get(key)
         # java -version starts a JVM: it runs while exec's fingerprint (runc, its probe) does.
@@ -103,20 +101,18 @@ class JavaDriver:
         try:
             mode, why = self._mode()
         except DriverError as exc:
-            mode, why = "exec", str(exc)
-            unavailable: str | None = str(exc)
+            mode, why, unavailable = "exec", "", str(exc)
         else:
-            unavailable = None
-        if probe is not None:
+            unavailable = ""
+        if known is None:
             try:
                 known = _finish_version(binary, probe)
             except DriverError as exc:
                 return Fingerprint(detected=False, healthy=False, description=str(exc))
             with self._lock:
                 self._versions[key] = known
-        assert known is not None
         attributes = {**known.attributes(), "driver.java.isolation": mode}
-        if unavailable is not None:
+        if unavailable:
             return Fingerprint(detected=True, healthy=False, description=unavailable, attributes=attributes)
         return Fingerprint(detected=True, healthy=True, description=f"healthy: {DESCRIPTIONS[mode]} ({why})",
                            attributes=attributes)
@@ -200,8 +196,8 @@ class JavaDriver:
     def herder_task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:
         if state.get("isolation") == "exec":
             if self.isolation is None:
-                raise DriverError(f"the task runs in herder-exec's container, but herder-exec is not used: "
-                                  f"{INSTALL_HINT} and keep [plugin.java] isolation other than none")
+                raise DriverError(f"the task runs in herder-exec's container, but herder-exec is not installed: "
+                                  f"{INSTALL_HINT}")
             recovered = self.isolation.recover(ctx, state, default_signal=DEFAULT_SIGNAL)
             return None if recovered is None else JavaHandle(recovered, "exec")
         process = SupervisedProcess.recover(ctx, state, default_signal=DEFAULT_SIGNAL)
