@@ -45,6 +45,7 @@ class JavaContract(DriverContract):
                 ({"class": "Main", "class_path": ["a"]}, "config.class_path"),
                 ({"class": "Main", "jvm_options": [1]}, "config.jvm_options[0]"),
                 ({"jar_path": "a.jar", "args": "x"}, "config.args"),
+                ({"jar_path": "a.jar", "pid_mode": "x"}, "config.pid_mode"),
                 ({"jar_path": "a.jar", "bogus": 1}, "config.bogus")]
 
     def broken_plugin_config(self) -> dict[str, Any]:

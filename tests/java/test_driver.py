@@ -226,3 +226,15 @@ def test_a_java_that_gives_no_version_is_not_detected(java_driver: str, driver_h
     fingerprint = driver_harness("java", {**PLAIN, "java": str(java)}).fingerprint
     assert (fingerprint.detected, fingerprint.healthy) == (False, False)
     assert fingerprint.description.endswith(description), fingerprint.description
+
+
+def test_the_working_directory_and_nomads_isolation_keys(harness: DriverHarness) -> None:
+    config = app("env", work_dir="local", pid_mode="host", cap_add=["net_raw"])
+    run = harness.task(config)
+    run.start()
+    result = run.wait(60)
+    assert result is not None and result.exit_code == 0, (result, run.output("stderr"))
+    user_dir = lines(run.output().decode(), "prop")["user.dir"]
+    assert user_dir == ("/local" if isolated(harness) else str(run.ctx.task_dir.local_dir))
+    messages = [event.message for event in run.events if event.type == "Driver"]
+    assert "ignoring config keys herder's java driver does not implement: cap_add, pid_mode" in messages, messages

@@ -20,6 +20,13 @@ TASK_SCHEMA: dict[str, Any] = {
         "class_path": {"type": "string", "minLength": 1},
         "jvm_options": {"type": "array", "items": {"type": "string"}},
         "args": {"type": "array", "items": {"type": "string"}},
+        "work_dir": {"type": "string", "minLength": 1},
+        # Nomad 1.x's keys for its own isolation, accepted and ignored with a warning: herder-exec's
+        # container always has its own PID and IPC namespaces and a fixed capability set.
+        "pid_mode": {"enum": ["private", "host"]},
+        "ipc_mode": {"enum": ["private", "host"]},
+        "cap_add": {"type": "array", "items": {"type": "string"}},
+        "cap_drop": {"type": "array", "items": {"type": "string"}},
     },
     "additionalProperties": False,
     # Exactly one of jar_path and class, each case with an error naming the key at fault.
@@ -32,6 +39,9 @@ TASK_SCHEMA: dict[str, Any] = {
                                                               "or a main class, not both"}}}},
     ],
 }
+
+IGNORED_KEYS = ("cap_add", "cap_drop", "ipc_mode", "pid_mode")
+"""Nomad's java keys herder accepts and ignores (with a ``Driver`` event saying so)."""
 
 ISOLATION_MODES = ("auto", "exec", "none")
 PLUGIN_KEYS = ("java", "isolation", "exec")
@@ -112,12 +122,15 @@ class TaskConfig:
     class_path: str | None
     jvm_options: tuple[str, ...]
     args: tuple[str, ...]
+    work_dir: str | None = None
+    ignored: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> TaskConfig:
         return cls(jar_path=raw.get("jar_path"), main_class=raw.get("class"), class_path=raw.get("class_path"),
                    jvm_options=tuple(str(option) for option in raw.get("jvm_options", ())),
-                   args=tuple(str(arg) for arg in raw.get("args", ())))
+                   args=tuple(str(arg) for arg in raw.get("args", ())), work_dir=raw.get("work_dir"),
+                   ignored=tuple(key for key in IGNORED_KEYS if key in raw))
 
     def sets_max_heap(self) -> bool:
         """Whether ``jvm_options`` already limit the heap (``-Xmx``, ``-XX:MaxHeapSize=``)."""

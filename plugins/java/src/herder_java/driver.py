@@ -139,18 +139,27 @@ class JavaDriver:
         binary = self._java()
         with self._lock:  # the way prestart prepared the environment for (NOMAD_TASK_DIR=/local or not)
             mode = self._prepared.pop((ctx.alloc_id, ctx.task_name), None) or self._mode()[0]
+        if config.ignored:
+            ctx.emit_event("Driver", f"ignoring config keys herder's java driver does not implement: "
+                                     f"{', '.join(config.ignored)}", ignored=list(config.ignored))
         if mode == "exec":
             assert self.isolation is not None
             isolation = self.isolation
-            argv = self._argv(binary, config, task, ctx, lambda path: isolation.task_path(ctx, path), isolation)
-            handle: TaskHandle = isolation.start(task, ctx, argv, read_only=[java_home(binary)],
+
+            def seen(path: Path) -> str:
+                return isolation.task_path(ctx, path)
+
+            argv = self._argv(binary, config, task, ctx, seen, isolation)
+            cwd = self._path(ctx, "work_dir", config.work_dir, seen, isolation) if config.work_dir else "/"
+            handle: TaskHandle = isolation.start(task, ctx, argv, read_only=[java_home(binary)], cwd=cwd,
                                                  default_signal=DEFAULT_SIGNAL)
         else:
             argv = self._argv(binary, config, task, ctx, str, None)
             tmp = ["-Djava.io.tmpdir=" + str(ctx.task_dir.tmp_dir)] if not _sets(config, "-Djava.io.tmpdir=") else []
+            work_dir = self._path(ctx, "work_dir", config.work_dir, str, None) if config.work_dir else None
             handle = SupervisedProcess.spawn(task, ctx, [argv[0], *tmp, *argv[1:]], env={**self.inherited, **ctx.env},
-                                             cwd=ctx.task_dir.dir, user=task.user or None,
-                                             default_signal=DEFAULT_SIGNAL)
+                                             cwd=Path(work_dir) if work_dir else ctx.task_dir.dir,
+                                             user=task.user or None, default_signal=DEFAULT_SIGNAL)
         ctx.emit_event("Driver", DESCRIPTIONS[mode], isolation=mode)
         return JavaHandle(handle, mode)
 
