@@ -132,6 +132,10 @@ class TaskConfig:
                    args=tuple(str(arg) for arg in raw.get("args", ())), work_dir=raw.get("work_dir"),
                    ignored=tuple(key for key in IGNORED_KEYS if key in raw))
 
+    def sets(self, *prefixes: str) -> bool:
+        """Whether ``jvm_options`` has an option starting with one of ``prefixes``."""
+        return any(option.startswith(prefixes) for option in self.jvm_options)
+
     def sets_max_heap(self) -> bool:
         """Whether ``jvm_options`` already limit the heap (``-Xmx``, ``-XX:MaxHeapSize=``)."""
-        return any(option.startswith(("-Xmx", "-XX:MaxHeapSize=")) for option in self.jvm_options)
+        return self.sets("-Xmx", "-XX:MaxHeapSize=")

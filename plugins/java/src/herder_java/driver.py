@@ -155,7 +155,7 @@ class JavaDriver:
                                                  default_signal=DEFAULT_SIGNAL)
         else:
             argv = self._argv(binary, config, task, ctx, str, None)
-            tmp = ["-Djava.io.tmpdir=" + str(ctx.task_dir.tmp_dir)] if not _sets(config, "-Djava.io.tmpdir=") else []
+            tmp = [] if config.sets("-Djava.io.tmpdir=") else [f"-Djava.io.tmpdir={ctx.task_dir.tmp_dir}"]
             work_dir = self._path(ctx, "work_dir", config.work_dir, str, None) if config.work_dir else None
             handle = SupervisedProcess.spawn(task, ctx, [argv[0], *tmp, *argv[1:]], env={**self.inherited, **ctx.env},
                                              cwd=Path(work_dir) if work_dir else ctx.task_dir.dir,
@@ -233,10 +233,6 @@ class JavaDriver:
         elif any(kind == "container" for kind, _ in ctx.created.items()):
             raise DriverError(f"the task ran in herder-exec's container, which only herder-exec can remove: "
                               f"{INSTALL_HINT}")
-
-
-def _sets(config: TaskConfig, prefix: str) -> bool:
-    return any(option.startswith(prefix) for option in config.jvm_options)
 
 
 def _identity(binary: Path) -> tuple[str, int, int]:
