@@ -62,6 +62,10 @@ EXEC_GRACE = 2.0
 
 _INVALID_ID = re.compile(r"[^\w+.-]")
 
+_PROBE_LOCK = threading.Lock()
+_PROBES: dict[PluginConfig, str | None] = {}
+"""The probe container's result for each configuration, once per process: why it failed, or None."""
+
 
 def container_id(ctx: TaskContext) -> str:
     """``herder-<alloc id>-<task>``: one per task of an allocation, the same across restarts and herder
@@ -77,9 +81,6 @@ class Isolation:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = PluginConfig.from_mapping(config)
-        self._probe_lock = threading.Lock()
-        self._probe_error: str | None = None
-        self._probed = False
 
     # -- what it needs ----------------------------------------------------------------------
 
@@ -133,12 +134,13 @@ class Isolation:
 
     def _probe(self, runc: Runc, hierarchy: cgroups.Hierarchy) -> str | None:
         """Run a trivial container once, as a task would run (namespaces, mounts, cgroup, user): the first
-        result is kept, so the fingerprint every 30 s costs nothing. Why it failed, or None."""
-        with self._probe_lock:
-            if not self._probed:
-                self._probe_error = self._run_probe(runc, hierarchy)
-                self._probed = True
-            return self._probe_error
+        result is kept for the process (shared by every instance with the same configuration: the exec
+        driver and the java driver's isolation), so the fingerprint every 30 s costs nothing. Why it
+        failed, or None."""
+        with _PROBE_LOCK:
+            if self.config not in _PROBES:
+                _PROBES[self.config] = self._run_probe(runc, hierarchy)
+            return _PROBES[self.config]
 
     def _run_probe(self, runc: Runc, hierarchy: cgroups.Hierarchy) -> str | None:
         name = f"herder-probe-{os.getpid()}-{secrets.token_hex(4)}"
