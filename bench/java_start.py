@@ -158,7 +158,7 @@ def main() -> None:
         " exec's probe container) and the supervisor's start.",
     ])
     print(table)
-    write_section("Java start", "python bench/java_start.py", table)
+    write_section("Java start", f"python bench/java_start.py --rounds {args.rounds}", table)
 
 
 if __name__ == "__main__":
