@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from herder_exec import bundle, cgroups
-from herder_exec.driver import ExecDriver
+from herder_exec.isolation import Isolation
 
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
@@ -110,8 +110,8 @@ def main() -> None:
     fingerprint = hooks.fingerprint("exec")
     if not fingerprint.healthy:
         raise SystemExit(f"the exec driver is not healthy: {fingerprint.description}")
-    driver = ExecDriver({})
-    runc, hierarchy = driver.runc().binary, driver.hierarchy()
+    isolation = Isolation({})
+    runc, hierarchy = isolation.runc().binary, isolation.hierarchy()
     through_herder(hooks, 2)  # warm up imports, the supervisor and runc's pages
     bare_runc(runc, hierarchy, 2)
     baseline, herder = [], []

@@ -83,7 +83,13 @@ class Alloc:
 
 @runtime_checkable
 class TaskHandle(Protocol):
-    """A running task, as a driver's ``herder_task_start`` returns it."""
+    """A running task, as a driver's ``herder_task_start`` returns it.
+
+    A handle may also carry ``started_details``, a mapping of JSON values
+    that the task's ``Started`` event adds to its details (how the task runs:
+    the java driver says whether its JVM is isolated). It is optional, and
+    not part of the protocol's structural check.
+    """
 
     id: str
     network: DriverNetwork | None

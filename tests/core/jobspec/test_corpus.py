@@ -15,13 +15,12 @@ from nomad_corpus import corpus_files, problems_of
 
 # File name -> a part of the one problem it is expected to have, and why.
 EXPECTED_FAILURES = {
-    "java-app.nomad.hcl": "unknown driver 'java'",  # herder ships raw_exec, exec, docker and qemu only
     "dynamic-ports.nomad.hcl": "'dynamic' blocks are not supported yet",  # HCL2 dynamic blocks are not expanded
 }
 
 FILES = corpus_files()
 
-PROJECT_DRIVERS = ("docker", "exec", "qemu", "raw_exec")
+PROJECT_DRIVERS = ("docker", "exec", "java", "qemu", "raw_exec")
 """herder's own drivers: a tox environment without one of them cannot check its task configs."""
 
 

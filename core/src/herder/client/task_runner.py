@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -276,7 +276,7 @@ class TaskRunner:
             return self._after_start_error(recoverable)
         if not self._adopt(handle):
             return self._after_exit(task, self._kill_lost(handle), recoverable=False)
-        self.emit(events.STARTED, "Task started by client")
+        self.emit(events.STARTED, "Task started by client", **started_details(handle))
         return self._watch(task, handle)
 
     def _reattach(self, state: dict[str, Any]) -> Decision | None:
@@ -415,3 +415,10 @@ def _describe_exit(result: ExitResult) -> str:
     if result.error:
         parts.append(f"Exit Message: {result.error}")
     return ", ".join(parts)
+
+
+def started_details(handle: TaskHandle) -> dict[str, Any]:
+    """What the handle says of how its task runs, for the ``Started`` event's details: its optional
+    ``started_details`` mapping (the java driver tells whether the JVM is isolated); none without."""
+    details = getattr(handle, "started_details", None)
+    return dict(details) if isinstance(details, Mapping) else {}

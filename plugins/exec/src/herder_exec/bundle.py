@@ -50,12 +50,16 @@ def _bind(source: str | Path, destination: str, *options: str) -> dict[str, Any]
 
 
 def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: Mapping[str, Path],
-         cgroups_path: str, cpu_shares: int, pids_limit: int) -> dict[str, Any]:
+         cgroups_path: str, cpu_shares: int, pids_limit: int, read_only: Sequence[Path] = (),
+         cwd: str = "/") -> dict[str, Any]:
     """The OCI runtime spec of a task.
 
     ``task_dirs`` maps the task's directories on the host to where the task
-    sees them (``/local`` ...). The host's network is shared: ports are bound
-    on the host, as with Nomad's exec.
+    sees them (``/local`` ...). ``read_only`` are more directories of the
+    host the task sees where they are, read-only (a JDK outside ``/usr``);
+    one already inside a system directory is visible without a bind of its
+    own. The host's network is shared: ports are bound on the host, as with
+    Nomad's exec.
     """
     mounts: list[dict[str, Any]] = [
         {"destination": "/proc", "type": "proc", "source": "proc"},
@@ -70,6 +74,8 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
     ]
     mounts += [_bind(path, path, "ro") for path in SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]
     mounts += [_bind(source, destination, "rw") for destination, source in task_dirs.items()]
+    # After the task's directories: a runtime under /tmp of the host stays visible over the task's /tmp.
+    mounts += [_bind(path, str(path), "ro") for path in read_only if not _in_system_dir(path)]
     privileged = user.uid == 0  # a task of another user starts with no capability, as any process of that user
     environment = {"PATH": DEFAULT_PATH, **env}
     resources: dict[str, Any] = {"devices": [{"allow": False, "access": "rwm"}], "cpu": {"shares": max(2, cpu_shares)}}
@@ -82,7 +88,7 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
             "user": {"uid": user.uid, "gid": user.gid, "additionalGids": list(user.groups)},
             "args": list(argv),
             "env": [f"{name}={value}" for name, value in environment.items()],
-            "cwd": "/",
+            "cwd": cwd,
             "capabilities": {"bounding": list(CAPABILITIES),
                              **{kind: list(CAPABILITIES) if privileged else [] for kind in ("effective", "permitted")}},
             "noNewPrivileges": True,
@@ -97,6 +103,10 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
             "readonlyPaths": list(READONLY_PATHS),
         },
     }
+
+
+def _in_system_dir(path: Path) -> bool:
+    return any(path.is_relative_to(system) for system in SYSTEM_DIRS)
 
 
 def write(bundle: Path, config: Mapping[str, Any]) -> None:

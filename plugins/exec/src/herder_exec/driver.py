@@ -6,292 +6,55 @@ directories and the task's directories onto), creates the cgroup holding
 the memory limit (see :mod:`herder_exec.cgroups`), and runs ``runc run`` in
 the foreground through :class:`herder.sdk.SupervisedProcess`: runc's
 process is the task for the supervisor, its output the task's output, and
-it outlives herder with the container.
+it outlives herder with the container. All of it is
+:class:`herder_exec.isolation.Isolation`, which other drivers use too; the
+driver adds its task configuration, ``command`` and ``args``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import secrets
-import shutil
-import signal
-import tempfile
-import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from herder import (
-    DriverError,
-    ExecResult,
-    Fingerprint,
-    RecoverableError,
-    Task,
-    TaskContext,
-    TaskHandle,
-    hookimpl,
-)
-from herder.sdk import SupervisedProcess, run_capped, set_task_dirs
-from herder_exec import bundle, cgroups
-from herder_exec.config import TASK_SCHEMA, PluginConfig, TaskConfig
-from herder_exec.handle import ExecHandle
-from herder_exec.runc import Runc, RuncError, exec_argv
-
-DEFAULT_USER = "nobody"
-BUNDLE_DIR = "bundle"
-TASK_DIRS = {"/local": "local_dir", "/secrets": "secrets_dir", "/tmp": "tmp_dir", "/alloc": "alloc_dir"}
-"""Where the task sees its directories: the ``TaskDir`` field bound there."""
-OWNED_DIRS = ("local_dir", "secrets_dir", "tmp_dir")
-"""The task's own directories, given to its user (the shared alloc dir belongs to every task)."""
-
-VERSION_TIMEOUT = 2.0
-PROBE_TIMEOUT = 2.5
-"""The fingerprint's probe container; with ``runc --version`` it stays within the 5 s a fingerprint has."""
-EXEC_GRACE = 2.0
-"""How long past its timeout an exec's ``runc exec`` may take to end once the command was killed."""
-
-_INVALID_ID = re.compile(r"[^\w+.-]")
-
-
-def container_id(ctx: TaskContext) -> str:
-    """``herder-<alloc id>-<task>``: one per task of an allocation, the same across restarts and herder
-    processes, so that a container a crash left behind is found again. runc allows ``[\\w+.-]``."""
-    return _INVALID_ID.sub("_", f"herder-{ctx.alloc_id}-{ctx.task_name}")
+from herder import ExecResult, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
+from herder_exec.config import TASK_SCHEMA, TaskConfig
+from herder_exec.isolation import Isolation
 
 
 class ExecDriver:
     """The ``exec`` driver; herder creates it with the ``[plugin.exec]`` table."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self.config = PluginConfig.from_mapping(config)
-        self._probe_lock = threading.Lock()
-        self._probe_error: str | None = None
-        self._probed = False
-
-    # -- what the driver needs ------------------------------------------------------------
-
-    def _runc(self) -> Runc | None:
-        binary = shutil.which(self.config.runc)
-        return Runc(str(Path(binary).absolute()), self.config.runc_root) if binary else None
-
-    def runc(self) -> Runc:
-        """:raises DriverError: runc is not there."""
-        runc = self._runc()
-        if runc is None:
-            raise DriverError(f"runc not found: {self.config.runc}")
-        return runc
-
-    @staticmethod
-    def hierarchy() -> cgroups.Hierarchy:
-        """:raises DriverError: no usable cgroups."""
-        try:
-            found = cgroups.detect()
-        except OSError as exc:
-            raise DriverError(f"cannot read the cgroup mounts: {exc}") from exc
-        if found is None:
-            raise DriverError("no cgroup memory controller is mounted")
-        return found
-
-    # -- driver description -------------------------------------------------------------------
+        self.isolation = Isolation(config)
 
     @hookimpl
     def herder_driver_fingerprint(self) -> Fingerprint:
-        runc = self._runc()
-        if runc is None:
-            return Fingerprint(detected=False, healthy=False, description=f"runc not found: {self.config.runc}")
-        try:
-            version = runc.version(VERSION_TIMEOUT)
-        except RuncError as exc:
-            return Fingerprint(detected=False, healthy=False, description=f"{runc.binary} does not work: {exc}")
-        attributes = {"driver.exec.runc.version": version}
-        try:
-            hierarchy = self.hierarchy()
-        except DriverError as exc:
-            return Fingerprint(detected=True, healthy=False, description=str(exc), attributes=attributes)
-        attributes["driver.exec.cgroup.version"] = str(hierarchy.version)
-        if os.geteuid() != 0:
-            return Fingerprint(detected=True, healthy=False, description="the exec driver needs root",
-                               attributes=attributes)
-        error = self._probe(runc, hierarchy)
-        if error:
-            return Fingerprint(detected=True, healthy=False, description=f"runc cannot run a container: {error}",
-                               attributes=attributes)
-        return Fingerprint(detected=True, healthy=True, description="healthy", attributes=attributes)
-
-    def _probe(self, runc: Runc, hierarchy: cgroups.Hierarchy) -> str | None:
-        """Run a trivial container once, as a task would run (namespaces, mounts, cgroup, user): the first
-        result is kept, so the fingerprint every 30 s costs nothing. Why it failed, or None."""
-        with self._probe_lock:
-            if not self._probed:
-                self._probe_error = self._run_probe(runc, hierarchy)
-                self._probed = True
-            return self._probe_error
-
-    def _run_probe(self, runc: Runc, hierarchy: cgroups.Hierarchy) -> str | None:
-        name = f"herder-probe-{os.getpid()}-{secrets.token_hex(4)}"
-        cgroup = cgroups.TaskCgroup(hierarchy, f"{self.config.cgroup_parent}/{name}")
-        with tempfile.TemporaryDirectory(prefix="herder-exec-probe-") as directory:
-            try:
-                user = bundle.User.lookup(DEFAULT_USER)
-                cgroup.create(16)
-                bundle.write(Path(directory), bundle.spec(
-                    ["/bin/sh", "-c", "exit 0"], {}, user, task_dirs={}, cgroups_path=cgroup.runc_path,
-                    cpu_shares=2, pids_limit=self.config.default_pids_limit))
-                runc.call("run", "--bundle", directory, *self._run_options(), name, timeout=PROBE_TIMEOUT)
-            except (RuncError, OSError, KeyError) as exc:
-                return str(exc)
-            finally:
-                with contextlib.suppress(RuncError):
-                    runc.delete(name)
-                with contextlib.suppress(OSError):
-                    cgroup.remove()
-        return None
-
-    def _run_options(self) -> list[str]:
-        # No session keyring: the task must not share herder's (nor need one of its own).
-        return ["--no-new-keyring", *(("--no-pivot",) if self.config.no_pivot else ())]
+        return self.isolation.fingerprint()
 
     @hookimpl
     def herder_driver_task_schema(self) -> dict[str, Any]:
         return TASK_SCHEMA
 
-    # -- task start ---------------------------------------------------------------------------
-
     @hookimpl
     def herder_task_prestart(self, task: Task, ctx: TaskContext) -> None:
         """The task sees its directories where the container mounts them."""
-        set_task_dirs(ctx.env, "/alloc", "/local", "/secrets")
+        self.isolation.prepare(ctx)
 
     @hookimpl
     def herder_task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
         config = TaskConfig.from_mapping(task.config)
-        try:
-            user = bundle.User.lookup(task.user or DEFAULT_USER)
-        except KeyError:
-            raise DriverError(f"user {task.user or DEFAULT_USER!r} does not exist on this host") from None
-        runc, hierarchy = self.runc(), self.hierarchy()
-        container = container_id(ctx)
-        cgroup = cgroups.TaskCgroup(hierarchy, f"{self.config.cgroup_parent}/{container}")
-        where = ctx.task_dir.dir / BUNDLE_DIR
-        self._remove(runc, container, cgroup)  # a container of an earlier run a crash left behind
-        for field in OWNED_DIRS:
-            _chown_tree(getattr(ctx.task_dir, field), user)
-        ctx.created.add("container", container)
-        ctx.created.add("cgroup", cgroup.relative)
-        ctx.created.add("bundle", str(where))
-        try:
-            bundle.write(where, bundle.spec(
-                [config.command, *config.args], ctx.env, user,
-                task_dirs={target: getattr(ctx.task_dir, field) for target, field in TASK_DIRS.items()},
-                cgroups_path=cgroup.runc_path, cpu_shares=task.resources.cpu,
-                pids_limit=self.config.default_pids_limit))
-            cgroup.create(task.resources.memory)
-        except OSError as exc:
-            raise DriverError(f"cannot prepare the container: {exc}") from exc
-        argv = runc.argv("run", "--bundle", str(where), *self._run_options(), container)
-        proc = SupervisedProcess.spawn(task, ctx, argv, env={"PATH": os.environ.get("PATH", bundle.DEFAULT_PATH)},
-                                       cwd=where, default_signal=signal.SIGINT)
-        return ExecHandle(proc, runc, container, where, cgroup)
-
-    @staticmethod
-    def _remove(runc: Runc, container: str, cgroup: cgroups.TaskCgroup) -> None:
-        """Remove the container and its cgroup, whatever state they are in; nothing when they are gone.
-
-        :raises RecoverableError: the cgroup still holds processes (they may be on their way out).
-        """
-        if runc.known(container):
-            runc.delete(container)
-        try:
-            cgroup.remove()
-        except OSError as exc:
-            raise RecoverableError(f"cannot remove cgroup {cgroup.relative}: {exc}") from exc
+        return self.isolation.start(task, ctx, [config.command, *config.args])
 
     @hookimpl
     def herder_task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:
-        container, where, relative = state.get("container"), state.get("bundle"), state.get("cgroup")
-        if not isinstance(container, str) or not isinstance(where, str):
-            return None
-        runc = self.runc()
-        cgroup = cgroups.TaskCgroup(self.hierarchy(), relative or f"{self.config.cgroup_parent}/{container}")
-        proc = SupervisedProcess.recover(ctx, state, default_signal=signal.SIGINT)
-        if proc is None:
-            # No supervisor knows runc's process: it was killed, but the container's init, in a session
-            # of its own, may run on. The task must not run twice.
-            runc.delete(container)
-            return None
-        return ExecHandle(proc, runc, container, Path(where), cgroup)
-
-    # -- running task ---------------------------------------------------------------------------
+        return self.isolation.recover(ctx, state)
 
     @hookimpl
     def herder_task_exec(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
                          timeout: float) -> ExecResult:
-        """``runc exec``: the command runs in the container as the task's user, with its environment.
-
-        The command's process is not a child of ``runc exec`` as the host
-        sees it (runc puts it in a session of its own), so at the timeout it
-        is killed by the pid runc wrote, which ends ``runc exec`` and closes
-        the output.
-        """
-        if not isinstance(handle, ExecHandle):
-            raise DriverError(f"not a task of the exec driver: {handle!r}")
-        pid_file = handle.bundle / f"exec-{secrets.token_hex(4)}.pid"
-        expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
-            _kill_pid_in(pid_file)
-
-        timer = threading.Timer(timeout, expire)
-        timer.start()
-        try:
-            result = run_capped(exec_argv(self.runc(), handle.id, command, str(pid_file)), env=None, cwd=None,
-                                timeout=timeout + EXEC_GRACE)
-        except TimeoutError:
-            _kill_pid_in(pid_file)
-            raise
-        finally:
-            timer.cancel()
-            pid_file.unlink(missing_ok=True)
-        if expired.is_set():
-            raise TimeoutError(f"command timed out after {timeout:g}s")
-        return result
-
-    # -- cleanup --------------------------------------------------------------------------------
+        return self.isolation.exec(handle, command, timeout)
 
     @hookimpl
     def herder_task_cleanup(self, task: Task, ctx: TaskContext) -> None:
         """Remove the container, its cgroup and its bundle (each step a no-op once done)."""
-        created = ctx.created.items()
-        containers = [value for kind, value in created if kind == "container"]
-        cgroup_paths = [value for kind, value in created if kind == "cgroup"]
-        if containers:
-            runc = self.runc()
-            for container in containers:
-                runc.delete(container)
-        if cgroup_paths:
-            hierarchy = self.hierarchy()
-            for relative in cgroup_paths:
-                try:
-                    cgroups.TaskCgroup(hierarchy, relative).remove()
-                except OSError as exc:
-                    raise RecoverableError(f"cannot remove cgroup {relative}: {exc}") from exc
-        for kind, value in created:
-            if kind == "bundle":
-                shutil.rmtree(value, ignore_errors=True)
-
-
-def _chown_tree(root: Path, user: bundle.User) -> None:
-    """Give ``root`` and everything in it to the task's user, so that it can write /local and read /secrets."""
-    os.chown(root, user.uid, user.gid, follow_symlinks=False)
-    for directory, dirs, files in os.walk(root):
-        for name in (*dirs, *files):
-            os.chown(os.path.join(directory, name), user.uid, user.gid, follow_symlinks=False)
-
-
-def _kill_pid_in(pid_file: Path) -> None:
-    """SIGKILL the process whose pid runc wrote into ``pid_file`` (nothing if none was written yet)."""
-    with contextlib.suppress(OSError, ValueError):
-        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        self.isolation.cleanup(ctx)

@@ -25,13 +25,15 @@ class ExecHandle:
     the final SIGKILL to the init ends its whole PID namespace.
     """
 
-    def __init__(self, proc: SupervisedProcess, runc: Runc, container: str, bundle: Path, cgroup: TaskCgroup) -> None:
+    def __init__(self, proc: SupervisedProcess, runc: Runc, container: str, bundle: Path, cgroup: TaskCgroup, *,
+                 default_signal: int = signal.SIGINT) -> None:
         self.id = container
         self.network: DriverNetwork | None = None  # the host's network: ports are the host's
         self.bundle = bundle
         self.cgroup = cgroup
         self._proc = proc
         self._runc = runc
+        self._default_signal = default_signal
         self._forced = False
         self._lock = threading.Lock()
         self._result: ExitResult | None = None
@@ -61,12 +63,13 @@ class ExecHandle:
         self._runc.kill(self.id, sig)
 
     def kill(self, timeout: float, sig: int | None = None) -> None:
-        """``sig`` (default SIGINT) to the init, up to ``timeout`` s to exit, then SIGKILL to the init.
+        """``sig`` (None: the default signal, SIGINT unless told) to the init, up to ``timeout`` s to exit,
+        then SIGKILL to the init.
 
         Should runc fail to end the container, runc's own process is killed,
         and cleanup's ``runc delete --force`` removes what is left.
         """
-        self.signal(signal.SIGINT if sig is None else sig)
+        self.signal(self._default_signal if sig is None else sig)
         if self.wait(timeout) is not None:
             return
         self._forced = True

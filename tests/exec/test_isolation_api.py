@@ -1,0 +1,85 @@
+"""herder-exec's public isolation API (herder_exec.isolation), as another driver uses it: paths as the
+task sees them, more read-only directories, the working directory and the default stop signal."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+
+from herder import TaskContext
+from herder.context import TaskDir
+from herder.testing import DriverHarness
+from herder.testing.plugin import HarnessFactory
+
+from .helpers import poll
+
+try:
+    from herder_exec import bundle
+    from herder_exec.isolation import Isolation
+except ImportError:  # the fixtures skip (or fail, under HERDER_REQUIRE) first
+    pass
+
+
+def task_dir(root: Path) -> TaskDir:
+    dirs = {name: root / "t" / name for name in ("local", "secrets", "tmp")}
+    return TaskDir(dir=root / "t", local_dir=dirs["local"], secrets_dir=dirs["secrets"], tmp_dir=dirs["tmp"],
+                   alloc_dir=root / "alloc", logs_dir=root / "alloc" / "logs")
+
+
+def test_paths_as_the_task_sees_them_and_back(exec_driver: str, tmp_path: Path) -> None:
+    ctx = cast(TaskContext, SimpleNamespace(task_dir=task_dir(tmp_path)))  # all the path mapping reads
+    assert Isolation.task_path(ctx, tmp_path / "t" / "local" / "app.jar") == "/local/app.jar"
+    assert Isolation.task_path(ctx, tmp_path / "alloc" / "data" / "x") == "/alloc/data/x"
+    with pytest.raises(ValueError, match="not in local/, secrets/, tmp/ or alloc/"):
+        Isolation.task_path(ctx, tmp_path / "t" / "bundle")
+    assert Isolation.host_path(ctx, "/secrets/key") == tmp_path / "t" / "secrets" / "key"
+    assert Isolation.host_path(ctx, "/etc/passwd") is None
+
+
+def test_read_only_directories_are_bound_after_the_task_dirs_unless_a_system_dir_has_them(exec_driver: str,
+                                                                                         tmp_path: Path) -> None:
+    user = bundle.User.lookup("nobody")
+    spec = bundle.spec(["/bin/true"], {}, user, task_dirs={"/tmp": tmp_path / "tmp"}, cgroups_path="/x",
+                       cpu_shares=2, pids_limit=0, read_only=[tmp_path / "jdk", Path("/usr/lib/jvm")], cwd="/local")
+    destinations = [mount["destination"] for mount in spec["mounts"]]
+    assert destinations.index(str(tmp_path / "jdk")) > destinations.index("/tmp")
+    assert "/usr/lib/jvm" not in destinations
+    [jdk] = [mount for mount in spec["mounts"] if mount["destination"] == str(tmp_path / "jdk")]
+    assert "ro" in jdk["options"] and jdk["source"] == str(tmp_path / "jdk")
+    assert spec["process"]["cwd"] == "/local"
+
+
+@pytest.fixture
+def harness(exec_driver: str, driver_harness: HarnessFactory) -> DriverHarness:
+    return driver_harness("exec", {})
+
+
+def test_another_program_with_a_read_only_directory_a_working_directory_and_sigterm(harness: DriverHarness,
+                                                                                     tmp_path: Path) -> None:
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    (runtime / "version").write_text("1.0\n")
+    tmp_path.chmod(0o755)
+    script = (f"pwd; cat {runtime}/version; touch {runtime}/x 2>&1 | grep -o 'Read-only file system'; "
+              "trap 'echo TERM; exit 0' TERM; echo ready > /local/ready; while :; do sleep 0.1; done")
+    # The exec driver's task places the task; the program it runs is the API's, as another driver's would be.
+    run = harness.task({"command": "/bin/true"}, kill_timeout="5s")
+    run.prestart()
+    isolation = Isolation({})
+    handle = isolation.start(run.task, run.ctx, ["/bin/sh", "-c", script], read_only=[runtime], cwd="/local",
+                             default_signal=signal.SIGTERM)
+    try:
+        assert poll(lambda: run.local_file("ready").is_file(), 20), run.output("stderr")
+        assert isolation.exec(handle, ["/bin/cat", "/local/ready"], 10).output == b"ready\n"
+        assert isolation.recover(run.ctx, handle.state(), default_signal=signal.SIGTERM) is not None
+        handle.kill(5, None)
+        result = handle.wait(10)
+        assert result is not None and result.exit_code == 0, result
+        assert run.output().decode().split() == ["/local", "1.0", "Read-only", "file", "system", "TERM"]
+    finally:
+        isolation.cleanup(run.ctx)
+    assert not (run.ctx.task_dir.dir / "bundle").exists()
