@@ -77,8 +77,7 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None)
 def _validated_not_run(job: Job) -> list[str]:
     """The stanzas herder validates but does not act on yet, in the order the model lists them."""
     tasks = [task for group in job.groups for task in group.tasks]
-    stanzas = {"artifact": any(t.artifacts for t in tasks), "template": any(t.templates for t in tasks),
-               "service": any(t.services for t in tasks)}
+    stanzas = {"service": any(t.services for t in tasks)}
     return [name for name, used in stanzas.items() if used]
 
 

@@ -30,4 +30,8 @@ class BuiltinPlugin(Protocol):
 
 def builtin_plugins(client: Client) -> list[BuiltinPlugin]:
     """The built-in plugins of ``client``, in the order they run in prestart."""
-    return []
+    from herder.client.hooks.artifacts import ArtifactsConfig, ArtifactsPlugin
+
+    return [
+        ArtifactsPlugin(ArtifactsConfig.from_table(client.config.plugin.get("artifacts", {}))),
+    ]
