@@ -31,7 +31,11 @@ class BuiltinPlugin(Protocol):
 def builtin_plugins(client: Client) -> list[BuiltinPlugin]:
     """The built-in plugins of ``client``, in the order they run in prestart."""
     from herder.client.hooks.artifacts import ArtifactsConfig, ArtifactsPlugin
+    from herder.client.hooks.templates import TemplatesConfig, TemplatesPlugin, template_sources
 
+    kv, catalog = template_sources(client.config)
     return [
         ArtifactsPlugin(ArtifactsConfig.from_table(client.config.plugin.get("artifacts", {}))),
+        TemplatesPlugin(TemplatesConfig.from_table(client.config.plugin.get("templates", {})), kv=kv,
+                        catalog=catalog, runners=client.task_runner),
     ]
