@@ -295,8 +295,14 @@ class _Progress:
             return
         self._last = now
         self.ctx.emit_event(events.DOWNLOADING_ARTIFACTS,
-                            f"Downloading {self.name}: {self.current / _MB:.1f} of {self.total / _MB:.1f} MB",
+                            f"Downloading {self.name}: {_size(self.current)} of {_size(self.total)}",
                             progress={"current": self.current, "total": self.total})
+
+
+def _size(n: int) -> str:
+    if n >= _MB:
+        return f"{n / _MB:.1f} MB"
+    return f"{n / 1024:.1f} KB" if n >= 1024 else f"{n} B"
 
 
 def _verify(path: Path, checksum: str) -> None:
