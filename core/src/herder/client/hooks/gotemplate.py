@@ -76,6 +76,7 @@ _TOKEN = re.compile(r"""
   | (?P<dot>\.)
   | (?P<ident>[A-Za-z_][A-Za-z_0-9]*)
 """, re.VERBOSE)
+_SPACE = re.compile(r"[ \t\r\n]+")
 _KEYWORDS = {"if", "else", "end", "range", "with", "define", "template", "block", "break", "continue"}
 
 
@@ -138,22 +139,23 @@ def _lex_action(text: str, pos: int, right: str, name: str, line: int) -> tuple[
         raise TemplateError(f"template: {name}:{line}: comment ends before closing delimiter")
     tokens: list[_Token] = []
     spaced = True
+    trim_marker = "-" + right
     while True:
+        space = _SPACE.match(text, pos)
+        if space is not None:
+            blank = space.group()
+            if text.startswith(trim_marker, space.end()):
+                return tokens, space.end() + len(trim_marker), True
+            line += blank.count("\n")
+            pos = space.end()
+            spaced = True
         if pos >= len(text):
             raise TemplateError(f"template: {name}:{line}: unclosed action")
         if text.startswith(right, pos):
             return tokens, pos + len(right), False
-        char = text[pos]
-        if char in " \t\r\n":
-            if text.startswith("-" + right, pos + 1):
-                return tokens, pos + 2 + len(right), True
-            line += char == "\n"
-            pos += 1
-            spaced = True
-            continue
         match = _TOKEN.match(text, pos)
         if match is None or match.end() == pos:
-            raise TemplateError(f"template: {name}:{line}: unexpected {char!r} in command")
+            raise TemplateError(f"template: {name}:{line}: unexpected {text[pos]!r} in command")
         kind = match.lastgroup
         assert kind is not None
         value = match.group()
@@ -459,6 +461,8 @@ _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v
 def _unquote(text: str) -> str:
     """A Go interpreted string literal's value."""
     body, out, i = text[1:-1], [], 0
+    if "\\" not in body:
+        return body
     while i < len(body):
         char = body[i]
         if char != "\\":

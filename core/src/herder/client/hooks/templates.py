@@ -273,6 +273,18 @@ PURE_FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 
 
+def _unbound(*args: Any) -> Any:
+    raise TemplateError("a template function was called outside a render")
+
+
+FUNCTION_NAMES: dict[str, Callable[..., Any]] = {
+    **dict.fromkeys(("env", "file", "key", "keyOrDefault", "keyExists", "service", "services"), _unbound),
+    **PURE_FUNCTIONS,
+}
+"""Every function a template may call: what parsing checks names against (a render binds them)."""
+PARSED_CACHE_SIZE = 256
+
+
 # -- env files ------------------------------------------------------------------------
 
 _ENV_LINE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(.*)$")
@@ -314,6 +326,7 @@ class TemplatesPlugin:
         self.catalog: ServiceCatalog = catalog or EmptyCatalog()
         self.runners: Runners = runners or (lambda ctx: None)
         self._watched: dict[tuple[str, str], _Watched] = {}
+        self._cache: dict[tuple[str, str, str, str], GoTemplate] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -371,12 +384,25 @@ class TemplatesPlugin:
                 return "", reader.deps, [f"source({template.source})"]
             text = source
         try:
-            parsed = GoTemplate(text, name=template.destination, left=template.left_delimiter,
-                                right=template.right_delimiter, functions=reader.functions())
-            content = parsed.execute(None)
+            parsed = self._parsed(text, template)
+            content = parsed.execute(None, reader.functions())
         except TemplateError as exc:
             raise TemplateRenderError(f"{where}: {exc}") from None
         return content, reader.deps, reader.missing
+
+    def _parsed(self, text: str, template: Template) -> GoTemplate:
+        """The parsed template, kept: a re-render or a restart only executes it again."""
+        key = (text, template.destination, template.left_delimiter, template.right_delimiter)
+        with self._lock:
+            parsed = self._cache.get(key)
+        if parsed is None:
+            parsed = GoTemplate(text, name=template.destination, left=template.left_delimiter,
+                                right=template.right_delimiter, functions=FUNCTION_NAMES)
+            with self._lock:
+                if len(self._cache) >= PARSED_CACHE_SIZE:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[key] = parsed
+        return parsed
 
     def _write(self, template: Template, content: str, ctx: TaskContext) -> bool:
         """Write the rendered file atomically; False when it already had this content."""
