@@ -208,3 +208,32 @@ def test_the_configuration_table_is_checked() -> None:
     assert TemplatesConfig.from_table({"poll_interval": "250ms"}).poll_interval == 0.25
     with pytest.raises(ConfigError, match="unknown key"):
         TemplatesConfig.from_table({"poll": 1})
+
+
+def test_a_task_found_running_is_watched_from_poststart(plugin: TemplatesPlugin, context: Context) -> None:
+    class Runner:
+        """Stands in for the client's task runner: a real reattach needs a whole herder restart."""
+
+        stopping = False
+        restarts: list[str] = []
+
+        def restart(self, reason: str = "") -> None:
+            self.restarts.append(reason)
+
+        def signal(self, sig: int) -> None:
+            raise AssertionError("no signal expected")
+
+    runner = Runner()
+    plugin.runners = lambda ctx: runner
+    source = context.task_dir / "local/source"
+    source.write_text("one")
+    task = Task(name="t", driver="raw_exec", templates=(Template(
+        destination="local/out", data='{{ file "local/source" }}', splay=0),))
+    plugin.herder_task_poststart(task, context.ctx, handle=None)  # type: ignore[arg-type]
+    source.write_text("two")
+    for _ in range(200):
+        if runner.restarts:
+            break
+        threading.Event().wait(0.05)
+    assert runner.restarts == ["Template with change_mode restart re-rendered: local/out"]
+    assert (context.task_dir / "local/out").read_text() == "two"

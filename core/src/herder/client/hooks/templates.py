@@ -458,10 +458,17 @@ class TemplatesPlugin:
 
     @hookimpl
     def herder_task_poststart(self, task: Task, ctx: TaskContext, handle: TaskHandle) -> None:
+        if not task.templates:
+            return
         with self._lock:
             entry = self._watched.get(_key(ctx))
-            if entry is None:
-                return
+        if entry is None:
+            # A task found running after herder restarted had no prestart here: learn what
+            # its templates read now, so that a change from here on is seen.
+            rendered = [_Rendered(t, *self.render(t, ctx)[:2]) for t in task.templates]
+            entry = _Watched(task, ctx, rendered)
+        with self._lock:
+            self._watched[_key(ctx)] = entry
             entry.running = True
             if self._thread is None and not self._closed.is_set():
                 self._thread = threading.Thread(target=self._watch, name="templates", daemon=True)
