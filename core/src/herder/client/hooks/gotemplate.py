@@ -30,7 +30,6 @@ value is an error, as a missing struct field is in Go.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import re
@@ -447,6 +446,8 @@ class _Parser:
             clean = text.replace("_", "")
             if re.fullmatch(r"[+-]?0[xXoObB].*", clean):
                 return int(clean, 0)
+            if re.fullmatch(r"[+-]?0[0-7]+", clean):  # Go's legacy octal: 0377
+                return int(clean, 8)
             if re.fullmatch(r"[+-]?\d+", clean):
                 return int(clean)
             return float(clean)
@@ -573,7 +574,7 @@ def go_sprintf(format: str, *args: Any) -> str:
             continue
         arg = args[index]
         index += 1
-        out.append(_pad(_format_one(verb, arg, flags, precision), flags, width))
+        out.append(_pad(_format_one(verb, arg, flags, precision), flags, width, numeric=verb in "dxXobeEfFgG"))
     out.append(format[position:])
     if index < len(args):
         extra = ", ".join(f"{_go_type(a)}={go_str(a)}" for a in args[index:])
@@ -614,13 +615,13 @@ def _format_one(verb: str, arg: Any, flags: str, precision: str | None) -> str:
     return f"%!{verb}({_go_type(arg)}={go_str(arg)})"
 
 
-def _pad(text: str, flags: str, width: str | None) -> str:
+def _pad(text: str, flags: str, width: str | None, numeric: bool) -> str:
     if not width:
         return text
     size = int(width)
     if "-" in flags:
         return text.ljust(size)
-    if "0" in flags and re.fullmatch(r"[+-]?[\d.]+(e[+-]\d+)?", text):
+    if "0" in flags and numeric and not text.startswith("%!"):
         sign = text[0] if text[0] in "+-" else ""
         return sign + text[len(sign):].rjust(size - len(sign), "0")
     return text.rjust(size)
@@ -684,6 +685,14 @@ def _length(item: Any) -> int:
     raise ValueError(f"len of type {_go_type(item)}")
 
 
+_HTML = {"<": "&lt;", ">": "&gt;", "&": "&amp;", "'": "&#39;", '"': "&#34;", "\0": "\ufffd"}
+
+
+def _html_escape(text: str) -> str:
+    """Go's ``template.HTMLEscapeString``."""
+    return "".join(_HTML.get(char, char) for char in text)
+
+
 def _sprint(*args: Any) -> str:
     # fmt.Sprint: a space between operands when neither is a string.
     out = []
@@ -708,7 +717,7 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "le": lambda a, b: _compare("le", a, b) <= 0,
     "gt": lambda a, b: _compare("gt", a, b) > 0,
     "ge": lambda a, b: _compare("ge", a, b) >= 0,
-    "html": lambda *args: html.escape(_sprint(*args)).replace("&#x27;", "&#39;"),
+    "html": lambda *args: _html_escape(_sprint(*args)),
     "urlquery": lambda *args: quote_plus(_sprint(*args)),
 }
 _SHORT_CIRCUIT = {"and", "or"}
