@@ -126,7 +126,8 @@ def _lex(text: str, left: str, right: str, name: str) -> list[str | _Action]:
 def _lex_action(text: str, pos: int, right: str, name: str, line: int) -> tuple[list[_Token] | None, int, bool]:
     """Tokens of one action from ``pos``; None for a comment. Returns the position after
     the right delimiter and whether it trims the text after it."""
-    stripped = len(text) - len(text[pos:].lstrip(" \t\r\n"))
+    space = _SPACE.match(text, pos)
+    stripped = space.end() if space is not None else pos
     if text.startswith("/*", stripped):
         close = text.find("*/", stripped + 2)
         if close < 0:
