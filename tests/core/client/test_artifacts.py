@@ -180,6 +180,8 @@ def test_a_file_source_must_be_under_an_allowed_directory(tmp_path: Path, contex
     assert tree(context.task_dir / "local") == {"tool": APP.decode()}
     with pytest.raises(ArtifactError, match="not under a directory"):
         fetch(context, Artifact(source=f"{allowed}/../secret", destination="local/s"), config=config)
+    with pytest.raises(ArtifactError, match="must be an absolute path"):
+        fetch(context, Artifact(source="relative/tool", destination="local/r"), config=config)
     with pytest.raises(ArtifactError, match="none configured"):
         fetch(context, Artifact(source=f"file://{allowed}/tool", destination="local/t"))
     assert "s" not in tree(context.task_dir / "local")

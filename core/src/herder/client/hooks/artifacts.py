@@ -113,7 +113,7 @@ class _Source:
     name: str
     checksum: str
     archive: bool
-
+    path: str  # of a file source, as written (a bare path) or from the URL
 
 def _source(artifact: Artifact) -> _Source:
     url = artifact.source
@@ -123,9 +123,10 @@ def _source(artifact: Artifact) -> _Source:
     options |= artifact.options
     rest = urlencode([(key, value) for key, value in query if key not in ("checksum", "archive")])
     clean = urlunsplit(parts._replace(query=rest))
-    name = posixpath.basename(unquote(parts.path)) or "download"
+    path = unquote(parts.path) if "://" in url else url.split("?", 1)[0]
+    name = posixpath.basename(path) or "download"
     return _Source(clean, parts.scheme.lower(), name, options.get("checksum", ""),
-                   str(options.get("archive", "true")).lower() != "false")
+                   str(options.get("archive", "true")).lower() != "false", path)
 
 
 def artifact_key(artifact: Artifact) -> str:
@@ -240,7 +241,7 @@ class ArtifactsPlugin:
         merge_into(out, destination)
 
     def _copy_file(self, source: _Source, target: Path) -> None:
-        path = Path(unquote(urlsplit(source.url).path))
+        path = Path(source.path)
         if not path.is_absolute():
             raise ArtifactError(f"file source {path} must be an absolute path", recoverable=False)
         real = path.resolve()
