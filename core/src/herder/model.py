@@ -73,10 +73,14 @@ class Service:
 
 @dataclass(frozen=True)
 class Artifact:
+    """What to download before the task starts; ``options`` holds ``checksum``
+    (``TYPE:HEX``) and ``archive`` (``"false"`` keeps an archive packed)."""
+
     source: str
     destination: str = "local/"
-    mode: str = "any"
+    mode: str = "any"  # any | file | dir
     options: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,10 @@ class Template:
     perms: str = "0644"
     left_delimiter: str = "{{"
     right_delimiter: str = "}}"
+    splay: float = 5.0
+    """At most this many seconds (a random share of it) pass between a re-render and its change_mode."""
+    env: bool = False
+    """The rendered file's ``KEY=value`` lines join the task's environment."""
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,7 @@ def test_repeated_service_check_artifact_and_template_blocks() -> None:
       }
       artifact {
         source = "https://example.com/a.tgz"
-        options { checksum = "md5:1" }
+        options { checksum = "md5:11111111111111111111111111111111" }
       }
       artifact {
         source      = "https://example.com/b"
@@ -214,7 +214,7 @@ def test_repeated_service_check_artifact_and_template_blocks() -> None:
     assert web.checks[1].check_restart == CheckRestart(limit=3, grace=90.0, ignore_warnings=True)
     assert (other.name, other.port, other.address_mode) == ("web-app-server", "9000", "driver")
     assert [(a.source, a.destination, a.mode, a.options) for a in task.artifacts] == [
-        ("https://example.com/a.tgz", "local/", "any", {"checksum": "md5:1"}),
+        ("https://example.com/a.tgz", "local/", "any", {"checksum": "md5:11111111111111111111111111111111"}),
         ("https://example.com/b", "local/b", "file", {}),
     ]
     first, second = task.templates

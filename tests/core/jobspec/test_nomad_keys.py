@@ -90,7 +90,7 @@ KEYS = [
     ("service", "connect {\n native = true\n }", "service.connect"),
     ("check", "success_before_passing = 2", "check.success_before_passing"),
     ("template", "change_script {\n command = \"/bin/true\"\n }", "template.change_script"),
-    ("artifact", "headers {\n User-Agent = \"herder\"\n }", "artifact.headers"),
+    ("artifact", "insecure = true", "artifact.insecure"),
 ]
 
 

@@ -87,36 +87,3 @@ def test_yaml_jobs_may_carry_them_too() -> None:
 
 def test_a_job_without_them_has_no_warning() -> None:
     assert load('job "web" {\n  task "t" { driver = "raw_exec" }\n}').warnings == []
-
-
-def test_artifacts_templates_and_services_are_checked_but_said_to_do_nothing_yet() -> None:
-    job = load("""
-        job "web" {
-          group "app" {
-            task "server" {
-              driver = "raw_exec"
-              config { command = "true" }
-              artifact { source = "https://example.invalid/app.tar.gz" }
-              service {
-                name = "web"
-              }
-            }
-          }
-        }
-    """)
-    [warning] = job.warnings
-    assert warning.endswith(": artifact") and "not acted on" in warning  # services are acted on
-
-
-def test_a_job_without_them_has_no_such_warning() -> None:
-    job = load("""
-        job "web" {
-          group "app" {
-            task "server" {
-              driver = "raw_exec"
-              config { command = "true" }
-            }
-          }
-        }
-    """)
-    assert job.warnings == []

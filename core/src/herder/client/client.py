@@ -27,6 +27,7 @@ from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
 from herder.client.sessions import SessionLock, is_alive
+from herder.client.task_runner import TaskRunner
 from herder.context import AllocatedPort, TaskContext
 from herder.errors import HerderError, JobError, PlacementError
 from herder.jobspec import interpolate_task, load_job_text
@@ -127,6 +128,11 @@ class Client:
     def alloc(self, alloc_id: str) -> AllocRunner | None:
         with self._lock:
             return self._allocs.get(alloc_id)
+
+    def task_runner(self, ctx: TaskContext) -> TaskRunner | None:
+        """The runner of the task ``ctx`` belongs to, while its allocation is here."""
+        alloc = self.alloc(ctx.alloc_id)
+        return next((runner for runner in alloc.tasks if runner.name == ctx.task_name), None) if alloc else None
 
     def submit(self, job: Job, source: JobSource) -> list[AllocRunner]:
         """Place every allocation of ``job`` and record them; all or nothing.

@@ -107,6 +107,11 @@ class TaskRunner:
     def done(self) -> bool:
         return self._done.is_set()
 
+    @property
+    def stopping(self) -> bool:
+        """The task is being stopped for good: a prestart hook that waits can give up."""
+        return self._kill_requested.is_set()
+
     # -- events and state -----------------------------------------------------
 
     def _record(self, event: TaskEvent) -> None:

@@ -9,7 +9,9 @@ and shared by every task of the group, beside each task's own ports.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any, overload
 
 from herder.jobspec.paths import Path
@@ -208,7 +210,10 @@ class _Builder:
             meta=_texts(spec.get("meta")),
             resources=Resources(cpu=_int(resources, "cpu", 100), memory=memory, ports=ports, memory_max=memory_max),
             services=services,
-            artifacts=tuple(self.artifact(artifact) for artifact in spec.get("artifacts", [])),
+            artifacts=tuple(
+                self.artifact(artifact, (*path, "artifacts", index))
+                for index, artifact in enumerate(spec.get("artifacts", []))
+            ),
             templates=templates,
             logs=LogConfig(max_files=_int(logs, "max_files", 10), max_file_size=_int(logs, "max_file_size", 10)),
             restart=restart,
@@ -311,18 +316,49 @@ class _Builder:
             ignore_warnings=spec.get("ignore_warnings", False),
         )
 
-    def artifact(self, spec: dict[str, Any]) -> Artifact:
-        return Artifact(
-            source=spec["source"],
+    def confined(self, value: str, path: Path) -> None:
+        """A path inside the task directory (or the allocation's shared one, as
+        ``alloc/...`` or Nomad's ``../alloc/...``). One made at run time by
+        interpolation is checked then, with symlinks resolved."""
+        if "${" in value:
+            return
+        if PurePosixPath(value).is_absolute():
+            self.problem(path, f"{value!r} must be relative to the task directory")
+            return
+        normal = posixpath.normpath(value)
+        if (normal == ".." or normal.startswith("../")) and not (normal == "../alloc" or
+                                                                 normal.startswith("../alloc/")):
+            self.problem(path, f"{value!r} escapes the task directory")
+
+    def artifact(self, spec: dict[str, Any], path: Path) -> Artifact:
+        options = _texts(spec.get("options"))
+        source = spec["source"]
+        scheme = source.split("://", 1)[0].lower() if "://" in source else "file"
+        if "::" in source.split("://", 1)[0] or scheme not in ARTIFACT_SCHEMES:
+            self.problem((*path, "source"), f"{source!r}: herder fetches artifacts over "
+                                            f"{', '.join(ARTIFACT_SCHEMES)} only")
+        for key in sorted(set(options) - {"checksum", "archive"}):
+            self.problem((*path, "options", key), "unknown option (herder knows checksum and archive)")
+        if "checksum" in options:
+            problem = checksum_problem(options["checksum"])
+            if problem:
+                self.problem((*path, "options", "checksum"), problem)
+        if options.get("archive", "true") not in ("true", "false"):
+            self.problem((*path, "options", "archive"), "must be true or false")
+        artifact = Artifact(
+            source=source,
             destination=spec.get("destination", "local/"),
             mode=spec.get("mode", "any"),
-            options=_texts(spec.get("options")),
+            options=options,
+            headers=_texts(spec.get("headers")),
         )
+        self.confined(artifact.destination, (*path, "destination"))
+        return artifact
 
     def template(self, spec: dict[str, Any], path: Path) -> Template:
         if "data" not in spec and "source" not in spec:
             self.problem(path, "needs data or source")
-        return Template(
+        template = Template(
             destination=spec["destination"],
             data=spec.get("data", ""),
             source=spec.get("source", ""),
@@ -331,4 +367,26 @@ class _Builder:
             perms=spec.get("perms", "0644"),
             left_delimiter=spec.get("left_delimiter", "{{"),
             right_delimiter=spec.get("right_delimiter", "}}"),
+            splay=_duration(spec, "splay", 5.0),
+            env=spec.get("env", False),
         )
+        self.confined(template.destination, (*path, "destination"))
+        if template.source:
+            self.confined(template.source, (*path, "source"))
+        return template
+
+
+ARTIFACT_SCHEMES = ("http", "https", "file")
+CHECKSUM_LENGTHS = {"md5": 32, "sha1": 40, "sha256": 64, "sha512": 128}
+
+
+def checksum_problem(checksum: str) -> str:
+    """What is wrong with an artifact checksum (``TYPE:HEX``), or ""."""
+    if "${" in checksum:
+        return ""
+    kind, _, digest = checksum.partition(":")
+    if kind not in CHECKSUM_LENGTHS:
+        return f"{checksum!r} must be TYPE:HEX with TYPE one of {', '.join(CHECKSUM_LENGTHS)}"
+    if len(digest) != CHECKSUM_LENGTHS[kind] or any(c not in "0123456789abcdefABCDEF" for c in digest):
+        return f"a {kind} checksum is {CHECKSUM_LENGTHS[kind]} hexadecimal digits"
+    return ""

@@ -67,18 +67,7 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None)
     if modes:
         job.warnings.append(f"network mode {', '.join(modes)} runs as host networking "
                             "(herder has no network namespaces outside its drivers)")
-    inert = _validated_not_run(job)
-    if inert:
-        job.warnings.append(f"stanzas checked but not acted on yet (nothing is downloaded or rendered)"
-                            f": {', '.join(inert)}")
     return job
-
-
-def _validated_not_run(job: Job) -> list[str]:
-    """The stanzas herder validates but does not act on yet, in the order the model lists them."""
-    tasks = [task for group in job.groups for task in group.tasks]
-    stanzas = {"artifact": any(t.artifacts for t in tasks), "template": any(t.templates for t in tasks)}
-    return [name for name, used in stanzas.items() if used]
 
 
 def _raise_if(problems: list[tuple[DocPath, str]], locator: Locator) -> None:

@@ -35,12 +35,12 @@ _RENAMED = {
     "GetterHeaders": "headers", "GetterInsecure": "insecure", "SourcePath": "source", "DestPath": "destination",
     "EmbeddedTmpl": "data", "LeftDelim": "left_delimiter", "RightDelim": "right_delimiter",
     "VaultGrace": "vault_grace", "Wait": "wait", "ErrMissingKey": "error_on_missing_key",
-    "EphemeralDisk": "ephemeral_disk", "SizeMB": "size",
+    "EphemeralDisk": "ephemeral_disk", "Envvars": "env", "SizeMB": "size",
 }
 # Maps whose keys are the user's own (driver config, env, meta, ...): copied as they are.
 _VERBATIM = {"Config", "Env", "Meta", "Header", "GetterOptions", "GetterHeaders", "CanaryMeta", "TaggedAddresses"}
 # Fields Nomad gives in nanoseconds that are durations in herder's document.
-_DURATIONS = {"KillTimeout", "ShutdownDelay", "Interval", "Delay", "Timeout", "Grace"}
+_DURATIONS = {"KillTimeout", "ShutdownDelay", "Interval", "Delay", "Timeout", "Grace", "Splay"}
 # Set by Nomad's servers, not by the job's author (``nomad job inspect`` shows them).
 _SERVER_FIELDS = {
     "Stop", "Status", "StatusDescription", "Stable", "Version", "SubmitTime", "CreateIndex", "ModifyIndex",
@@ -154,6 +154,8 @@ def _back(spec: dict[str, Any], where: str) -> dict[str, Any]:
 def _back_name(key: str, where: str) -> str:
     if where == "artifacts" and key in ("source", "destination"):
         return {"source": "GetterSource", "destination": "RelativeDest"}[key]
+    if where == "templates" and key == "env":
+        return "Envvars"
     if where != "artifacts" and key in ("options", "mode"):
         return _camel(key)
     return _BACK.get(key) or _camel(key)

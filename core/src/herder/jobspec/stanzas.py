@@ -73,9 +73,9 @@ _TASK = _Block(
     lists={
         "services": _SERVICE,
         "templates": _Block(frozenset({
-            "change_script", "once", "splay", "uid", "gid", "env", "vault_grace", "wait", "error_on_missing_key",
+            "change_script", "once", "uid", "gid", "vault_grace", "wait", "error_on_missing_key",
         }), "template"),
-        "artifacts": _Block(frozenset({"headers", "insecure", "chown"}), "artifact"),
+        "artifacts": _Block(frozenset({"insecure", "chown"}), "artifact"),
     },
 )
 _GROUP = _Block(

@@ -59,6 +59,13 @@ class LocalRegistry:
             checks = {cid: self._expire(state, now) for cid, state in self._checks.items()}
         return RegistryView(services=services, checks=checks)
 
+    def instances(self) -> list[tuple[ServiceRegistration, list[CheckStatus]]]:
+        """Every service held, with the status of each of its checks (for templates)."""
+        now = time.monotonic()
+        with self._lock:
+            return [(service, [self._expire(self._checks[c.id], now) for c in service.checks if c.id in self._checks])
+                    for service in self._services.values()]
+
     def register(self, service: ServiceRegistration) -> None:
         checks = tuple(check for check in service.checks if check.kind not in UNSUPPORTED)
         for check in service.checks:

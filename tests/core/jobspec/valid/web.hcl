@@ -89,7 +89,7 @@ job "web" {
         source      = "https://example.com/app.tar.gz"
         destination = "local/app"
         options {
-          checksum = "sha256:abcd"
+          checksum = "sha256:abababababababababababababababababababababababababababababababab"
         }
       }
 

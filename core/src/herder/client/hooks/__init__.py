@@ -30,6 +30,15 @@ class BuiltinPlugin(Protocol):
 
 def builtin_plugins(client: Client) -> list[BuiltinPlugin]:
     """The built-in plugins of ``client``, in the order they run in prestart."""
+    from herder.client.hooks.artifacts import ArtifactsConfig, ArtifactsPlugin
     from herder.client.hooks.services import ServicesPlugin
+    from herder.client.hooks.templates import TemplatesConfig, TemplatesPlugin, template_sources
 
-    return [ServicesPlugin(client)]
+    services = ServicesPlugin(client)
+    kv, catalog = template_sources(client.config, services.backend)
+    return [
+        ArtifactsPlugin(ArtifactsConfig.from_table(client.config.plugin.get("artifacts", {}))),
+        TemplatesPlugin(TemplatesConfig.from_table(client.config.plugin.get("templates", {})), kv=kv,
+                        catalog=catalog, runners=client.task_runner),
+        services,
+    ]

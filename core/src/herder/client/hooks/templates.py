@@ -1,0 +1,558 @@
+"""Templates: configuration files rendered into the task directory before it starts.
+
+A built-in lifecycle plugin, run after artifacts in ``herder_task_prestart``
+(so a template's ``source`` may come from an artifact). Each ``template``
+stanza is rendered with Go's text/template language (:mod:`.gotemplate`)
+and consul-template's functions (``env``, ``file``, ``key``,
+``keyOrDefault``, ``keyExists``, ``service``, ``services``, ``toUpper``,
+``toLower``, ``toTitle``, ``toJSON``, ``split``, ``join``, ``replaceAll``,
+``trimSpace``, ``contains``, ``parseInt``, ``parseFloat``, ``parseBool``,
+``base64Encode``, ``base64Decode``, ``timestamp``), written atomically with
+its ``perms``; with ``env = true`` its ``KEY=value`` lines join the task's
+environment.
+
+A template that refers to something not there yet (a key, a file, a service
+without healthy instances) is not rendered empty: prestart waits, with a
+``Template`` event naming what is missing (``Missing: kv.block(app/port)``),
+until it appears or the task is stopped.
+
+While the task runs, what each template read is watched (every
+``poll_interval``); when it changes, the template is rendered again and, if
+the file changed, its ``change_mode`` applied after a random share of its
+``splay``: ``restart`` restarts the task, ``signal`` sends ``change_signal``,
+``noop`` does nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import random
+import re
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from herder import hookimpl
+from herder.client.config import Config
+from herder.client.hooks.gotemplate import Template as GoTemplate
+from herder.client.hooks.gotemplate import TemplateError
+from herder.client.hooks.template_sources import (
+    ConsulCatalog,
+    ConsulKV,
+    EmptyCatalog,
+    KeyValueStore,
+    LocalCatalog,
+    NoKeyValueStore,
+    ServiceCatalog,
+    SourceError,
+)
+from herder.context import TaskContext
+from herder.errors import ConfigError, HerderError, RecoverableError
+from herder.model import Task, Template
+from herder.objects import ExitResult, TaskHandle, parse_signal
+from herder.sdk.durations import parse_duration
+from herder.sdk.paths import resolve_in_task_dir
+from herder.services import Backend
+from herder.services.local import LocalRegistry
+
+log = logging.getLogger(__name__)
+
+TEMPLATE_EVENT = "Template"
+"""Nomad's event type for what templates wait for and re-render."""
+
+
+class TaskControl(Protocol):
+    """What the plugin needs of a running task: the client's task runner."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def restart(self, reason: str = "") -> None: ...
+
+    def signal(self, sig: int) -> None: ...
+
+
+Runners = Callable[[TaskContext], TaskControl | None]
+"""Finds the task runner of a task context (None when it is gone)."""
+
+
+class TemplateRenderError(HerderError):
+    """A template cannot be rendered: its text is wrong, or what it reads is."""
+
+
+@dataclass(frozen=True)
+class TemplatesConfig:
+    """``[plugin.templates]``: how often what templates read is looked at again."""
+
+    poll_interval: float = 1.0
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any]) -> TemplatesConfig:
+        unknown = sorted(set(table) - {"poll_interval"})
+        if unknown:
+            raise ConfigError(f"unknown key(s) in [plugin.templates]: {', '.join(unknown)}")
+        try:
+            interval = parse_duration(table.get("poll_interval", cls.poll_interval))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"[plugin.templates] poll_interval: {exc}") from None
+        if interval <= 0:
+            raise ConfigError("[plugin.templates] poll_interval must be positive")
+        return cls(poll_interval=interval)
+
+
+Dependency = tuple[str, str]
+"""What a render read: (``kv`` | ``file`` | ``service`` | ``services`` | ``source``, argument)."""
+
+
+@dataclass
+class _Rendered:
+    """One template's last render: its text and what it read."""
+
+    template: Template
+    content: str
+    deps: dict[Dependency, Any]
+
+
+@dataclass
+class _Watched:
+    task: Task
+    ctx: TaskContext
+    rendered: list[_Rendered]
+    running: bool = False
+    timers: list[threading.Timer] = field(default_factory=list)
+
+
+class _Reader:
+    """The template functions of one render, recording what they read and what is missing."""
+
+    def __init__(self, plugin: TemplatesPlugin, ctx: TaskContext) -> None:
+        self.plugin = plugin
+        self.ctx = ctx
+        self.deps: dict[Dependency, Any] = {}
+        self.missing: list[str] = []
+
+    def _miss(self, what: str) -> None:
+        if what not in self.missing:
+            self.missing.append(what)
+
+    def read(self, kind: str, arg: str) -> Any:
+        value = self.plugin.lookup(kind, arg, self.ctx)
+        self.deps[(kind, arg)] = value
+        return value
+
+    # -- consul-template's functions -----------------------------------------------
+
+    def env(self, *names: str) -> Any:
+        if not names:  # ``env.NAME``: herder's SPEC writes it so
+            return dict(self.ctx.env)
+        if len(names) != 1:
+            raise ValueError(f"env takes one name, got {len(names)}")
+        return self.ctx.env.get(names[0], "")
+
+    def file(self, path: str) -> str:
+        value = self.read("file", path)
+        if value is None:
+            self._miss(f"file({path})")
+            return ""
+        return str(value)
+
+    def key(self, path: str) -> str:
+        value = self.read("kv", path)
+        if value is None:
+            self._miss(f"kv.block({path})")
+            return ""
+        return str(value)
+
+    def key_or_default(self, path: str, default: str) -> str:
+        value = self.read("kv", path)
+        return default if value is None else str(value)
+
+    def key_exists(self, path: str) -> bool:
+        return self.read("kv", path) is not None
+
+    def service(self, query: str, *options: str) -> list[Any]:
+        entries = self.read("service", query)
+        if not entries:
+            self._miss(f"health.service({query})")
+            return []
+        return list(entries)
+
+    def services(self) -> list[Any]:
+        return list(self.read("services", ""))
+
+    def functions(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "env": self.env, "file": self.file, "key": self.key, "keyOrDefault": self.key_or_default,
+            "keyExists": self.key_exists, "service": self.service, "services": self.services, **PURE_FUNCTIONS,
+        }
+
+
+def _split_query(query: str) -> tuple[str, str]:
+    """``tag.name@dc`` -> (name, tag); the datacenter is the agent's own."""
+    name = query.split("@", 1)[0]
+    tag, _, rest = name.rpartition(".")
+    return (rest, tag) if tag else (name, "")
+
+
+# -- pure functions ------------------------------------------------------------------
+
+_GO_LAYOUT = re.compile(r"2006|January|Jan|Monday|Mon|MST|Z07:00|-07:00|-0700|15|06|01|02|03|04|05|PM|\.000|_2|1|2")
+_STRFTIME = {"2006": "%Y", "January": "%B", "Jan": "%b", "Monday": "%A", "Mon": "%a", "MST": "%Z", "-0700": "%z",
+             "15": "%H", "06": "%y", "01": "%m", "02": "%d", "03": "%I", "04": "%M", "05": "%S", "PM": "%p",
+             "1": "%-m", "2": "%-d"}
+
+
+def _go_time(moment: datetime, layout: str) -> str:
+    """``moment`` in a Go time layout (``2006-01-02T15:04:05Z07:00``)."""
+    def token(match: re.Match[str]) -> str:
+        text = match.group()
+        if text in ("Z07:00", "-07:00"):
+            offset = moment.strftime("%z")
+            return "Z" if text == "Z07:00" and offset in ("+0000", "") else f"{offset[:3]}:{offset[3:]}"
+        if text == ".000":
+            return f".{moment.microsecond // 1000:03d}"
+        if text == "_2":
+            return f"{moment.day:2d}"
+        if text == "1":
+            return str(moment.month)
+        if text == "2":
+            return str(moment.day)
+        return moment.strftime(_STRFTIME[text])
+    return _GO_LAYOUT.sub(token, layout)
+
+
+def timestamp(*layout: str) -> str:
+    """consul-template's ``timestamp``: now in UTC, RFC 3339 or a Go layout; ``"unix"`` for seconds."""
+    now = datetime.now(UTC)
+    if not layout:
+        return _go_time(now, "2006-01-02T15:04:05Z07:00")
+    if layout[0] == "unix":
+        return str(int(now.timestamp()))
+    return _go_time(now, layout[0])
+
+
+def _to_json(value: Any, indent: int | None = None) -> str:
+    def plain(item: Any) -> Any:
+        if hasattr(item, "__dataclass_fields__"):
+            return {name: plain(getattr(item, name)) for name in item.__dataclass_fields__}
+        if isinstance(item, (list, tuple)):
+            return [plain(i) for i in item]
+        if isinstance(item, Mapping):
+            return {str(k): plain(v) for k, v in item.items()}
+        return item
+    return json.dumps(plain(value), sort_keys=True, indent=indent, separators=None if indent else (",", ":"))
+
+
+def _contains(needle: Any, haystack: Any) -> bool:
+    return needle in haystack
+
+
+PURE_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "toUpper": lambda s: str(s).upper(),
+    "toLower": lambda s: str(s).lower(),
+    "toTitle": lambda s: str(s).title(),
+    "trimSpace": lambda s: str(s).strip(),
+    "toJSON": _to_json,
+    "toJSONPretty": lambda v: _to_json(v, indent=2),
+    "split": lambda sep, s: str(s).split(sep) if s != "" else [],
+    "join": lambda sep, items: sep.join(str(i) for i in items),
+    "replaceAll": lambda old, new, s: str(s).replace(old, new),
+    "contains": _contains,
+    "in": lambda haystack, needle: needle in haystack,
+    "parseInt": lambda s: int(str(s).strip(), 0),
+    "parseFloat": lambda s: float(str(s).strip()),
+    "parseBool": lambda s: {"1": True, "t": True, "true": True, "0": False, "f": False, "false": False}[
+        str(s).strip().lower()],
+    "base64Encode": lambda s: base64.b64encode(str(s).encode()).decode(),
+    "base64Decode": lambda s: base64.b64decode(str(s)).decode(),
+    "timestamp": timestamp,
+}
+
+
+def _unbound(*args: Any) -> Any:
+    raise TemplateError("a template function was called outside a render")
+
+
+FUNCTION_NAMES: dict[str, Callable[..., Any]] = {
+    **dict.fromkeys(("env", "file", "key", "keyOrDefault", "keyExists", "service", "services"), _unbound),
+    **PURE_FUNCTIONS,
+}
+"""Every function a template may call: what parsing checks names against (a render binds them)."""
+PARSED_CACHE_SIZE = 256
+
+
+# -- env files ------------------------------------------------------------------------
+
+_ENV_LINE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(.*)$")
+
+
+def parse_env_file(text: str, where: str) -> dict[str, str]:
+    """``KEY=value`` lines (blank lines and ``#`` comments skipped, values optionally quoted).
+
+    :raises TemplateRenderError: a line that is not one.
+    """
+    env: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _ENV_LINE.match(stripped)
+        if match is None:
+            raise TemplateRenderError(f"{where}: line {number} is not KEY=value: {stripped[:60]!r}")
+        key, value = match.groups()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+            if match.group(2)[0] == '"':
+                value = value.encode().decode("unicode_escape")
+        env[key] = value
+    return env
+
+
+# -- the plugin ----------------------------------------------------------------------
+
+class TemplatesPlugin:
+    """The built-in ``templates`` lifecycle plugin."""
+
+    name = "templates"
+
+    def __init__(self, config: TemplatesConfig | None = None, *, kv: KeyValueStore | None = None,
+                 catalog: ServiceCatalog | None = None, runners: Runners | None = None) -> None:
+        self.config = config or TemplatesConfig()
+        self.kv: KeyValueStore = kv or NoKeyValueStore()
+        self.catalog: ServiceCatalog = catalog or EmptyCatalog()
+        self.runners: Runners = runners or (lambda ctx: None)
+        self._watched: dict[tuple[str, str], _Watched] = {}
+        self._cache: dict[tuple[str, str, str, str], GoTemplate] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """The watcher starts with the first running task that has templates."""
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            watched = list(self._watched.values())
+            self._watched.clear()
+        for entry in watched:
+            for timer in entry.timers:
+                timer.cancel()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for source in (self.kv, self.catalog):
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
+
+    # -- reading -------------------------------------------------------------------
+
+    def lookup(self, kind: str, arg: str, ctx: TaskContext) -> Any:
+        """The current value of one dependency; None when it is not there."""
+        try:
+            if kind == "kv":
+                return self.kv.get(arg)
+            if kind == "service":
+                name, tag = _split_query(arg)
+                return tuple(self.catalog.service(name, tag))
+            if kind == "services":
+                return tuple(self.catalog.services())
+        except SourceError as exc:
+            log.info("template source unavailable: %s", exc)
+            return None
+        if kind in ("file", "source"):
+            try:
+                return resolve_in_task_dir(ctx.task_dir, arg).read_text(encoding="utf-8")
+            except ValueError as exc:
+                raise TemplateRenderError(f"{kind}({arg}): {exc}") from None
+            except (OSError, UnicodeDecodeError):
+                return None
+        raise ValueError(f"unknown dependency kind {kind!r}")
+
+    def render(self, template: Template, ctx: TaskContext) -> tuple[str, dict[Dependency, Any], list[str]]:
+        """Render one template: its text, what it read, and what is missing."""
+        reader = _Reader(self, ctx)
+        text = template.data
+        where = f"template {template.destination}"
+        if template.source:
+            source = reader.read("source", template.source)
+            if source is None:
+                return "", reader.deps, [f"source({template.source})"]
+            text = source
+        try:
+            parsed = self._parsed(text, template)
+            content = parsed.execute(None, reader.functions())
+        except TemplateError as exc:
+            raise TemplateRenderError(f"{where}: {exc}") from None
+        return content, reader.deps, reader.missing
+
+    def _parsed(self, text: str, template: Template) -> GoTemplate:
+        """The parsed template, kept: a re-render or a restart only executes it again."""
+        key = (text, template.destination, template.left_delimiter, template.right_delimiter)
+        with self._lock:
+            parsed = self._cache.get(key)
+        if parsed is None:
+            parsed = GoTemplate(text, name=template.destination, left=template.left_delimiter,
+                                right=template.right_delimiter, functions=FUNCTION_NAMES)
+            with self._lock:
+                if len(self._cache) >= PARSED_CACHE_SIZE:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[key] = parsed
+        return parsed
+
+    def _write(self, template: Template, content: str, ctx: TaskContext) -> bool:
+        """Write the rendered file atomically; False when it already had this content."""
+        try:
+            destination = resolve_in_task_dir(ctx.task_dir, template.destination)
+        except ValueError as exc:
+            raise TemplateRenderError(f"template destination: {exc}") from None
+        data = content.encode()
+        mode = int(template.perms, 8)
+        if (destination.is_file() and not destination.is_symlink() and destination.read_bytes() == data
+                and (destination.stat().st_mode & 0o7777) == mode):
+            return False
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=".herder-template-", dir=destination.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.chmod(temp, mode)
+            os.replace(temp, destination)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+        return True
+
+    # -- hooks ---------------------------------------------------------------------
+
+    @hookimpl
+    def herder_task_prestart(self, task: Task, ctx: TaskContext) -> None:
+        if not task.templates:
+            return
+        announced: list[str] = []
+        while True:
+            rendered: list[_Rendered] = []
+            missing: list[str] = []
+            for template in task.templates:
+                content, deps, absent = self.render(template, ctx)
+                missing.extend(absent)
+                rendered.append(_Rendered(template, content, deps))
+            if not missing:
+                break
+            if missing != announced:
+                ctx.emit_event(TEMPLATE_EVENT, f"Missing: {', '.join(missing)}", missing=missing)
+                announced = missing
+            runner = self.runners(ctx)
+            if self._closed.wait(self.config.poll_interval) or (runner is not None and runner.stopping):
+                raise RecoverableError("stopped while templates waited for: " + ", ".join(missing))
+        for entry in rendered:
+            self._write(entry.template, entry.content, ctx)
+            if entry.template.env:
+                ctx.env.update(parse_env_file(entry.content, f"template {entry.template.destination}"))
+        with self._lock:
+            self._watched[_key(ctx)] = _Watched(task, ctx, rendered)
+
+    @hookimpl
+    def herder_task_poststart(self, task: Task, ctx: TaskContext, handle: TaskHandle) -> None:
+        if not task.templates:
+            return
+        with self._lock:
+            entry = self._watched.get(_key(ctx))
+        if entry is None:
+            # A task found running after herder restarted had no prestart here: learn what
+            # its templates read now, so that a change from here on is seen.
+            rendered = [_Rendered(t, *self.render(t, ctx)[:2]) for t in task.templates]
+            entry = _Watched(task, ctx, rendered)
+        with self._lock:
+            self._watched[_key(ctx)] = entry
+            entry.running = True
+            if self._thread is None and not self._closed.is_set():
+                self._thread = threading.Thread(target=self._watch, name="templates", daemon=True)
+                self._thread.start()
+
+    @hookimpl
+    def herder_task_exited(self, task: Task, ctx: TaskContext, result: ExitResult) -> None:
+        self._forget(ctx)
+
+    @hookimpl
+    def herder_task_cleanup(self, task: Task, ctx: TaskContext) -> None:
+        self._forget(ctx)
+
+    def _forget(self, ctx: TaskContext) -> None:
+        with self._lock:
+            entry = self._watched.pop(_key(ctx), None)
+        if entry is not None:
+            for timer in entry.timers:
+                timer.cancel()
+
+    # -- watching --------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        while not self._closed.wait(self.config.poll_interval):
+            with self._lock:
+                entries = [entry for entry in self._watched.values() if entry.running]
+            for entry in entries:
+                try:
+                    self._check(entry)
+                except Exception as exc:  # one task's template must not stop the others' watching
+                    entry.ctx.emit_event(TEMPLATE_EVENT, f"Template failed to re-render: {exc}")
+
+    def _check(self, entry: _Watched) -> None:
+        changed: list[Template] = []
+        for index, rendered in enumerate(entry.rendered):
+            if all(self.lookup(kind, arg, entry.ctx) == value for (kind, arg), value in rendered.deps.items()):
+                continue
+            content, deps, missing = self.render(rendered.template, entry.ctx)
+            if missing:
+                continue  # keep the last good file until what it needs is back
+            entry.rendered[index] = _Rendered(rendered.template, content, deps)
+            if self._write(rendered.template, content, entry.ctx):
+                changed.append(rendered.template)
+        if not changed:
+            return
+        restart = [t for t in changed if t.change_mode == "restart"]
+        signals = sorted({t.change_signal for t in changed if t.change_mode == "signal"})
+        names = ", ".join(t.destination for t in changed)
+        if not restart and not signals:
+            entry.ctx.emit_event(TEMPLATE_EVENT, f"Template re-rendered: {names}")
+            return
+        splay = random.uniform(0, max(t.splay for t in (restart or changed)))
+
+        def apply() -> None:
+            runner = self.runners(entry.ctx)
+            if runner is None or runner.stopping:
+                return
+            if restart:
+                runner.restart(f"Template with change_mode restart re-rendered: {names}")
+            else:
+                for sig in signals:
+                    runner.signal(parse_signal(sig))
+
+        timer = threading.Timer(splay, apply)
+        timer.daemon = True
+        entry.timers = [t for t in entry.timers if t.is_alive()] + [timer]
+        entry.ctx.emit_event(TEMPLATE_EVENT, f"Template re-rendered: {names}", splay=round(splay, 3))
+        timer.start()
+
+
+def template_sources(config: Config, backend: Backend) -> tuple[KeyValueStore, ServiceCatalog]:
+    """The KV store and service catalog of the configured services ``backend``."""
+    if config.services_backend == "consul":
+        address = str(config.consul.get("address", "127.0.0.1:8500"))
+        token = str(config.consul.get("token", ""))
+        return ConsulKV(address, token), ConsulCatalog(address, token)
+    if isinstance(backend, LocalRegistry):
+        return NoKeyValueStore(), LocalCatalog(backend)
+    return NoKeyValueStore(), EmptyCatalog()
+
+
+def _key(ctx: TaskContext) -> tuple[str, str]:
+    return (ctx.alloc_id, ctx.task_name)
+

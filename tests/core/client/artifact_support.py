@@ -1,0 +1,100 @@
+"""Building archives at test time and a task context to fetch artifacts into."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from herder.context import TaskContext, TaskDir
+from herder.objects import TaskEvent
+
+
+def tar_bytes(members: list[tarfile.TarInfo | tuple[str, bytes]], compression: str = "") -> bytes:
+    """A tar archive of ``(name, content)`` files and ready-made ``TarInfo`` members."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=f"w:{compression}" if compression else "w") as tar:
+        for member in members:
+            if isinstance(member, tarfile.TarInfo):
+                tar.addfile(member)
+            else:
+                name, content = member
+                info = tarfile.TarInfo(name)
+                info.size = len(content)
+                info.mode = 0o755 if name.endswith(".sh") else 0o644
+                tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def tar_link(name: str, target: str, *, hard: bool = False) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.LNKTYPE if hard else tarfile.SYMTYPE
+    info.linkname = target
+    return info
+
+
+def tar_special(name: str, kind: bytes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.devmajor, info.devminor = 1, 3
+    return info
+
+
+def zip_bytes(files: list[tuple[str, bytes]], links: list[tuple[str, str]] = ()) -> bytes:  # type: ignore[assignment]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, content in files:
+            zf.writestr(name, content)
+        for name, target in links:
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o120777 << 16)
+            zf.writestr(info, target)
+    return buffer.getvalue()
+
+
+@dataclass
+class Context:
+    """A task context on a real task directory, recording its events."""
+
+    root: Path
+    ctx: TaskContext = field(init=False)
+    events: list[TaskEvent] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        alloc = self.root / "alloc"
+        task = self.root / "task"
+        for path in (alloc / "data", alloc / "logs", task / "local", task / "secrets", task / "tmp"):
+            path.mkdir(parents=True, exist_ok=True)
+        sink = open(self.root / "out.log", "wb")  # noqa: SIM115 (closed with the test's tmp dir)
+        self.ctx = TaskContext(
+            alloc_id="a1", alloc_name="j.g[0]", alloc_index=0, job_name="j", group_name="g", task_name="t",
+            env={"NOMAD_PORT_http": "8080", "HOME_DIR": "/home/x"},
+            task_dir=TaskDir(dir=task, local_dir=task / "local", secrets_dir=task / "secrets",
+                             tmp_dir=task / "tmp", alloc_dir=alloc, logs_dir=alloc / "logs"),
+            ports=[], stdout=sink, stderr=sink, emitter=self.events.append,
+        )
+
+    @property
+    def task_dir(self) -> Path:
+        return self.ctx.task_dir.dir
+
+    def types(self) -> list[str]:
+        return [event.type for event in self.events]
+
+    def details(self, type: str) -> list[dict[str, Any]]:
+        return [event.details for event in self.events if event.type == type]
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file and link under ``root``: relative path -> content or ``-> target``."""
+    out: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        key = str(path.relative_to(root))
+        if path.is_symlink():
+            out[key] = f"-> {path.readlink()}"
+        elif path.is_file():
+            out[key] = path.read_bytes().decode(errors="replace")
+    return out

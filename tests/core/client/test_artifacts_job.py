@@ -1,0 +1,86 @@
+"""Artifacts in a running job: a real server, real raw_exec tasks, the restart policy."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.core.client.artifact_support import tar_bytes
+from tests.support.fileserver import FileServer, serve
+from tests.support.running import run_job
+
+SCRIPT = b"#!/bin/sh\necho \"ran $1\" >> \"$NOMAD_ALLOC_DIR/data/runs\"\nexit $2\n"
+
+
+@pytest.fixture
+def server() -> Iterator[FileServer]:
+    yield from serve()
+
+
+def job(source: str, exit_code: int, attempts: int = 1, checksum: str = "") -> str:
+    options = f'options {{\n checksum = "{checksum}"\n }}' if checksum else ""
+    return f'''
+job "j" {{
+  type = "batch"
+  group "g" {{
+    restart {{
+      attempts = {attempts}
+      delay    = "100ms"
+      interval = "1m"
+      mode     = "fail"
+    }}
+    task "t" {{
+      driver = "raw_exec"
+      artifact {{
+        source = "{source}"
+        {options}
+      }}
+      config {{
+        command = "local/bin/run.sh"
+        args    = ["once", "{exit_code}"]
+      }}
+    }}
+  }}
+}}
+'''
+
+
+def test_the_task_runs_what_the_artifact_brought(server: FileServer, data_dir: Path) -> None:
+    archive = tar_bytes([("bin/run.sh", SCRIPT)], "gz")
+    server.files["/app.tar.gz"] = archive
+    checksum = "sha256:" + hashlib.sha256(archive).hexdigest()
+    run = run_job(job(server.url("/app.tar.gz"), 0, checksum=checksum), data_dir)
+    assert run.status == "complete", run.types()
+    assert run.types()[:3] == ["Received", "Task Setup", "Downloading Artifacts"]
+    [runs] = data_dir.glob("allocs/*/alloc/data/runs")
+    assert runs.read_text() == "ran once\n"
+
+
+def test_a_failed_download_is_retried_under_the_restart_policy(server: FileServer, data_dir: Path) -> None:
+    server.files["/app.tar.gz"] = tar_bytes([("bin/run.sh", SCRIPT)], "gz")
+    server.failures["/app.tar.gz"] = 1
+    run = run_job(job(server.url("/app.tar.gz"), 0), data_dir)
+    assert run.status == "complete", run.types()
+    types = run.types("t")
+    assert types.index("Failed Artifact Download") < types.index("Restarting") < types.index("Started")
+    assert server.hits("/app.tar.gz") == 2
+
+
+def test_a_restarted_task_does_not_fetch_its_artifacts_again(server: FileServer, data_dir: Path) -> None:
+    server.files["/app.tar.gz"] = tar_bytes([("bin/run.sh", SCRIPT)], "gz")
+    run = run_job(job(server.url("/app.tar.gz"), 1, attempts=2), data_dir)
+    assert run.status == "failed"
+    assert run.types("t").count("Started") == 3
+    assert run.types("t").count("Downloading Artifacts") == 2  # the first start: announcement and progress
+    assert server.hits("/app.tar.gz") == 1
+
+
+def test_an_unsafe_archive_fails_the_task_without_retrying(server: FileServer, data_dir: Path) -> None:
+    server.files["/app.tar"] = tar_bytes([("../../escape", b"x")])
+    run = run_job(job(server.url("/app.tar"), 0, attempts=3), data_dir)
+    assert run.status == "failed"
+    assert "Restarting" not in run.types("t") and "Failed Artifact Download" in run.types("t")
+    assert not list(data_dir.rglob("escape"))
