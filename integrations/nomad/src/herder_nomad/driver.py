@@ -51,6 +51,7 @@ EXEC_TIMEOUT = 24 * 3600.0
 
 PLUGIN_CONFIG_TYPE: cty.CtyType = ["object", {"data_dir": "string", "disabled_plugins": ["list", "string"],
                                               "plugin": "dynamic"}]
+PLUGIN_TABLES_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "object"}}
 TASK_CONFIG_TYPE: cty.CtyType = ["object", {"driver": "string", "config": "dynamic"}]
 
 
@@ -125,7 +126,7 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
             config = cty.decode(request.msgpack_config, PLUGIN_CONFIG_TYPE) or {}
         except cty.CtyError as err:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"plugin \"herder\" config: {err}")
-        tables = config.get("plugin") or {}
+        tables = as_objects(config.get("plugin") or {}, PLUGIN_TABLES_SCHEMA)
         if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()):
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT,
                    'plugin "herder" config.plugin: expected an object of plugin tables, '
@@ -297,26 +298,27 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
 
     def RecoverTask(self, request: driver_pb2.RecoverTaskRequest, context: grpc.ServicerContext) -> Any:
         hooks = self._hooks(context)
-        if request.task_id in self.tasks:
-            return driver_pb2.RecoverTaskResponse()
         config = request.handle.config
+        task_id = request.task_id or config.id  # Nomad 1.1 sends the id in the handle's config only
+        if task_id in self.tasks:
+            return driver_pb2.RecoverTaskResponse()
         try:
             saved = json.loads(request.handle.driver_state)
         except ValueError:
             saved = None
         if not isinstance(saved, dict) or saved.get("version") != tasks.DRIVER_STATE_VERSION:
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"task {request.task_id}: unreadable driver state")
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"task {task_id}: unreadable driver state")
         driver = saved["driver"]
         if driver not in hooks.drivers:
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION,
-                   f"task {request.task_id}: herder driver {driver!r} is not available")
+                   f"task {task_id}: herder driver {driver!r} is not available")
         holder: list[NomadTask] = []
         created = CreatedResources([tuple(item) for item in saved.get("created", [])])
         try:
             ctx = tasks.build_context(config, self._supervisor(), self._emitter(config, hooks, holder), created)
         except OSError as err:
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot open the task's log FIFOs: {err}")
-        running = NomadTask(id=request.task_id, task=tasks.build_task(config, driver, saved.get("config") or {}),
+        running = NomadTask(id=task_id, task=tasks.build_task(config, driver, saved.get("config") or {}),
                             ctx=ctx, started_at=datetime.fromisoformat(saved["started_at"]))
         holder.append(running)
         try:
@@ -325,10 +327,10 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
             _abort(context, grpc.StatusCode.INTERNAL, hooks.describe_failure("herder_task_recover", err))
         if running.handle is None:
             _abort(context, grpc.StatusCode.NOT_FOUND,
-                   f"task {request.task_id}: herder's {driver} driver cannot find it any more")
+                   f"task {task_id}: herder's {driver} driver cannot find it any more")
         ctx.emit_event("Reattached", f"Reattached to the task through herder's {driver} driver")
         hooks.task_poststart(running.task, ctx, running.handle)
-        self.tasks[request.task_id] = running
+        self.tasks[task_id] = running
         tasks.watch(hooks, running)
         return driver_pb2.RecoverTaskResponse()
 

@@ -36,6 +36,7 @@ from herder_nomad.wire import (
 )
 
 CORE_PROTOCOL_VERSION = 1
+HOST_CHECK_INTERVAL = 1.0
 
 MAX_WORKERS = 512
 """Server threads: every open stream (fingerprint, events, stats, a waiting WaitTask) holds one."""
@@ -125,9 +126,20 @@ class PluginServer:
         stream.flush()
 
     def wait(self) -> None:
+        """Serve until the host asks the plugin to stop, or goes away without asking."""
+        threading.Thread(target=self._watch_host, name="go-plugin-host", daemon=True).start()
         self.stopping.wait()
         self.server.wait_for_termination()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _watch_host(self) -> None:
+        # A host that dies (killed, or failing to start) cannot stop its plugins: a plugin whose
+        # parent changed is an orphan and stops by itself. (Not PR_SET_PDEATHSIG: it fires when
+        # the forking thread exits, and Go's runtime retires threads while the host lives on.)
+        host = os.getppid()
+        while not self.stopping.wait(HOST_CHECK_INTERVAL):
+            if os.getppid() != host:
+                self.stop()
 
     def stop(self, grace: float = 1.0) -> None:
         self.stopping.set()
