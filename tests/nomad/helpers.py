@@ -110,8 +110,11 @@ class NomadCluster:
         return self.agents[0]
 
     def add(self, name: str, *, mode: str, servers: list[Agent] = (), extra: str = "",  # type: ignore[assignment]
-            herder_config: str = "") -> Agent:
-        """An agent: ``mode`` is ``dev``, ``server``, ``client`` or ``both`` (server and client, not dev)."""
+            plugin_tables: str = "", raw_exec: bool = True) -> Agent:
+        """An agent: ``mode`` is ``dev``, ``server``, ``client`` or ``both`` (server and client, not dev).
+
+        ``plugin_tables`` are more lines of the herder plugin's ``plugin = { ... }`` object.
+        """
         agent_dir = self.root / name
         agent_dir.mkdir()
         agent = Agent(name=name, dir=agent_dir, http=free_port(), rpc=free_port(), serf=free_port(), args=[])
@@ -128,7 +131,10 @@ client {{
 plugin "herder" {{
   config {{
     data_dir = "{self.root / "herder" / name}"
-    {herder_config}
+    plugin = {{
+      raw_exec = {{ enabled = {"true" if raw_exec else "false"} }}
+      {plugin_tables}
+    }}
   }}
 }}
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from tests.nomad.helpers import NomadCluster, free_port, wait_for
 from tests.support.http import read_url
 from tests.support.processes import alive
+
+RECORDING_PLUGINS = (Path(__file__).resolve().parents[1] / "support" / "testplugins.py").read_text()
 
 
 def job_file(tmp_path: Path, name: str, text: str) -> Path:
@@ -58,6 +61,16 @@ def test_the_herder_driver_is_detected_and_healthy_with_its_drivers_attributes(c
     assert attributes["driver.herder.raw_exec"] == "true"
     assert attributes["driver.herder.raw_exec.healthy"] == "true"
     assert "raw_exec" in herder["HealthDescription"]
+
+
+def test_raw_exec_is_off_unless_the_plugin_block_enables_it(cluster: NomadCluster) -> None:
+    cluster.add("dev", mode="dev", raw_exec=False)
+    node = wait_for(lambda: [n for n in cluster.try_api("/v1/nodes") or []
+                             if "herder" in (n.get("Drivers") or {})], 90, "the herder driver")[0]
+    attributes = wait_for(lambda: (cluster.api(f"/v1/node/{node['ID']}")["Attributes"] or {}).get(
+        "driver.herder.raw_exec") and cluster.api(f"/v1/node/{node['ID']}")["Attributes"], what="attributes")
+    assert attributes["driver.herder.raw_exec.detected"] == "true"
+    assert attributes["driver.herder.raw_exec.healthy"] == "false"
 
 
 def test_a_batch_job_through_raw_exec_logs_and_exit_code(cluster: NomadCluster, tmp_path: Path) -> None:
@@ -256,8 +269,9 @@ def test_a_job_spreads_over_two_clients_through_herder(cluster: NomadCluster, tm
     assert {a["NodeID"] for a in allocs} == {n["ID"] for n in nodes}
 
 
-def test_a_third_party_lifecycle_plugin_takes_part(cluster: NomadCluster, tmp_path: Path, install: object) -> None:
-    install("herder-greeter", "1.0", {"herder.plugins": {"greeter": "herder_greeter:Greeter"}}, {  # type: ignore[operator]
+def test_a_third_party_lifecycle_plugin_takes_part(cluster: NomadCluster, tmp_path: Path,
+                                                   install: Callable[..., Path]) -> None:
+    install("herder-greeter", "1.0", {"herder.plugins": {"greeter": "herder_greeter:Greeter"}}, {
         "herder_greeter.py": '''
 from pathlib import Path
 from herder import hookimpl
@@ -276,10 +290,59 @@ class Greeter:
     def herder_task_cleanup(self, task, ctx):
         (ctx.task_dir.alloc_dir / "greeter-cleaned").write_text(task.name)
 '''})
-    cluster.add("dev", mode="dev", herder_config='plugin = { greeter = { greeting = "bonjour" } }')
+    cluster.add("dev", mode="dev", plugin_tables='greeter = { greeting = "bonjour" }')
     cluster.wait_ready()
     cluster.run_job(job_file(tmp_path, "greet", raw_exec_job("greet", "echo $GREETING")))
     alloc = cluster.wait_alloc("greet", "complete")[0]
     assert cluster.logs(alloc["ID"], "t") == "bonjour t of greet\n"
     messages = [e.get("DisplayMessage", "") for e in cluster.events(alloc["ID"], "t")]
     assert "greeter was here" in messages
+
+
+def test_hooks_in_order_and_a_recoverable_start_failure_restarts_the_task(
+        cluster: NomadCluster, tmp_path: Path, install: Callable[..., Path]) -> None:
+    install("herder-testplugins", "1.2.3",
+            {"herder.plugins": {"recorder": "herder_testplugins:Recorder"},
+             "herder.drivers": {"recdriver": "herder_testplugins:RecordingDriver"}},
+            {"herder_testplugins.py": RECORDING_PLUGINS})
+    hooks = tmp_path / "hooks.jsonl"
+    cluster.add("dev", mode="dev", plugin_tables=f"""
+      recorder  = {{ log = "{hooks}" }}
+      recdriver = {{ log = "{hooks}", recoverable_once = ["herder_task_start"] }}""")
+    cluster.wait_ready()
+    cluster.run_job(job_file(tmp_path, "rec", """
+job "rec" {
+  datacenters = ["dc1"]
+  type = "batch"
+  group "g" {
+    restart {
+      attempts = 1
+      delay    = "1s"
+      mode     = "fail"
+    }
+    task "t" {
+      driver = "herder"
+      config {
+        driver = "recdriver"
+        config = { command = "/bin/sh", args = ["-c", "echo recorder saw: $RECORDER_SEEN"] }
+      }
+    }
+  }
+}
+"""))
+    alloc = cluster.wait_alloc("rec", "complete")[0]
+    assert cluster.logs(alloc["ID"], "t") == "recorder saw: yes\n"
+    types = [e["Type"] for e in cluster.events(alloc["ID"], "t")]
+    assert "Driver Failure" in types and "Restarting" in types, types
+    calls = [(e["hook"], e["kind"]) for e in map(json.loads, hooks.read_text().splitlines())
+             if e["hook"] not in ("herder_task_event", "herder_driver_fingerprint", "herder_driver_task_schema")]
+    first_try = [("herder_task_prestart", "lifecycle"), ("herder_task_prestart", "driver"),
+                 ("herder_task_start", "driver"), ("herder_task_cleanup", "driver"),
+                 ("herder_task_cleanup", "lifecycle")]
+    assert calls[:5] == first_try, calls
+    assert calls[5:] == [
+        ("herder_task_prestart", "lifecycle"), ("herder_task_prestart", "driver"), ("herder_task_start", "driver"),
+        ("herder_task_poststart", "lifecycle"), ("herder_task_poststart", "driver"),
+        ("herder_task_exited", "lifecycle"), ("herder_task_exited", "driver"),
+        ("herder_task_cleanup", "driver"), ("herder_task_cleanup", "lifecycle"),
+    ], calls

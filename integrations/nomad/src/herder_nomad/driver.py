@@ -131,6 +131,8 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT,
                    'plugin "herder" config.plugin: expected an object of plugin tables, '
                    'like { raw_exec = { enabled = true } }')
+        # As in Nomad and in herder's agent, raw_exec (tasks as the agent's own user) is off unless enabled.
+        tables = {**tables, "raw_exec": {"enabled": False, **tables.get("raw_exec", {})}}
         hooks = Hooks(load_plugins(tables, config.get("disabled_plugins") or ()))
         for record in hooks.plugins.records:
             if record.error:
