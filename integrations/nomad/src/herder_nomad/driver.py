@@ -25,7 +25,6 @@ from grpc_status import rpc_status
 
 from herder import ExitResult, RecoverableError, TaskEvent
 from herder.context import CreatedResources
-from herder.jobspec.task_config import validate_config
 from herder.objects import parse_signal
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
@@ -238,6 +237,10 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
             schema = hooks.task_schema(driver)
         except Exception as err:
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"{where}.driver: {err}")
+        # Imported here: herder.jobspec brings the HCL parser, which the plugin's start (at every
+        # Nomad agent start, twice) does not need.
+        from herder.jobspec.task_config import validate_config
+
         driver_config = as_objects(driver_config, schema)
         errors = validate_config(where, driver_config, schema)
         if errors:
