@@ -76,9 +76,31 @@ class Agent:
         return self.dir / "agent.log"
 
     def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(["nomad", "agent", *self.args, "-config", str(self.dir / "agent.hcl")],
-                                            stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
+        """Start the agent and wait for its HTTP API; ports another program took meanwhile are picked anew."""
+        for _ in range(3):
+            (self.dir / "ports.hcl").write_text(
+                f"ports {{\n  http = {self.http}\n  rpc  = {self.rpc}\n  serf = {self.serf}\n}}\n")
+            with self.log.open("ab") as log:
+                self.process = subprocess.Popen(
+                    ["nomad", "agent", *self.args, "-config", str(self.dir / "agent.hcl"),
+                     "-config", str(self.dir / "ports.hcl")], stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
+            if wait_for(self._up_or_gone, 60, f"agent {self.name} to answer") == "up":
+                return
+            if "address already in use" not in self.log.read_text(errors="replace"):
+                break
+            self.http, self.rpc, self.serf = free_port(), free_port(), free_port()
+        tail = "".join(self.log.read_text(errors="replace").splitlines(keepends=True)[-20:])
+        raise AssertionError(f"nomad agent {self.name} did not start:\n{tail}")
+
+    def _up_or_gone(self) -> str | None:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            return "gone"
+        try:
+            with urllib.request.urlopen(f"{self.address}/v1/agent/self", timeout=2):
+                return "up"
+        except (OSError, ValueError):
+            return None
 
     def stop(self, sig: int = signal.SIGINT, timeout: float = 30.0) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -111,7 +133,7 @@ class NomadCluster:
 
     def add(self, name: str, *, mode: str, servers: list[Agent] = (), extra: str = "",  # type: ignore[assignment]
             plugin_tables: str = "", raw_exec: bool = True) -> Agent:
-        """An agent: ``mode`` is ``dev``, ``server``, ``client`` or ``both`` (server and client, not dev).
+        """A started agent: ``mode`` is ``dev``, ``server`` or ``client``.
 
         ``plugin_tables`` are more lines of the herder plugin's ``plugin = { ... }`` object.
         """
@@ -119,7 +141,7 @@ class NomadCluster:
         agent_dir.mkdir()
         agent = Agent(name=name, dir=agent_dir, http=free_port(), rpc=free_port(), serf=free_port(), args=[])
         client_block = ""
-        if mode in ("client", "both", "dev"):
+        if mode in ("client", "dev"):
             joined = ", ".join(f'"127.0.0.1:{s.rpc}"' for s in servers)
             client_block = f"""
 client {{
@@ -139,7 +161,7 @@ plugin "herder" {{
 }}
 """
         server_block = ""
-        if mode in ("server", "both"):
+        if mode == "server":
             server_block = "server {\n  enabled = true\n  bootstrap_expect = 1\n}\n"
         (agent_dir / "agent.hcl").write_text(f"""
 name       = "{name}"
@@ -147,11 +169,6 @@ bind_addr  = "127.0.0.1"
 data_dir   = "{agent_dir / "data"}"
 plugin_dir = "{self.plugin_dir}"
 log_level  = "DEBUG"
-ports {{
-  http = {agent.http}
-  rpc  = {agent.rpc}
-  serf = {agent.serf}
-}}
 advertise {{
   http = "127.0.0.1"
   rpc  = "127.0.0.1"
