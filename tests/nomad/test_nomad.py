@@ -346,3 +346,19 @@ job "rec" {
         ("herder_task_exited", "lifecycle"), ("herder_task_exited", "driver"),
         ("herder_task_cleanup", "driver"), ("herder_task_cleanup", "lifecycle"),
     ], calls
+
+
+def test_a_herder_that_cannot_be_imported_does_not_stop_the_agent(
+        cluster: NomadCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A broken installation: a "herder" package that fails to import, first on the plugin's path.
+    shadow = tmp_path / "shadow" / "herder"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('herder is broken here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(shadow.parent))
+    cluster.add("dev", mode="dev")
+    node = wait_for(lambda: [n for n in cluster.try_api("/v1/nodes") or []
+                             if n.get("Status") == "ready" and "herder" in (n.get("Drivers") or {})], 90,
+                    "a ready node that knows the herder driver")[0]
+    herder = node["Drivers"]["herder"]
+    assert not herder["Detected"] and not herder["Healthy"]
+    assert "herder is broken here" in herder["HealthDescription"]
