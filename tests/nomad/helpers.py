@@ -146,6 +146,7 @@ class NomadCluster:
             client_block = f"""
 client {{
   enabled = true
+  network_interface = "lo"   # tasks' ports on loopback, as in dev mode
   {f"servers = [{joined}]" if servers else ""}
   # Nomad's own drivers are not under test: fewer fingerprints, a faster start.
   options = {{ "driver.denylist" = "docker,exec,java,qemu,mock_driver,raw_exec" }}

@@ -362,3 +362,61 @@ def test_a_herder_that_cannot_be_imported_does_not_stop_the_agent(
     herder = node["Drivers"]["herder"]
     assert not herder["Detected"] and not herder["Healthy"]
     assert "herder is broken here" in herder["HealthDescription"]
+
+
+@pytest.mark.slow
+def test_a_docker_task_is_recovered_after_a_client_restart(cluster: NomadCluster, tmp_path: Path,
+                                                           docker_driver: str, busybox_image: str) -> None:
+    server = cluster.add("server", mode="server")
+    wait_for(lambda: cluster.try_api("/v1/status/leader"), 60, "a leader")
+    client = cluster.add("client", mode="client", servers=[server])
+    cluster.wait_ready()
+    port = free_port()
+    cluster.run_job(job_file(tmp_path, "box", f"""
+job "box" {{
+  datacenters = ["dc1"]
+  group "box" {{
+    network {{
+      port "http" {{
+        static = {port}
+        to     = 8080
+      }}
+    }}
+    task "server" {{
+      driver = "herder"
+      kill_timeout = "2s"
+      config {{
+        driver = "docker"
+        config = {{
+          image   = "{busybox_image}"
+          command = "httpd"
+          args    = ["-f", "-p", "8080", "-h", "/local"]
+        }}
+      }}
+      template {{
+        data        = "still here"
+        destination = "local/index.html"
+      }}
+    }}
+  }}
+}}
+"""))
+    alloc = cluster.wait_alloc("box", "running")[0]
+    assert read_url(f"http://127.0.0.1:{port}/") == b"still here"
+
+    def containers() -> list[str]:
+        return subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", f"name={alloc['ID']}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    before = containers()
+    assert len(before) == 1
+    client.stop(signal.SIGTERM)
+    assert containers() == before, "the container did not outlive the Nomad client"
+    client.start()
+    cluster.wait_ready()
+    wait_for(lambda: _recovered(client.log), 60, "recovery")
+    assert cluster.alloc(alloc["ID"])["ClientStatus"] == "running"
+    assert containers() == before, "the task was started again"
+    assert read_url(f"http://127.0.0.1:{port}/") == b"still here"
+    cluster.nomad("job", "stop", "box")
+    cluster.wait_alloc("box", "complete")
+    wait_for(lambda: not containers(), 20, "the container to be removed")
