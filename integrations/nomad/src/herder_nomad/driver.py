@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, timestamp_pb2
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
-from herder import ExitResult, RecoverableError, TaskEvent
+from herder import DriverError, ExitResult, RecoverableError, TaskEvent
 from herder.context import CreatedResources
 from herder.objects import parse_signal
 from herder.plugins.hooks import Hooks
@@ -83,8 +83,7 @@ def _abort_recoverable(context: grpc.ServicerContext, message: str) -> NoReturn:
     raise AssertionError("unreachable")
 
 
-def _timestamp(when: datetime | None) -> Any:
-    from google.protobuf import timestamp_pb2
+def _timestamp(when: datetime | None) -> timestamp_pb2.Timestamp:
     stamp = timestamp_pb2.Timestamp()
     if when is not None:
         stamp.FromDatetime(when)
@@ -280,8 +279,7 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
         except Exception as err:
             tasks.cleanup(hooks, running)
             _abort(context, grpc.StatusCode.INTERNAL,
-                   hooks.describe_failure("herder_task_start", err) if not str(err).startswith("driver ")
-                   else str(err))
+                   str(err) if isinstance(err, DriverError) else hooks.describe_failure(running.stage, err))
         assert running.handle is not None
         self.tasks[config.id] = running
         tasks.watch(hooks, running)
@@ -290,7 +288,7 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
             network_override=self._network(running))
 
     def _handle(self, config: driver_pb2.TaskConfig, running: NomadTask) -> driver_pb2.TaskHandle:
-        return driver_pb2.TaskHandle(version=DRIVER_HANDLE_VERSION, config=config, state=driver_pb2.RUNNING,
+        return driver_pb2.TaskHandle(version=tasks.DRIVER_STATE_VERSION, config=config, state=driver_pb2.RUNNING,
                                      driver_state=json.dumps(running.driver_state()).encode())
 
     @staticmethod
@@ -476,9 +474,6 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
         self.events.close()
         if self.supervisor is not None:
             self.supervisor.close()
-
-
-DRIVER_HANDLE_VERSION = 1
 
 
 def as_objects(value: Any, schema: dict[str, Any] | None) -> Any:

@@ -48,6 +48,8 @@ class NomadTask:
     result: ExitResult | None = None
     completed_at: datetime | None = None
     exited: threading.Event = field(default_factory=threading.Event)
+    stage: str = ""
+    """The hook being called while starting: what a start failure is reported against."""
 
     @property
     def running(self) -> bool:
@@ -157,9 +159,12 @@ def build_context(config: driver_pb2.TaskConfig, supervisor: object,
 def start(hooks: Hooks, running: NomadTask) -> None:
     """Prestart (lifecycle plugins, then the driver), start, poststart. Raises what a plugin raised."""
     task, ctx = running.task, running.ctx
+    running.stage = "herder_task_prestart"
     hooks.task_prestart(task, ctx, "lifecycle")
     hooks.task_prestart(task, ctx, "driver")
+    running.stage = "herder_task_start"
     running.handle = hooks.task_start(task, ctx)
+    running.stage = "herder_task_poststart"
     hooks.task_poststart(task, ctx, running.handle)
 
 
