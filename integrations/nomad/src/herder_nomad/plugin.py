@@ -32,6 +32,10 @@ def main() -> int:
     except goplugin.HandshakeError as err:
         print(err, file=sys.stderr)
         return 1
+    if os.environ.get("PLUGIN_CLIENT_CERT"):
+        # go-plugin's AutoMTLS: Nomad (1.1 to this day) never asks for it; a host that does would
+        # expect a certificate in the handshake, which this plugin does not give.
+        logging.getLogger(__name__).warning("the host asks for AutoMTLS, which this plugin does not speak")
     goplugin.ignore_interrupts()
     service = _service()
 
