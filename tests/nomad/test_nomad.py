@@ -178,6 +178,12 @@ def test_exec_and_signal_in_a_running_task(cluster: NomadCluster, tmp_path: Path
     cluster.nomad("alloc", "signal", "-s", "SIGHUP", alloc["ID"], "t")
     wait_for(lambda: "got HUP" in cluster.logs(alloc["ID"], "t"), 15, "the task to get SIGHUP")
 
+    def rss() -> int:
+        stats = cluster.try_api(f"/v1/client/allocation/{alloc['ID']}/stats") or {}
+        task = (stats.get("Tasks") or {}).get("t") or {}
+        return int(((task.get("ResourceUsage") or {}).get("MemoryStats") or {}).get("RSS") or 0)
+    assert wait_for(rss, 30, "the task's memory in Nomad's stats") > 0
+
 
 @pytest.mark.slow
 def test_a_docker_task_serves_on_its_nomad_port(cluster: NomadCluster, tmp_path: Path, docker_driver: str,
