@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-DISTS  := core $(wildcard plugins/*)
+DISTS  := core $(wildcard plugins/*) $(wildcard integrations/*)
 
 # tox finds every interpreter pyenv has installed, not only the selected one
 # (appended to PATH, so "python3" is unchanged).

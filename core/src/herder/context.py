@@ -85,6 +85,10 @@ class TaskContext:
     supervisor: Any = field(default=None, repr=False)
     """The process supervisor of this data dir (:class:`herder.supervisor.Supervisor`):
     what :class:`herder.sdk.SupervisedProcess` starts the task's processes through."""
+    output_paths: tuple[Path, Path] | None = None
+    """When another program collects the task's output (Nomad's log FIFOs), its stdout
+    and stderr files: supervised processes write there instead of the rotating files,
+    and ``stdout`` / ``stderr`` are these files."""
 
     def emit_event(self, type: str, message: str = "", **details: Any) -> None:
         """Record a task event (drivers use type ``Driver`` for progress)."""

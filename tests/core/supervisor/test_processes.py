@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -218,3 +219,33 @@ def test_many_threads_share_one_client(connect: Callable[..., Supervisor], spawn
     for thread in threads:
         thread.join()
     assert results == {n: ExitInfo(n, 0) for n in range(20)}
+
+
+def test_output_can_go_straight_to_files_another_program_reads(connect: Callable[..., Supervisor], spawn: Spawn,
+                                                               logs_dir: Path, tmp_path: Path) -> None:
+    """What the Nomad integration uses: Nomad's log collector reads FIFOs; no rotating file is written."""
+    fifo = tmp_path / "stdout.fifo"
+    os.mkfifo(fifo)
+    stderr = tmp_path / "stderr.log"
+    stderr.write_bytes(b"earlier\n")
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        supervisor = connect()
+        spawn(supervisor, "t1", ["sh", "-c", "echo out; echo err >&2"], output_paths=(fifo, stderr))
+        assert supervisor.wait("t1", timeout=10) == ExitInfo(exit_code=0, signal=0)
+        supervisor.forget("t1")
+        assert os.read(reader, 100) == b"out\n"
+    finally:
+        os.close(reader)
+    assert stderr.read_bytes() == b"earlier\nerr\n"
+    assert log_files(logs_dir, "web", "stdout") == []
+
+
+def test_a_fifo_nobody_reads_is_refused_at_once(connect: Callable[..., Supervisor], spawn: Spawn,
+                                                tmp_path: Path) -> None:
+    fifo = tmp_path / "stdout.fifo"
+    os.mkfifo(fifo)
+    supervisor = connect()
+    with pytest.raises(SupervisorError, match="cannot start"):
+        spawn(supervisor, "t1", ["true"], output_paths=(fifo, tmp_path / "stderr.log"))
+    assert supervisor.list() == []

@@ -81,7 +81,7 @@ class SupervisedProcess:
             info = supervisor.spawn(
                 id, argv, env=env, cwd=cwd, user=user, logs_dir=ctx.task_dir.logs_dir, task=ctx.task_name,
                 max_files=task.logs.max_files, max_file_size=task.logs.max_file_size, stop_signal=stop_signal,
-                kill_timeout=task.kill_timeout,
+                kill_timeout=task.kill_timeout, output_paths=ctx.output_paths,
             )
         except SupervisorUnavailable as err:
             _abandon(supervisor, id)

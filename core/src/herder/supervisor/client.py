@@ -147,21 +147,26 @@ class Supervisor:
 
     def spawn(self, id: str, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | str | None,
               user: str | None = None, logs_dir: Path, task: str, max_files: int, max_file_size: int,
-              stop_signal: int, kill_timeout: float) -> ProcInfo:
+              stop_signal: int, kill_timeout: float, output_paths: Sequence[Path] | None = None) -> ProcInfo:
         """Start ``argv`` as process ``id`` (unique in the supervisor), owned by this client.
 
         It leads its own process group; its stdout and stderr go to
         ``logs_dir/<task>.{stdout,stderr}.<n>``, rotated at ``max_file_size``
         MB, ``max_files`` kept. ``stop_signal`` and ``kill_timeout`` are how the
         supervisor stops it if this client goes away and ``keep`` is false.
+        With ``output_paths`` (a stdout and a stderr file, FIFOs of another
+        program's log collector, say) its output goes straight there instead.
 
         :raises SupervisorError: when it cannot start (no such command, bad
             ``cwd``, unknown user, ...), with the reason.
         """
+        logs: dict[str, Any] = {"dir": str(logs_dir), "task": task, "max_files": max_files,
+                                "max_file_size": max_file_size}
+        if output_paths is not None:
+            logs["paths"] = [str(path) for path in output_paths]
         reply = self._request(
             "spawn", claim=id, id=id, argv=list(argv), env=dict(env), cwd=None if cwd is None else str(cwd),
-            user=user or None, stop_signal=int(stop_signal), kill_timeout=float(kill_timeout),
-            logs={"dir": str(logs_dir), "task": task, "max_files": max_files, "max_file_size": max_file_size},
+            user=user or None, stop_signal=int(stop_signal), kill_timeout=float(kill_timeout), logs=logs,
         )
         return ProcInfo(id=id, pid=reply["pid"], start_time=reply["start_time"])
 

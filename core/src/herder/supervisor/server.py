@@ -400,10 +400,15 @@ class Server:
         cwd = _field(message, "cwd", str, optional=True)
         user = _field(message, "user", str, optional=True)
         logs = _field(message, "logs", dict)
-        logs_dir, task = Path(_field(logs, "dir", str)), _field(logs, "task", str)
-        max_files, max_file_size = _field(logs, "max_files", int), _field(logs, "max_file_size", int)
         stop_signal = _signal_field(message, "stop_signal")
         kill_timeout = float(_field(message, "kill_timeout", (int, float)))
+        outputs = _field(logs, "paths", list, optional=True)
+        if outputs is not None:
+            proc = self._start_direct(id, argv, env, cwd, user, outputs, stop_signal, kill_timeout, conn)
+            self._procs[id] = proc
+            return {"pid": proc.pid, "start_time": proc.start_time}
+        logs_dir, task = Path(_field(logs, "dir", str)), _field(logs, "task", str)
+        max_files, max_file_size = _field(logs, "max_files", int), _field(logs, "max_file_size", int)
         files: list[RotatingFile] = []
         try:
             for stream in STREAMS:
@@ -447,6 +452,41 @@ class Server:
             os.set_blocking(stream.fd, False)
             self._selector.register(stream.fd, selectors.EVENT_READ,
                                     functools.partial(self._on_output, proc, stream))
+        self._selector.register(pidfd, selectors.EVENT_READ, functools.partial(self._on_exit, proc))
+        return proc
+
+    def _start_direct(self, id: str, argv: list[str], env: dict[str, str], cwd: str | None, user: str | None,
+                      outputs: list[Any], stop_signal: int, kill_timeout: float, owner: _Conn) -> _Proc:
+        """Start a process whose stdout and stderr are the files at ``outputs``, opened for appending.
+
+        Another program collects the output (Nomad's log FIFOs, say), so it
+        does not pass through here; a FIFO nobody reads is refused at once
+        rather than left to block the task.
+        """
+        if len(outputs) != len(STREAMS) or not all(isinstance(path, str) for path in outputs):
+            raise _Refused("logs.paths must name a stdout and a stderr file")
+        fds: list[int] = []
+        try:
+            for path in outputs:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK)
+                fds.append(fd)
+                os.set_blocking(fd, True)
+            popen = subprocess.Popen(
+                argv, env=env, cwd=cwd, stdin=self._devnull, stdout=fds[0], stderr=fds[1],
+                start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit, **_identity(user),
+            )
+        except (OSError, ValueError, TypeError, LookupError, subprocess.SubprocessError) as err:
+            raise _Refused(f"cannot start {argv[0]!r}: {err}") from err
+        finally:
+            for fd in fds:
+                os.close(fd)
+        try:
+            pidfd = os.pidfd_open(popen.pid)
+        except OSError as err:
+            _kill_group(popen.pid, signal.SIGKILL)
+            popen.wait()
+            raise _Refused(f"cannot watch {argv[0]!r}: {err}") from err
+        proc = _Proc(id, popen, pidfd, [], stop_signal, kill_timeout, owner)
         self._selector.register(pidfd, selectors.EVENT_READ, functools.partial(self._on_exit, proc))
         return proc
 

@@ -1,0 +1,1 @@
+"""herder as a Nomad task driver: the ``nomad-driver-herder`` plugin (see docs/nomad.md)."""

@@ -1,0 +1,5 @@
+import sys
+
+from herder_nomad.plugin import main
+
+sys.exit(main())

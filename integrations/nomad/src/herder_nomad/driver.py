@@ -1,0 +1,535 @@
+"""The Nomad task driver ``herder``: Nomad's base plugin and driver gRPC services over herder.
+
+A Nomad job task says ``driver = "herder"`` and ``config { driver = "<herder
+driver>"  config = { ... } }``; this service runs it through that herder
+driver and herder's lifecycle plugins (see :mod:`herder_nomad.tasks`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, NoReturn
+
+import grpc
+from google.protobuf import any_pb2, timestamp_pb2
+from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
+from grpc_status import rpc_status
+
+from herder import DriverError, ExitResult, RecoverableError, TaskEvent
+from herder.context import CreatedResources
+from herder.objects import parse_signal
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
+from herder.supervisor import Supervisor
+from herder_nomad import cty, hclspec, tasks
+from herder_nomad.tasks import NomadTask
+from herder_nomad.wire import (
+    attribute_pb2,
+    base_pb2,
+    base_pb2_grpc,
+    driver_pb2,
+    driver_pb2_grpc,
+    recoverable_error_pb2,
+)
+
+log = logging.getLogger(__name__)
+
+PLUGIN_NAME = "herder"
+PLUGIN_API_VERSION = "v0.1.0"
+FINGERPRINT_INTERVAL = 30.0
+EXEC_TIMEOUT = 24 * 3600.0
+"""An exec Nomad gives no timeout (``nomad alloc exec``): herder's exec hook needs one."""
+
+PLUGIN_CONFIG_TYPE: cty.CtyType = ["object", {"data_dir": "string", "disabled_plugins": ["list", "string"],
+                                              "plugin": "dynamic"}]
+PLUGIN_TABLES_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "object"}}
+TASK_CONFIG_TYPE: cty.CtyType = ["object", {"driver": "string", "config": "dynamic"}]
+
+
+def _version() -> str:
+    try:
+        return version("herder-nomad")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def default_data_dir() -> Path:
+    """Where the plugin keeps herder's supervisor when the plugin block names no ``data_dir``."""
+    if os.geteuid() == 0:
+        return Path("/var/lib/herder/nomad")
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "herder" / "nomad"
+
+
+def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
+    context.abort(code, message)
+    raise AssertionError("unreachable")  # abort raises
+
+
+def _abort_recoverable(context: grpc.ServicerContext, message: str) -> NoReturn:
+    """What Nomad reads as a recoverable error: FAILED_PRECONDITION with a RecoverableError detail."""
+    detail = any_pb2.Any()
+    detail.Pack(recoverable_error_pb2.RecoverableError(recoverable=True))
+    status = status_pb2.Status(code=code_pb2.FAILED_PRECONDITION, message=message, details=[detail])
+    context.abort_with_status(rpc_status.to_status(status))
+    raise AssertionError("unreachable")
+
+
+def _timestamp(when: datetime | None) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    if when is not None:
+        stamp.FromDatetime(when)
+    return stamp
+
+
+def _exit_result(result: ExitResult) -> driver_pb2.ExitResult:
+    return driver_pb2.ExitResult(exit_code=result.exit_code, signal=result.signal, oom_killed=result.oom_killed)
+
+
+class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServicer):
+    """Both services of the plugin, sharing herder's plugins, the supervisor and the tasks."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.hooks: Hooks | None = None
+        self.data_dir = default_data_dir()
+        self.supervisor: Supervisor | None = None
+        self.tasks: dict[str, NomadTask] = {}
+        self.events = tasks.EventHub()
+        self.stopping = threading.Event()
+
+    # -- base plugin ----------------------------------------------------------
+
+    def PluginInfo(self, request: base_pb2.PluginInfoRequest, context: grpc.ServicerContext) -> Any:
+        return base_pb2.PluginInfoResponse(type=base_pb2.DRIVER, plugin_api_versions=[PLUGIN_API_VERSION],
+                                           plugin_version=_version(), name=PLUGIN_NAME)
+
+    def ConfigSchema(self, request: base_pb2.ConfigSchemaRequest, context: grpc.ServicerContext) -> Any:
+        return base_pb2.ConfigSchemaResponse(spec=hclspec.obj({
+            "data_dir": hclspec.attr("data_dir", "string"),
+            "disabled_plugins": hclspec.attr("disabled_plugins", "list(string)"),
+            "plugin": hclspec.attr("plugin", "any"),
+        }))
+
+    def SetConfig(self, request: base_pb2.SetConfigRequest, context: grpc.ServicerContext) -> Any:
+        try:
+            config = cty.decode(request.msgpack_config, PLUGIN_CONFIG_TYPE) or {}
+        except cty.CtyError as err:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"plugin \"herder\" config: {err}")
+        tables = as_objects(config.get("plugin") or {}, PLUGIN_TABLES_SCHEMA)
+        if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()):
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                   'plugin "herder" config.plugin: expected an object of plugin tables, '
+                   'like { raw_exec = { enabled = true } }')
+        # As in Nomad and in herder's agent, raw_exec (tasks as the agent's own user) is off unless enabled.
+        tables = {**tables, "raw_exec": {"enabled": False, **tables.get("raw_exec", {})}}
+        hooks = Hooks(load_plugins(tables, config.get("disabled_plugins") or ()))
+        for record in hooks.plugins.records:
+            if record.error:
+                log.warning("herder plugin %s (%s %s) was not loaded: %s", record.name, record.distribution,
+                            record.version, record.error)
+        with self._lock:
+            self.hooks = hooks
+            if config.get("data_dir"):
+                self.data_dir = Path(config["data_dir"]).absolute()
+        return base_pb2.SetConfigResponse()
+
+    # -- driver description -----------------------------------------------------
+
+    def TaskConfigSchema(self, request: driver_pb2.TaskConfigSchemaRequest, context: grpc.ServicerContext) -> Any:
+        # hclspec has no free-form block: the herder driver's config is an attribute of type any.
+        return driver_pb2.TaskConfigSchemaResponse(spec=hclspec.obj({
+            "driver": hclspec.attr("driver", "string", required=True),
+            "config": hclspec.attr("config", "any"),
+        }))
+
+    def Capabilities(self, request: driver_pb2.CapabilitiesRequest, context: grpc.ServicerContext) -> Any:
+        # Isolation is each herder driver's business (docker and exec mount the task dirs themselves):
+        # Nomad builds plain task dirs with host paths, and the driver maps them.
+        return driver_pb2.CapabilitiesResponse(capabilities=driver_pb2.DriverCapabilities(
+            send_signals=True, exec=True, fs_isolation=driver_pb2.DriverCapabilities.NONE,
+            network_isolation_modes=[driver_pb2.NetworkIsolationSpec.HOST]))
+
+    def Fingerprint(self, request: driver_pb2.FingerprintRequest,
+                    context: grpc.ServicerContext) -> Iterator[driver_pb2.FingerprintResponse]:
+        last: bytes | None = None
+        while context.is_active() and not self.stopping.is_set():
+            response = self._fingerprint()
+            encoded = response.SerializeToString(deterministic=True)
+            if encoded != last:
+                last = encoded
+                yield response
+            self.stopping.wait(FINGERPRINT_INTERVAL)
+
+    def _fingerprint(self) -> driver_pb2.FingerprintResponse:
+        hooks = self.hooks
+        if hooks is None:
+            return driver_pb2.FingerprintResponse(health=driver_pb2.FingerprintResponse.UNDETECTED,
+                                                  health_description="not configured yet")
+        attributes = {"driver.herder.version": attribute_pb2.Attribute(string_val=_version())}
+        healthy, unhealthy = [], []
+        for name in hooks.drivers:
+            fingerprint = hooks.fingerprint(name)
+            prefix = f"driver.herder.{name}"
+            attributes[prefix] = attribute_pb2.Attribute(bool_val=fingerprint.detected and fingerprint.healthy)
+            attributes[f"{prefix}.detected"] = attribute_pb2.Attribute(bool_val=fingerprint.detected)
+            attributes[f"{prefix}.healthy"] = attribute_pb2.Attribute(bool_val=fingerprint.healthy)
+            for key, value in fingerprint.attributes.items():
+                suffix = key.removeprefix(f"driver.{name}.")
+                attributes[f"{prefix}.{suffix}"] = attribute_pb2.Attribute(string_val=str(value))
+            if fingerprint.detected and fingerprint.healthy:
+                healthy.append(name)
+            else:
+                unhealthy.append(f"{name} ({fingerprint.description})")
+        description = f"healthy drivers: {', '.join(healthy) or 'none'}"
+        if unhealthy:
+            description += f"; unavailable: {', '.join(unhealthy)}"
+        health = (driver_pb2.FingerprintResponse.HEALTHY if healthy
+                  else driver_pb2.FingerprintResponse.UNHEALTHY)
+        return driver_pb2.FingerprintResponse(attributes=attributes, health=health, health_description=description)
+
+    # -- starting and recovering --------------------------------------------------
+
+    def _hooks(self, context: grpc.ServicerContext) -> Hooks:
+        if self.hooks is None:
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, "the herder plugin is not configured yet")
+        return self.hooks
+
+    def _supervisor(self) -> Supervisor:
+        with self._lock:
+            if self.supervisor is None:
+                self.data_dir.mkdir(parents=True, exist_ok=True)
+                # keep: tasks outlive this plugin process; a restarted Nomad client recovers them.
+                self.supervisor = Supervisor(self.data_dir, session=f"nomad-{os.getpid()}", keep=True)
+            return self.supervisor
+
+    def _decode_task(self, config: driver_pb2.TaskConfig, hooks: Hooks,
+                     context: grpc.ServicerContext) -> tuple[str, dict[str, Any]]:
+        """The herder driver and its config, checked against the driver's schema; errors name the path."""
+        where = f"job.group[{config.task_group_name}].task[{config.name}].config"
+        try:
+            decoded = cty.decode(config.msgpack_driver_config, TASK_CONFIG_TYPE) or {}
+        except cty.CtyError as err:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}: {err}")
+        driver, driver_config = decoded.get("driver") or "", decoded.get("config")
+        if driver_config is None:
+            driver_config = {}
+        if isinstance(driver_config, list) and driver_config and all(isinstance(x, dict) for x in driver_config):
+            driver_config = _merged(driver_config)
+        if not isinstance(driver_config, dict):
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                   f"{where}.config: expected an object, like config = {{ image = \"...\" }}")
+        if driver not in hooks.drivers:
+            unavailable = hooks.plugins.unavailable()
+            reason = (f"is {unavailable[driver]}" if driver in unavailable
+                      else f"is not a herder driver (available: {', '.join(sorted(hooks.drivers)) or 'none'})")
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{where}.driver: {driver!r} {reason}")
+        try:
+            schema = hooks.task_schema(driver)
+        except Exception as err:
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"{where}.driver: {err}")
+        # Imported here: herder.jobspec brings the HCL parser, which the plugin's start (at every
+        # Nomad agent start, twice) does not need.
+        from herder.jobspec.task_config import validate_config
+
+        driver_config = as_objects(driver_config, schema)
+        errors = validate_config(where, driver_config, schema)
+        if errors:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "; ".join(errors))
+        return driver, driver_config
+
+    def _emitter(self, config: driver_pb2.TaskConfig, hooks: Hooks, holder: list[NomadTask]) -> Any:
+        def emit(event: TaskEvent) -> None:
+            annotations = {key: str(value) for key, value in event.details.items()}
+            message = f"{event.type}: {event.message}" if event.type != "Driver" and event.message else (
+                event.message or event.type)
+            self.events.publish(driver_pb2.DriverTaskEvent(
+                task_id=config.id, alloc_id=config.alloc_id, task_name=config.name,
+                timestamp=_timestamp(event.time), message=message, annotations=annotations))
+            if holder:
+                hooks.task_event(holder[0].task, holder[0].ctx, event)
+        return emit
+
+    def StartTask(self, request: driver_pb2.StartTaskRequest, context: grpc.ServicerContext) -> Any:
+        hooks = self._hooks(context)
+        config = request.task
+        if config.id in self.tasks:
+            _abort(context, grpc.StatusCode.ALREADY_EXISTS, f"task {config.id} is already started")
+        driver, driver_config = self._decode_task(config, hooks, context)
+        holder: list[NomadTask] = []
+        try:
+            ctx = tasks.build_context(config, self._supervisor(), self._emitter(config, hooks, holder))
+        except OSError as err:
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot open the task's log FIFOs: {err}")
+        running = NomadTask(id=config.id, task=tasks.build_task(config, driver, driver_config), ctx=ctx)
+        holder.append(running)
+        try:
+            tasks.start(hooks, running)
+        except RecoverableError as err:
+            tasks.cleanup(hooks, running)
+            _abort_recoverable(context, f"herder {driver}: {err}")
+        except Exception as err:
+            tasks.cleanup(hooks, running)
+            _abort(context, grpc.StatusCode.INTERNAL,
+                   str(err) if isinstance(err, DriverError) else hooks.describe_failure(running.stage, err))
+        assert running.handle is not None
+        self.tasks[config.id] = running
+        tasks.watch(hooks, running)
+        return driver_pb2.StartTaskResponse(
+            result=driver_pb2.StartTaskResponse.SUCCESS, handle=self._handle(config, running),
+            network_override=self._network(running))
+
+    def _handle(self, config: driver_pb2.TaskConfig, running: NomadTask) -> driver_pb2.TaskHandle:
+        return driver_pb2.TaskHandle(version=tasks.DRIVER_STATE_VERSION, config=config, state=driver_pb2.RUNNING,
+                                     driver_state=json.dumps(running.driver_state()).encode())
+
+    @staticmethod
+    def _network(running: NomadTask) -> driver_pb2.NetworkOverride | None:
+        network = running.handle.network if running.handle is not None else None
+        if network is None:
+            return None
+        return driver_pb2.NetworkOverride(port_map=dict(network.port_map), addr=network.ip or "",
+                                          auto_advertise=network.auto_advertise)
+
+    def RecoverTask(self, request: driver_pb2.RecoverTaskRequest, context: grpc.ServicerContext) -> Any:
+        hooks = self._hooks(context)
+        config = request.handle.config
+        task_id = request.task_id or config.id  # Nomad 1.1 sends the id in the handle's config only
+        if task_id in self.tasks:
+            return driver_pb2.RecoverTaskResponse()
+        try:
+            saved = json.loads(request.handle.driver_state)
+        except ValueError:
+            saved = None
+        if not isinstance(saved, dict) or saved.get("version") != tasks.DRIVER_STATE_VERSION:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"task {task_id}: unreadable driver state")
+        driver = saved["driver"]
+        if driver not in hooks.drivers:
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION,
+                   f"task {task_id}: herder driver {driver!r} is not available")
+        holder: list[NomadTask] = []
+        created = CreatedResources([tuple(item) for item in saved.get("created", [])])
+        try:
+            ctx = tasks.build_context(config, self._supervisor(), self._emitter(config, hooks, holder), created)
+        except OSError as err:
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot open the task's log FIFOs: {err}")
+        running = NomadTask(id=task_id, task=tasks.build_task(config, driver, saved.get("config") or {}),
+                            ctx=ctx, started_at=datetime.fromisoformat(saved["started_at"]))
+        holder.append(running)
+        try:
+            running.handle = hooks.task_recover(running.task, ctx, saved["state"])
+        except Exception as err:
+            _abort(context, grpc.StatusCode.INTERNAL, hooks.describe_failure("herder_task_recover", err))
+        if running.handle is None:
+            _abort(context, grpc.StatusCode.NOT_FOUND,
+                   f"task {task_id}: herder's {driver} driver cannot find it any more")
+        ctx.emit_event("Reattached", f"Reattached to the task through herder's {driver} driver")
+        hooks.task_poststart(running.task, ctx, running.handle)
+        self.tasks[task_id] = running
+        tasks.watch(hooks, running)
+        return driver_pb2.RecoverTaskResponse()
+
+    # -- running tasks --------------------------------------------------------------
+
+    def _task(self, task_id: str, context: grpc.ServicerContext) -> NomadTask:
+        running = self.tasks.get(task_id)
+        if running is None:
+            _abort(context, grpc.StatusCode.NOT_FOUND, f"task {task_id} not found")
+        return running
+
+    def WaitTask(self, request: driver_pb2.WaitTaskRequest, context: grpc.ServicerContext) -> Any:
+        running = self._task(request.task_id, context)
+        while not running.exited.wait(1.0):
+            if not context.is_active() or self.stopping.is_set():
+                _abort(context, grpc.StatusCode.CANCELLED, "the wait was given up")
+        assert running.result is not None
+        return driver_pb2.WaitTaskResponse(result=_exit_result(running.result), err=running.result.error or "")
+
+    def StopTask(self, request: driver_pb2.StopTaskRequest, context: grpc.ServicerContext) -> Any:
+        running = self._task(request.task_id, context)
+        try:
+            # Nomad's convention: an empty signal means SIGINT.
+            sig = parse_signal(request.signal) if request.signal else int(signal.SIGINT)
+        except ValueError as err:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        timeout = request.timeout.ToTimedelta().total_seconds() if request.HasField("timeout") else 5.0
+        try:
+            tasks.stop(self._hooks(context), running, timeout, sig)
+        except Exception as err:
+            _abort(context, grpc.StatusCode.INTERNAL, f"stopping task {request.task_id}: {err}")
+        return driver_pb2.StopTaskResponse()
+
+    def DestroyTask(self, request: driver_pb2.DestroyTaskRequest, context: grpc.ServicerContext) -> Any:
+        running = self.tasks.get(request.task_id)
+        if running is None:
+            return driver_pb2.DestroyTaskResponse()
+        hooks = self._hooks(context)
+        if running.running:
+            if not request.force:
+                _abort(context, grpc.StatusCode.FAILED_PRECONDITION,
+                       f"task {request.task_id} is still running (destroy with force to kill it)")
+            tasks.stop(hooks, running, 0.0, int(signal.SIGKILL))
+        tasks.cleanup(hooks, running)
+        self.tasks.pop(request.task_id, None)
+        return driver_pb2.DestroyTaskResponse()
+
+    def InspectTask(self, request: driver_pb2.InspectTaskRequest, context: grpc.ServicerContext) -> Any:
+        running = self._task(request.task_id, context)
+        status = driver_pb2.TaskStatus(
+            id=running.id, name=running.task.name,
+            state=driver_pb2.EXITED if running.exited.is_set() else driver_pb2.RUNNING,
+            started_at=_timestamp(running.started_at))
+        if running.result is not None:
+            status.completed_at.CopyFrom(_timestamp(running.completed_at))
+            status.result.CopyFrom(_exit_result(running.result))
+        network = self._network(running)
+        return driver_pb2.InspectTaskResponse(
+            task=status, driver=driver_pb2.TaskDriverStatus(attributes={"herder.driver": running.task.driver}),
+            network_override=network)
+
+    def TaskStats(self, request: driver_pb2.TaskStatsRequest,
+                  context: grpc.ServicerContext) -> Iterator[driver_pb2.TaskStatsResponse]:
+        running = self._task(request.task_id, context)
+        interval = max(0.1, request.collection_interval.ToTimedelta().total_seconds() or 1.0)
+        while context.is_active() and not running.exited.is_set() and not self.stopping.is_set():
+            yield driver_pb2.TaskStatsResponse(stats=_stats(running))
+            running.exited.wait(interval)
+
+    def TaskEvents(self, request: driver_pb2.TaskEventsRequest,
+                   context: grpc.ServicerContext) -> Iterator[driver_pb2.DriverTaskEvent]:
+        q = self.events.subscribe()
+        try:
+            while context.is_active() and not self.stopping.is_set():
+                try:
+                    event = q.get(timeout=1.0)
+                except Exception:  # queue.Empty: look at the context again
+                    continue
+                if event is None:
+                    return
+                yield event
+        finally:
+            self.events.unsubscribe(q)
+
+    def SignalTask(self, request: driver_pb2.SignalTaskRequest, context: grpc.ServicerContext) -> Any:
+        running = self._task(request.task_id, context)
+        try:
+            sig = parse_signal(request.signal)
+        except ValueError as err:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        if running.handle is None or running.exited.is_set():
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"task {request.task_id} is not running")
+        running.handle.signal(sig)
+        return driver_pb2.SignalTaskResponse()
+
+    def _exec(self, running: NomadTask, command: list[str], timeout: float,
+              context: grpc.ServicerContext) -> Any:
+        if running.handle is None or running.exited.is_set():
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"task {running.id} is not running")
+        if not command:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "exec needs a command")
+        try:
+            return self._hooks(context).task_exec(running.task, running.ctx, running.handle, command, timeout)
+        except Exception as err:
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(err))
+
+    def ExecTask(self, request: driver_pb2.ExecTaskRequest, context: grpc.ServicerContext) -> Any:
+        running = self._task(request.task_id, context)
+        timeout = request.timeout.ToTimedelta().total_seconds() if request.HasField("timeout") else 0.0
+        result = self._exec(running, list(request.command), timeout or EXEC_TIMEOUT, context)
+        # herder's exec gives stdout and stderr together: they come back as stdout.
+        return driver_pb2.ExecTaskResponse(stdout=result.output, result=driver_pb2.ExitResult(
+            exit_code=result.exit_code))
+
+    def ExecTaskStreaming(self, request_iterator: Iterator[driver_pb2.ExecTaskStreamingRequest],
+                          context: grpc.ServicerContext) -> Iterator[driver_pb2.ExecTaskStreamingResponse]:
+        """``nomad alloc exec``: herder's exec is not interactive, so the command runs to its end
+        (no stdin, no tty) and its output comes back in one piece, then its exit code."""
+        first = next(request_iterator, None)
+        if first is None or not first.HasField("setup"):
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "exec stream: the first message must be its setup")
+        running = self._task(first.setup.task_id, context)
+        threading.Thread(target=_drain, args=(request_iterator,), daemon=True).start()
+        result = self._exec(running, list(first.setup.command), EXEC_TIMEOUT, context)
+        op = driver_pb2.ExecTaskStreamingIOOperation
+        if result.output:
+            yield driver_pb2.ExecTaskStreamingResponse(stdout=op(data=result.output))
+        yield driver_pb2.ExecTaskStreamingResponse(stdout=op(close=True))
+        yield driver_pb2.ExecTaskStreamingResponse(stderr=op(close=True))
+        yield driver_pb2.ExecTaskStreamingResponse(exited=True, result=driver_pb2.ExitResult(
+            exit_code=result.exit_code))
+
+    # -- shutting down ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """The plugin stops: tasks go on running (Nomad recovers them through a new plugin)."""
+        self.stopping.set()
+        self.events.close()
+        if self.supervisor is not None:
+            self.supervisor.close()
+
+
+def as_objects(value: Any, schema: dict[str, Any] | None) -> Any:
+    """``value`` with each list of maps where ``schema`` wants an object made that object.
+
+    Nomad stores an object in a task's config as a list of maps, the shape of
+    HCL1's blocks (``config = { ... }`` and ``port_map { ... }`` both arrive as
+    ``[{...}]``): the herder driver's schema tells which of them are objects.
+    """
+    if not isinstance(schema, dict):
+        return value
+    if _wants_object(schema) and isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+        value = _merged(value)
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        return {key: as_objects(item, properties.get(key, extra if isinstance(extra, dict) else None))
+                for key, item in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [as_objects(item, schema["items"]) for item in value]
+    return value
+
+
+def _wants_object(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind == "object" or (isinstance(kind, list) and "object" in kind and "array" not in kind)
+
+
+def _merged(maps: list[dict[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for item in maps:
+        merged.update(item)
+    return merged
+
+
+def _drain(requests: Iterator[Any]) -> None:
+    for _ in requests:
+        pass
+
+
+def _stats(running: NomadTask) -> driver_pb2.TaskStats:
+    stats: dict[str, Any] = {}
+    if running.handle is not None:
+        try:
+            stats = running.handle.stats() or {}
+        except Exception:  # stats are best effort
+            stats = {}
+    memory = driver_pb2.MemoryUsage()
+    rss = stats.get("memory_rss_bytes")
+    if isinstance(rss, int):
+        memory.rss = rss
+        memory.measured_fields.append(driver_pb2.MemoryUsage.RSS)
+    cpu = driver_pb2.CPUUsage()
+    percent = stats.get("cpu_percent")
+    if isinstance(percent, int | float):
+        cpu.percent = float(percent)
+        cpu.measured_fields.append(driver_pb2.CPUUsage.PERCENT)
+    return driver_pb2.TaskStats(id=running.id, timestamp=_timestamp(datetime.now(UTC)),
+                                agg_resource_usage=driver_pb2.TaskResourceUsage(cpu=cpu, memory=memory))
