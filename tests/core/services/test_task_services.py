@@ -304,3 +304,49 @@ def test_a_group_service_uses_the_group_port_and_runs_its_script_check_in_the_na
     run.runner.stop()
     assert wait() == "stopped"
     assert service_id not in consul.services()
+
+
+def test_a_template_reads_a_service_from_the_embedded_registry(data_dir: Path) -> None:
+    text = '''
+job "pair" {
+  group "g" {
+    task "db" {
+      driver = "raw_exec"
+      kill_timeout = "1s"
+      config {
+        command = "/bin/sh"
+        args = ["-c", "exec sleep 300"]
+      }
+      resources {
+        network {
+          port "db" {}
+        }
+      }
+      service {
+        name = "db"
+        port = "db"
+      }
+    }
+    task "app" {
+      driver = "raw_exec"
+      kill_timeout = "1s"
+      template {
+        destination = "local/db.txt"
+        data = "{{ range service \\"db\\" }}{{ .Address }}:{{ .Port }}{{ end }}"
+      }
+      config {
+        command = "/bin/sh"
+        args = ["-c", "cat local/db.txt; echo; exec sleep 300"]
+      }
+    }
+  }
+}
+'''
+    run, wait = start_job(text, data_dir)
+    run.wait_for("Started", "app", timeout=30)
+    alloc = run.runner.allocs[0]
+    port = next(p for p in alloc.ports if p.label == "db")
+    app = next(t for t in alloc.tasks if t.name == "app")
+    assert (app.ctx.task_dir.local_dir / "db.txt").read_text() == f"127.0.0.1:{port.value}"
+    run.runner.stop()
+    wait()
