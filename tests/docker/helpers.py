@@ -7,7 +7,6 @@ import dataclasses
 import hashlib
 import json
 import shutil
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -73,17 +72,6 @@ def save_image(client: Docker, ref: str, path: Path) -> Path:
         for chunk in client.images.get(ref).save(named=True):
             out.write(chunk)
     return path
-
-
-def poll(predicate: Callable[[], bool], timeout: float = 20.0, interval: float = 0.1) -> bool:
-    """True as soon as ``predicate()`` is; False if it never was within ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
 
 
 # -- jobs --------------------------------------------------------------------------

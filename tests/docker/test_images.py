@@ -19,6 +19,7 @@ from herder.client.client import Client
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from tests.support.running import make_config, start_job
+from tests.support.waiting import poll
 
 from .helpers import (
     Docker,
@@ -27,7 +28,6 @@ from .helpers import (
     docker_job,
     image_exists,
     job_name,
-    poll,
     remove_image,
     save_image,
     sh,

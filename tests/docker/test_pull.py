@@ -28,6 +28,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.waiting import poll
+
 from .helpers import (
     Docker,
     DockerJobs,
@@ -35,7 +37,6 @@ from .helpers import (
     events_of,
     image_exists,
     job_name,
-    poll,
     remove_image,
     sh,
 )

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.http import read_url
+from tests.support.waiting import poll
 
 from .helpers import (
     IMAGE,
@@ -17,7 +18,6 @@ from .helpers import (
     docker_job,
     events_of,
     job_name,
-    poll,
     sh,
 )
 

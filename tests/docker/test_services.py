@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from tests.support.consul import ConsulAgent
+from tests.support.waiting import poll
 
-from .helpers import DockerJobs, containers_of, docker_job, job_name, poll, sh
+from .helpers import DockerJobs, containers_of, docker_job, job_name, sh
 
 
 def checked_job(name: str, script: str, *, address_mode: str = "host") -> dict[str, object]:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +33,6 @@ def containers() -> list[dict[str, Any]]:
 def containers_under(path: Path) -> list[str]:
     """The ids of the containers whose bundle is under ``path``."""
     return [c["id"] for c in containers() if str(c.get("bundle", "")).startswith(str(path))]
-
-
-def poll(predicate: Callable[[], bool], timeout: float = 20.0, interval: float = 0.1) -> bool:
-    """True as soon as ``predicate()`` is; False if it never was within ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
 
 
 def sh(script: str) -> dict[str, Any]:

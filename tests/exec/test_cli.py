@@ -12,8 +12,9 @@ from typing import Any
 
 from tests.support.foreground import HerderRun
 from tests.support.http import read_url
+from tests.support.waiting import poll
 
-from .helpers import containers_under, poll, runc
+from .helpers import containers_under, runc
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "exec-web.hcl"

@@ -11,8 +11,9 @@ import pytest
 
 from herder.testing import DriverHarness
 from herder.testing.plugin import HarnessFactory
+from tests.support.waiting import poll
 
-from .helpers import poll, runc, sh
+from .helpers import runc, sh
 
 HOG = 'x=$(head -c 200000000 /dev/zero | tr "\\0" a); echo survived'
 PYTHON = Path("/usr/bin/python3")

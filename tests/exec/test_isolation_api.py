@@ -14,8 +14,7 @@ from herder import TaskContext
 from herder.context import TaskDir
 from herder.testing import DriverHarness
 from herder.testing.plugin import HarnessFactory
-
-from .helpers import poll
+from tests.support.waiting import poll
 
 try:
     from herder_exec import bundle

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from herder_java.version import parse_version
 
-from tests.exec.helpers import poll
 from tests.support.foreground import HerderRun
 from tests.support.http import read_url
 from tests.support.require import require
+from tests.support.waiting import poll
 
 from .helpers import JAR
 

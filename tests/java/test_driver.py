@@ -15,8 +15,8 @@ import pytest
 from herder import DriverError
 from herder.testing import DriverHarness
 from herder.testing.plugin import HarnessFactory
-from tests.exec.helpers import poll
 from tests.support.http import read_url
+from tests.support.waiting import poll
 
 from .conftest import EXEC_INSTALLED
 from .helpers import CLASSES, LIB, MAIN_CLASS, PLAIN, app

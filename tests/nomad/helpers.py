@@ -16,13 +16,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.support.waiting import wait_for
 
 PLUGIN = Path(sys.executable).parent / "nomad-driver-herder"
 """The console script of herder-nomad, installed beside the tests' Python."""
@@ -43,18 +43,6 @@ def free_port() -> int:
                 continue
         _used_ports.add(port)
         return port
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    """Poll ``check`` until it returns something true; that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.3)
 
 
 @dataclass

@@ -21,12 +21,12 @@ import pytest
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from tests.support.require import require
+from tests.support.waiting import poll
 
 from .helpers import (
     build_aci,
     listed_pods,
     mounts_under,
-    poll,
     processes_rooted_under,
     rkt_binary,
     rkt_for,

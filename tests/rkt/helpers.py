@@ -7,9 +7,7 @@ import json
 import os
 import shutil
 import tarfile
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,17 +125,6 @@ def processes_rooted_under(path: Path) -> dict[int, str]:
         if root.startswith(prefix + "/") and cmdline:
             found[int(entry.name)] = cmdline
     return found
-
-
-def poll(predicate: Callable[[], bool], timeout: float = 20.0, interval: float = 0.1) -> bool:
-    """True as soon as ``predicate()`` is; False if it never was within ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
 
 
 def sh(script: str, image: str = f"{IMAGE_NAME}:{IMAGE_VERSION}", **config: Any) -> dict[str, Any]:

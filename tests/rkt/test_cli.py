@@ -14,8 +14,9 @@ from herder.plugins.loader import load_plugins
 from tests.support.foreground import HerderRun
 from tests.support.http import read_url
 from tests.support.require import require
+from tests.support.waiting import poll
 
-from .helpers import app_pid, listed_pods, mounts_under, poll, rkt_for
+from .helpers import app_pid, listed_pods, mounts_under, rkt_for
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "rkt" / "web.hcl"

@@ -18,8 +18,9 @@ from herder.errors import JobError
 from herder.testing import DriverHarness
 from herder.testing.harness import TaskRun
 from herder.testing.plugin import HarnessFactory
+from tests.support.waiting import poll
 
-from .helpers import IMAGE_NAME, build_aci, listed_pods, mounts_under, poll, rkt_for, sh
+from .helpers import IMAGE_NAME, build_aci, listed_pods, mounts_under, rkt_for, sh
 
 Harness = Callable[..., DriverHarness]
 WAIT = 30.0

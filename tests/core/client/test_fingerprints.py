@@ -9,6 +9,7 @@ from pathlib import Path
 from herder.client.fingerprints import Fingerprints
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
+from tests.support.waiting import poll
 
 FLAKY = '''
 from pathlib import Path
@@ -31,15 +32,6 @@ class Driver:
 '''
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def test_a_driver_that_goes_away_and_comes_back_is_noticed(install: Callable[..., Path], tmp_path: Path) -> None:
     install("herder-flaky", "0.1", {"herder.drivers": {"flaky": "flaky:Driver"}}, {"flaky.py": FLAKY})
     flag = tmp_path / "up"
@@ -49,10 +41,10 @@ def test_a_driver_that_goes_away_and_comes_back_is_noticed(install: Callable[...
     fingerprints.start()
     try:
         flag.unlink()
-        assert wait_for(lambda: not fingerprints.get("flaky").healthy)
+        assert poll(lambda: not fingerprints.get("flaky").healthy)
         assert fingerprints.get("flaky").description == "the daemon went away"
         flag.touch()
-        assert wait_for(lambda: fingerprints.get("flaky").healthy)
+        assert poll(lambda: fingerprints.get("flaky").healthy)
     finally:
         fingerprints.stop()
 

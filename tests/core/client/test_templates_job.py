@@ -6,11 +6,10 @@ changes it while the task runs, as an operator or another task would.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.running import make_config, start_job
+from tests.support.waiting import wait_for
 
 CONFIG = {"templates": {"poll_interval": "100ms"}}
 
@@ -32,13 +31,6 @@ job "j" {{
   }}
 }}
 '''
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def task_dir(data_dir: Path) -> Path:

@@ -20,18 +20,9 @@ from herder.services import (
 )
 from herder.services.consul import ConsulBackend
 from tests.support.consul import ConsulAgent, free_ports
+from tests.support.waiting import wait_for
 
 ME = Owner("this-herder", "s1")
-
-
-def wait_for(condition, timeout: float = 15.0, what: str = "condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not met within {timeout}s")
 
 
 def service(n: int = 0, *checks: CheckRegistration, port: int = 2001, tags: tuple[str, ...] = ("v1",)

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from herder.supervisor import ProcInfo, Supervisor
-from tests.core.supervisor.helpers import MARK, PATH, kill_all, marked_pids, supervisor_pids, wait_until
+from tests.core.supervisor.helpers import MARK, PATH, kill_all, marked_pids, supervisor_pids
+from tests.support.waiting import wait_for
 
 LEFTOVER_TIMEOUT = 5.0
 """How long a test's supervisor and processes have to be gone after it (the supervisor waits 1 s idle)."""
@@ -34,7 +35,7 @@ def no_leftovers(data_dir: Path, mark: str) -> Iterator[None]:
         return supervisor_pids(data_dir) + marked_pids(mark)
 
     try:
-        wait_until(lambda: not leftovers(), LEFTOVER_TIMEOUT, "no supervisor or task left")
+        wait_for(lambda: not leftovers(), LEFTOVER_TIMEOUT, "no supervisor or task left")
     except AssertionError:
         pids = leftovers()
         kill_all(pids)

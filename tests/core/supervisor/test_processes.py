@@ -15,7 +15,8 @@ from herder.supervisor import ExitInfo, ProcInfo, Supervisor, SupervisorError
 from herder.supervisor.logfiles import PIPE_SIZE, log_files
 from herder.supervisor.protocol import log_path
 from herder.supervisor.server import DRAIN_TIMEOUT
-from tests.core.supervisor.helpers import WRITER, alive, kill_all, marked_pids, python, wait_until, writer_output
+from tests.core.supervisor.helpers import WRITER, alive, kill_all, marked_pids, python, writer_output
+from tests.support.waiting import wait_for
 
 MIB = 1024 * 1024
 Spawn = Callable[..., ProcInfo]
@@ -116,12 +117,12 @@ def test_stop_reaches_the_whole_process_group(connect: Callable[..., Supervisor]
     supervisor = connect()
     # A background job of a non-interactive shell ignores SIGINT: only the group kill takes it.
     spawn(supervisor, "t1", ["sh", "-c", "sleep 100 & echo $!; wait"])
-    wait_until(lambda: (logs_dir / "web.stdout.0").read_bytes().endswith(b"\n"), what="the child's pid")
+    wait_for(lambda: (logs_dir / "web.stdout.0").read_bytes().endswith(b"\n"), what="the child's pid")
     child = int((logs_dir / "web.stdout.0").read_text())
     supervisor.stop("t1", signal.SIGINT, 5)
     assert supervisor.wait("t1", timeout=10) == ExitInfo(128 + signal.SIGINT, signal.SIGINT)
     supervisor.forget("t1")
-    wait_until(lambda: not alive(child), 2, "the child is gone")
+    wait_for(lambda: not alive(child), 2, "the child is gone")
 
 
 def test_stop_kills_after_the_timeout(connect: Callable[..., Supervisor], spawn: Spawn, logs_dir: Path) -> None:
@@ -129,7 +130,7 @@ def test_stop_kills_after_the_timeout(connect: Callable[..., Supervisor], spawn:
     stubborn = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('ready', flush=True)\n" \
                "time.sleep(100)"
     spawn(supervisor, "t1", python(stubborn))
-    wait_until(lambda: (logs_dir / "web.stdout.0").read_bytes() == b"ready\n", what="ready")
+    wait_for(lambda: (logs_dir / "web.stdout.0").read_bytes() == b"ready\n", what="ready")
     started = time.monotonic()
     supervisor.stop("t1", signal.SIGINT, 0.5)
     assert supervisor.wait("t1", timeout=10) == ExitInfo(128 + signal.SIGKILL, signal.SIGKILL)
@@ -145,7 +146,7 @@ def test_the_leaders_exit_takes_its_group_with_it(connect: Callable[..., Supervi
     supervisor.forget("t1")
     assert "holds the pipe" not in log_path(data_dir).read_text()  # the child that held it was killed
     child = int((logs_dir / "web.stdout.0").read_text())
-    wait_until(lambda: not alive(child), 2, "the child is gone")  # killed: it may still be on its way out
+    wait_for(lambda: not alive(child), 2, "the child is gone")  # killed: it may still be on its way out
 
 
 def test_a_process_outside_the_group_holding_the_pipes_delays_the_exit_at_most_2s(

@@ -17,7 +17,8 @@ import pytest
 
 from herder.supervisor import ExitInfo, ProcInfo, Supervisor, SupervisorUnavailable
 from herder.supervisor.protocol import address, process_start_time
-from tests.core.supervisor.helpers import COUNTER, PATH, alive, python, supervisor_pids, wait_until
+from tests.core.supervisor.helpers import COUNTER, PATH, alive, python, supervisor_pids
+from tests.support.waiting import wait_for
 
 Spawn = Callable[..., ProcInfo]
 
@@ -74,10 +75,10 @@ def test_kept_tasks_survive_their_client_and_lose_no_line(
     log = logs_dir / "web.stdout.0"
     client, task = run_client(client_env, data_dir=str(data_dir), keep=True, on_lost=None, id="counter",
                               argv=python(COUNTER), env=task_env, logs_dir=str(logs_dir))
-    wait_until(lambda: len(lines(log)) >= 20, what="the counter runs")
+    wait_for(lambda: len(lines(log)) >= 20, what="the counter runs")
     kill(client)
     seen = len(lines(log))
-    wait_until(lambda: len(lines(log)) >= seen + 20, what="the counter goes on without a client")
+    wait_for(lambda: len(lines(log)) >= seen + 20, what="the counter goes on without a client")
 
     supervisor = connect()
     info = supervisor.attach("counter")
@@ -105,9 +106,9 @@ def test_lost_tasks_are_stopped_then_on_lost_runs(
     client, task = run_client(client_env, data_dir=str(data_dir), keep=False, on_lost=on_lost, id="graceful",
                               argv=python(GRACEFUL), env=task_env, logs_dir=str(logs_dir))
     pid_file.write_text(str(task["pid"]))
-    wait_until(lambda: lines(logs_dir / "web.stdout.0") == ["ready"], what="the task is ready")
+    wait_for(lambda: lines(logs_dir / "web.stdout.0") == ["ready"], what="the task is ready")
     kill(client)
-    wait_until(marker.exists, what="on_lost ran")
+    wait_for(marker.exists, what="on_lost ran")
     assert marker.read_text() == "gone\n"
     assert lines(logs_dir / "web.stdout.0") == ["ready", "stopped"]  # stopped with its stop signal
     # Nobody will come for the task's exit: the supervisor dropped its record, and exits (see no_leftovers).
@@ -120,7 +121,7 @@ def test_an_exit_while_no_client_is_connected_is_reported_on_attach(
     client, task = run_client(client_env, data_dir=str(data_dir), keep=True, on_lost=None, id="short",
                               argv=["sh", "-c", "sleep 0.3; exit 7"], env=task_env, logs_dir=str(logs_dir))
     kill(client)
-    wait_until(lambda: not alive(task["pid"]), what="the task ends")
+    wait_for(lambda: not alive(task["pid"]), what="the task ends")
     time.sleep(1.5)  # past the supervisor's idle grace: the unclaimed exit keeps it alive
     supervisor = connect()
     info = supervisor.attach("short")
@@ -179,7 +180,7 @@ def test_the_supervisor_exits_when_idle(connect: Callable[..., Supervisor], spaw
     again.attach("t1")
     again.forget("t1")
     again.close()
-    wait_until(lambda: not alive(pid), 5, "the idle supervisor exits")
+    wait_for(lambda: not alive(pid), 5, "the idle supervisor exits")
 
 
 def test_the_supervisor_ignores_sigterm_and_sigint(connect: Callable[..., Supervisor], spawn: Spawn) -> None:
@@ -215,7 +216,7 @@ def test_a_broken_connection_fails_waiting_calls(connect: Callable[..., Supervis
     # Its task is an orphan now, that no supervisor knows: nothing but its pid can stop it.
     assert process_start_time(info.pid) == info.start_time
     os.killpg(info.pid, signal.SIGKILL)
-    wait_until(lambda: not alive(info.pid), what="the orphan is gone")
+    wait_for(lambda: not alive(info.pid), what="the orphan is gone")
     # The next call starts a new supervisor, which knows nothing of the old one's processes.
     assert supervisor.attach("t1") is None
 

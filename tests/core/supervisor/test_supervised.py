@@ -19,7 +19,8 @@ from herder.model import LogConfig, Task
 from herder.sdk.supervised import SupervisedProcess
 from herder.supervisor import ProcInfo, Supervisor, SupervisorUnavailable
 from herder.supervisor.protocol import process_start_time
-from tests.core.supervisor.helpers import alive, make_ctx, python, wait_until
+from tests.core.supervisor.helpers import alive, make_ctx, python
+from tests.support.waiting import wait_for
 
 # Says which signal stopped it.
 TRAP = 'trap "echo usr1; exit 0" USR1; trap "echo int; exit 0" INT; echo ready; while :; do sleep 0.05; done'
@@ -57,7 +58,7 @@ def test_kill_stops_the_task_gracefully_or_by_force(connect: Callable[..., Super
     stubborn = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n" \
                "time.sleep(100)"
     handle = SupervisedProcess.spawn(task, ctx, python(stubborn), env=task_env, cwd=ctx.task_dir.dir)
-    wait_until(lambda: b"ready" in (ctx.task_dir.logs_dir / "web.stdout.0").read_bytes(), what="ready")
+    wait_for(lambda: b"ready" in (ctx.task_dir.logs_dir / "web.stdout.0").read_bytes(), what="ready")
     started = time.monotonic()
     handle.kill(0.5, signal.SIGTERM)
     assert 0.5 <= time.monotonic() - started < 3
@@ -108,7 +109,7 @@ def test_losing_the_supervisor_ends_the_wait_and_the_task(connect: Callable[...,
     os.kill(supervisor.pid, signal.SIGKILL)
     result = handle.wait(10)
     assert result is not None and result.error is not None and "lost the process supervisor" in result.error
-    wait_until(lambda: not alive(handle.pid), 2, "the orphaned task is gone")
+    wait_for(lambda: not alive(handle.pid), 2, "the orphaned task is gone")
 
 
 def test_start_failures_are_driver_errors(connect: Callable[..., Supervisor], task: Task, tmp_path: Path) -> None:
@@ -141,13 +142,13 @@ time.sleep(3600)
     assert client.stdout is not None
     pid = int(client.stdout.readline())
     log = tmp_path / "alloc1" / "alloc" / "logs" / "web.stdout.0"
-    wait_until(lambda: log.read_bytes() == b"ready\n", what="the task is ready")
+    wait_for(lambda: log.read_bytes() == b"ready\n", what="the task is ready")
     client.kill()
     client.wait()
     client.stdout.close()
-    wait_until(lambda: not alive(pid), what="the task is stopped")
+    wait_for(lambda: not alive(pid), what="the task is stopped")
     # The supervisor moves the task's last words into the log just after it died.
-    wait_until(lambda: log.read_bytes() == b"ready\nusr1\n", what="the task saw SIGUSR1")
+    wait_for(lambda: log.read_bytes() == b"ready\nusr1\n", what="the task saw SIGUSR1")
 
 
 def test_a_start_whose_answer_is_lost_leaves_nothing_running(connect: Callable[..., Supervisor], task: Task,
