@@ -6,6 +6,7 @@ changes it while the task runs, as an operator or another task would.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tests.support.running import make_config, start_job
@@ -33,6 +34,14 @@ job "j" {{
 '''
 
 
+def replace(path: Path, text: str) -> None:
+    """Change a watched file at once: a file written in place can be read half-written
+    (empty, say), which is a change of its own that a template rightly acts on."""
+    staged = path.with_name(path.name + ".new")
+    staged.write_text(text)
+    os.replace(staged, path)
+
+
 def task_dir(data_dir: Path) -> Path:
     found: list[Path] = []
     wait_for(lambda: bool(found.extend(data_dir.glob("allocs/*/t/local")) or found))
@@ -51,11 +60,11 @@ def test_change_mode_restart_restarts_the_task_with_the_new_file(data_dir: Path)
     try:
         directory = task_dir(data_dir)
         run.wait_for("Template", "t")  # waiting for the source file: it is not there yet
-        (directory / "local/source.txt").write_text("one")
+        replace(directory / "local/source.txt", "one")
         run.wait_for("Started", "t")
         seen = directory.parent / "alloc/data/seen"
         wait_for(lambda: seen.exists() and seen.read_text() == "value=one\n")
-        (directory / "local/source.txt").write_text("two")
+        replace(directory / "local/source.txt", "two")
         run.wait_for("Restart Signal", "t")
         wait_for(lambda: seen.read_text() == "value=one\nvalue=two\n")
         assert run.types("t").count("Started") == 2
@@ -80,10 +89,10 @@ def test_change_mode_signal_sends_the_signal(data_dir: Path) -> None:
     run, wait = start_job(job(template, script), data_dir, config=make_config(data_dir, CONFIG))
     try:
         directory = task_dir(data_dir)
-        (directory / "local/source.txt").write_text("first")
+        replace(directory / "local/source.txt", "first")
         ready = directory.parent / "alloc/data/ready"
         wait_for(ready.exists)
-        (directory / "local/source.txt").write_text("second")
+        replace(directory / "local/source.txt", "second")
         run.wait_for("Signaling", "t")
         reloads = directory.parent / "alloc/data/reloads"
         wait_for(lambda: reloads.exists() and reloads.read_text() == "second\n")
