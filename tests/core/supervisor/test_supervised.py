@@ -66,6 +66,22 @@ def test_kill_stops_the_task_gracefully_or_by_force(connect: Callable[..., Super
     handle.signal(signal.SIGTERM)  # exited and forgotten: nothing to do
 
 
+def test_a_task_gets_default_signal_dispositions_whatever_its_starter_ignored(
+        connect: Callable[..., Supervisor], task: Task, tmp_path: Path, task_env: dict[str, str]) -> None:
+    """Started under ``nohup`` (SIGHUP ignored), herder's tasks may still trap SIGHUP."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        ctx = make_ctx(tmp_path, connect())  # the supervisor starts now, with SIGHUP ignored
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    handle = SupervisedProcess.spawn(task, ctx, ["grep", "^SigIgn:", "/proc/self/status"], env=task_env,
+                                     cwd=ctx.task_dir.dir)
+    assert handle.wait() == ExitResult(exit_code=0)
+    ignored = int((ctx.task_dir.logs_dir / "web.stdout.0").read_text().split()[1], 16)
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        assert not ignored & (1 << (sig - 1)), f"{sig.name} is ignored in the task"
+
+
 def test_state_recovers_through_a_new_client(connect: Callable[..., Supervisor], task: Task, tmp_path: Path,
                                              task_env: dict[str, str]) -> None:
     ctx = make_ctx(tmp_path, connect())

@@ -746,9 +746,10 @@ def serve(data_dir: Path) -> int:
     os.setsid()  # leave the starter's session: no terminal, no signal meant for its process group
     os.chdir("/")
     _setup_logging(data_dir)
-    # Tasks must outlive a Ctrl-C that hits the whole process group that started us. Handlers,
-    # unlike SIG_IGN, are not inherited through exec: the tasks still get these signals' defaults.
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # Tasks must outlive a Ctrl-C or a hangup that hits the whole process group that started us.
+    # Handlers, unlike SIG_IGN, are reset by exec: the tasks get these signals' defaults, even when
+    # whoever started us ignored them (nohup ignores SIGHUP, and a shell's trap could not undo it).
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _ignore_signal)
     log.info("supervisor of %s started", data_dir)
     Server(data_dir, listener).run()
