@@ -118,7 +118,7 @@ def test_cleanup_image_waits_for_the_last_task_using_it(jobs: DockerJobs, docker
     first, last = (alloc.tasks[0] for alloc in run.runner.allocs)
     assert poll(lambda: first.status.state == "dead", timeout=30), run.types()
     assert not first.status.failed, first.status.events
-    assert last.status.state == "running"
+    assert poll(lambda: last.status.state == "running", timeout=30), run.types()
     assert image_exists(docker_client, tag), "the image was removed while a task still used it"
 
     (last.ctx.task_dir.local_dir / "go").touch()

@@ -6,8 +6,10 @@ one the tests that need it are skipped, unless ``HERDER_REQUIRE`` names consul.
 
 from __future__ import annotations
 
+import ctypes
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -19,6 +21,7 @@ import httpx
 from tests.support.require import require
 
 PORT_NAMES = ("http", "dns", "serf-lan", "serf-wan", "server", "grpc")
+PR_SET_PDEATHSIG = 1
 
 
 def free_ports(count: int, low: int = 2000, high: int = 12000) -> list[int]:
@@ -36,6 +39,12 @@ def free_ports(count: int, low: int = 2000, high: int = 12000) -> list[int]:
                 continue
         ports.append(port)
     return ports
+
+
+def _die_with_parent() -> None:
+    """In the agent's process: stop when the test process dies, even killed outright."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def agent_ports() -> dict[str, int]:
@@ -72,7 +81,8 @@ class ConsulAgent:
         argv += [f"-{name}-port={port}" for name, port in self.ports.items()]
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = (self.workdir / "consul.log").open("ab")
-        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
+        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
+                                        preexec_fn=_die_with_parent)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
