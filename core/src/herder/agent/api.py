@@ -79,18 +79,31 @@ class BodyLimit:
                 except ValueError:
                     await _error(400, "invalid Content-Length")(scope, receive, send)
                     return
+        # A body without a length is read here first, up to the limit, then handed on.
+        chunks: list[bytes] = []
         seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise ApiError(413, f"request body over {self.limit} bytes")
-            return message
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.limit:
+                await too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
 
-        await self.inner(scope, limited, send)
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.inner(scope, replay, send)
 
 
 def is_loopback(bind: str) -> bool:
@@ -316,15 +329,7 @@ def create_app(agent: Agent, bind: str) -> FastAPI:
 
 def asgi(agent: Agent, bind: str) -> ASGIApp:
     """The application with its body limit in front."""
-    inner = create_app(agent, bind)
-
-    async def app_(scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await BodyLimit(inner)(scope, receive, send)
-        except ApiError as exc:  # a streamed body went over the limit before the handler could answer
-            await _error(exc.status, exc.message)(scope, receive, send)
-
-    return app_
+    return BodyLimit(create_app(agent, bind))
 
 
 # -- shapes ------------------------------------------------------------------
