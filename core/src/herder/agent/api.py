@@ -34,6 +34,7 @@ log = logging.getLogger("herder.agent")
 MAX_BODY = 4 << 20
 """The largest request body accepted: a job file is a few KiB."""
 LOG_CHUNK = 1 << 20
+UNAUTHORIZED = "missing or wrong token (Authorization: Bearer <token>)"
 FOLLOW_POLL = 0.25
 
 Scope = MutableMapping[str, Any]
@@ -57,17 +58,31 @@ def _error(status: int, message: str, errors: list[str] | None = None,
                         headers=headers)
 
 
-class BodyLimit:
-    """Refuses a request body over ``limit`` bytes (413), whether it says its
-    length or streams it."""
+def token_matches(token: str, authorization: bytes | str | None) -> bool:
+    """Whether an ``Authorization`` header carries ``token`` as its bearer token (constant-time)."""
+    if isinstance(authorization, bytes):
+        authorization = authorization.decode("latin-1")
+    scheme, _, given = (authorization or "").partition(" ")
+    given = given.strip() if scheme.lower() == "bearer" else ""
+    return hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8"))
 
-    def __init__(self, inner: ASGIApp, limit: int = MAX_BODY) -> None:
+
+class Guard:
+    """In front of the application: with a ``token``, a request without it is
+    refused (401) before anything of it is read; a request body over ``limit``
+    bytes is refused (413), whether it says its length or streams it."""
+
+    def __init__(self, inner: ASGIApp, token: str = "", limit: int = MAX_BODY) -> None:
         self.inner = inner
+        self.token = token
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.inner(scope, receive, send)
+            return
+        if self.token and not token_matches(self.token, dict(scope.get("headers", [])).get(b"authorization")):
+            await _error(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
             return
         too_large = _error(413, f"request body over {self.limit} bytes")
         for name, value in scope.get("headers", []):
@@ -128,18 +143,22 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     )}
 
 
+_SSE_EVENT: dict[str, Any] = {
+    "type": "object", "description": "One server-sent event; `data` is an Event as JSON, with its `index`",
+    "properties": {"id": {"type": "string"}, "event": {"type": "string", "enum": ["task-event"]},
+                   "data": {"type": "string"}}}
+
+
 def create_app(agent: Agent, bind: str) -> FastAPI:
     """The ASGI application of ``agent``, served on ``bind``."""
     token = agent.config.token
     loopback = is_loopback(bind)
     bearer = HTTPBearer(auto_error=False, description="The agent's `token`, when it has one.")
 
-    def authorize(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
-        if not token:
-            return
-        given = credentials.credentials if credentials is not None else ""
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            raise ApiError(401, "missing or wrong token (Authorization: Bearer <token>)")
+    def authorize(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+        # Guard checked already; this documents the scheme, and stays right if the app is served without Guard.
+        if token and not token_matches(token, request.headers.get("authorization")):
+            raise ApiError(401, UNAUTHORIZED)
 
     api = FastAPI(title="herder agent", version=agent.version, openapi_url="/v1/openapi.json", docs_url=None,
                   redoc_url=None, dependencies=[Depends(authorize)], responses=_ERRORS)
@@ -247,7 +266,7 @@ def create_app(agent: Agent, bind: str) -> FastAPI:
         return alloc_status(alloc, agent.health(alloc.alloc.id))
 
     @api.get("/v1/events", tags=["allocations"], response_class=StreamingResponse,
-             responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+             responses={200: {"content": {"text/event-stream": {"schema": _SSE_EVENT}},
                               "description": "Task events as server-sent events (`event: task-event`, "
                                              "`id:` the event's index, `data:` the event as JSON)"}})
     async def event_stream(request: Request,
@@ -328,8 +347,8 @@ def create_app(agent: Agent, bind: str) -> FastAPI:
 
 
 def asgi(agent: Agent, bind: str) -> ASGIApp:
-    """The application with its body limit in front."""
-    return BodyLimit(create_app(agent, bind))
+    """The application with its guard in front."""
+    return Guard(create_app(agent, bind), agent.config.token)
 
 
 # -- shapes ------------------------------------------------------------------
