@@ -146,6 +146,13 @@ def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
             click.echo(event_line(event))
             if (state := _settled(agent, ids)) is not None:
                 break
+    if state == "failed":
+        for alloc_id in ids:
+            status = agent.request("GET", f"/v1/allocations/{alloc_id}")
+            for name, task in status["tasks"].items():
+                if task["failed"] and task["events"]:
+                    last = task["events"][-1]
+                    say(f"{status['name']} {name} failed: {last['type']}: {last['message']}")
     say(f"Job {submitted['name']}: {state}")
     sys.exit(EXIT_FAILED if state == "failed" else EXIT_OK)
 
