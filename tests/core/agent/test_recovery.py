@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 
 from tests.support.agent import AgentProcess
+from tests.support.consul import ConsulAgent
 from tests.support.http import read_url
 from tests.support.processes import alive, processes_using
 
@@ -105,3 +108,40 @@ def test_sigterm_leaves_tasks_running_and_drain_stops_them(agent: AgentProcess) 
     agent.start()  # for the fixture's shutdown
     with urllib.request.urlopen(f"{agent.url}/v1/jobs") as response:
         assert json.load(response)["jobs"] == []
+
+
+def test_the_agent_is_a_service_and_task_services_are_resynced_in_consul(tmp_path: Path,
+                                                                           consul: ConsulAgent) -> None:
+    agent = AgentProcess(tmp_path, token="t0ken", extra=f'[services]\nbackend = "consul"\n'
+                                                        f'[consul]\naddress = "{consul.address}"\n')
+    agent.start()
+    try:
+        alloc_id = agent.submit(WEB.replace("count = 2", "count = 1"))["allocations"][0]["id"]
+        agent.wait_task(alloc_id, "server")
+        port = agent.alloc(alloc_id)["ports"][0]["value"]
+
+        def registered() -> dict[str, tuple[int, str]]:
+            checks = consul.checks()
+            return {s["Service"]: (s["Port"], next((str(c["Status"]) for c in checks.values()  # type: ignore[misc]
+                                                    if c["ServiceID"] == sid), ""))
+                    for sid, s in consul.services().items()}
+
+        wanted = {"herder-client": (agent.port, "passing"), "web": (port, "passing")}
+        wait_for(lambda: registered() == wanted, registered)
+
+        agent.kill()
+        agent.start()
+        agent.wait_event(alloc_id, "server", "Reattached")
+        wait_for(lambda: registered() == wanted, registered)
+        assert len(consul.services()) == 2  # nothing registered twice
+    finally:
+        agent.shutdown()
+    wait_for(lambda: registered() == {}, registered)
+
+
+def wait_for(condition: Callable[[], bool], shown: Callable[[], object], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {timeout}s: {shown()}")
+        time.sleep(0.2)

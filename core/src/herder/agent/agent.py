@@ -110,11 +110,12 @@ class Agent:
         check_host = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
         header = {"Authorization": (f"Bearer {self.config.token}",)} if self.config.token else {}
         url_host = f"[{check_host}]" if ":" in check_host else check_host
-        check = CheckRegistration(id=f"_herder-agent-{self.config.node_name}-health", name="herder-client health",
+        service_id = f"_herder-agent-{self.config.node_name}-{port}"  # two agents on one host differ by port
+        check = CheckRegistration(id=f"{service_id}-health", name="herder-client health",
                                   kind="http", interval=SELF_CHECK_INTERVAL, timeout=2.0,
                                   target=f"http://{url_host}:{port}/v1/health", header=header)
         services.sync.set(SELF_OWNER, [ServiceRegistration(
-            id=f"_herder-agent-{self.config.node_name}", name=SELF_SERVICE, address=check_host, port=int(port),
+            id=service_id, name=SELF_SERVICE, address=check_host, port=int(port),
             tags=("http",), checks=(check,))])
 
     # -- events --------------------------------------------------------------
