@@ -201,9 +201,11 @@ def create_app(agent: Agent, bind: str) -> FastAPI:
     AllocId = Annotated[str, Path(min_length=1, max_length=64, description="An allocation ID or a unique prefix.")]
 
     # -- the agent -------------------------------------------------------------
+    # Reads that only take the client's locks briefly are async: no hop through the thread pool.
+    # What may block (a submission, a stop, exec) runs in the pool, off the event loop.
 
     @api.get("/v1/health", response_model=models.Health, tags=["agent"])
-    def health() -> models.Health:
+    async def health() -> models.Health:
         return models.Health(status="draining" if agent.draining else "ok", version=agent.version,
                              node=agent.config.node_name, allocations=len(agent.client.allocs))
 
@@ -241,13 +243,13 @@ def create_app(agent: Agent, bind: str) -> FastAPI:
         return models.JobSubmitted(**job_json(name, allocs).model_dump(), warnings=warnings)
 
     @api.get("/v1/jobs", response_model=models.Jobs, tags=["jobs"])
-    def jobs() -> models.Jobs:
+    async def jobs() -> models.Jobs:
         return models.Jobs(jobs=[job_json(name, allocs) for name, allocs in agent.jobs().items()])
 
     JobName = Annotated[str, Path(min_length=1, max_length=256)]
 
     @api.get("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
-    def job(name: JobName) -> models.Job:
+    async def job(name: JobName) -> models.Job:
         return job_json(name, acting(lambda: agent.job(name)))
 
     @api.delete("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
@@ -257,11 +259,11 @@ def create_app(agent: Agent, bind: str) -> FastAPI:
     # -- allocations -------------------------------------------------------
 
     @api.get("/v1/allocations", response_model=models.Allocations, tags=["allocations"])
-    def allocations() -> models.Allocations:
+    async def allocations() -> models.Allocations:
         return models.Allocations(allocations=[alloc_summary(a) for a in agent.client.allocs])
 
     @api.get("/v1/allocations/{alloc_id}", response_model=models.Allocation, tags=["allocations"])
-    def allocation(alloc_id: AllocId) -> models.Allocation:
+    async def allocation(alloc_id: AllocId) -> models.Allocation:
         alloc = find(alloc_id)
         return alloc_status(alloc, agent.health(alloc.alloc.id))
 
