@@ -82,13 +82,17 @@ class Agent:
             self._register_self(address)
         return restored
 
-    def drain(self, timeout: float | None = None) -> bool:
-        """Stop every task gracefully; True once all are dead (False on timeout)."""
+    def begin_drain(self) -> list[AllocRunner]:
+        """Start stopping every task gracefully (returns at once); no new job is taken."""
         self.draining = True
         allocs = self.client.allocs
         for alloc in allocs:
             alloc.stop()
-        return self.client.wait(allocs, timeout)
+        return allocs
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Stop every task gracefully; True once all are dead (False on timeout)."""
+        return self.client.wait(self.begin_drain(), timeout)
 
     def close(self) -> None:
         """Let go: running tasks keep running under the supervisor for the next agent."""
@@ -220,8 +224,8 @@ class Agent:
         runners = [self.task(alloc, task)] if task is not None else list(alloc.tasks)
         running = [r for r in runners if r.status.state == "running" and not r.done]
         if not running:
-            raise Conflict(f"{'task ' + task if task else 'no task'} of {alloc.alloc.name} is not running"
-                           if task else f"no task of {alloc.alloc.name} is running")
+            raise Conflict(f"task {task} of {alloc.alloc.name} is not running" if task
+                           else f"no task of {alloc.alloc.name} is running")
         return running
 
     def signal(self, alloc: AllocRunner, task: str | None, name: str) -> list[str]:

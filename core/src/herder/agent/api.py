@@ -219,11 +219,8 @@ def create_app(agent: Agent, bind: str) -> FastAPI:
 
     @api.post("/v1/agent/drain", response_model=models.Done, tags=["agent"])
     def drain() -> models.Done:
-        allocs = agent.client.allocs
-        agent.draining = True
-        for alloc in allocs:
-            alloc.stop()
-        return models.Done(message=f"stopping {len(allocs)} allocation(s); the agent takes no new job")
+        count = len(agent.begin_drain())
+        return models.Done(message=f"stopping {count} allocation(s); the agent takes no new job")
 
     # -- jobs ----------------------------------------------------------------
 
@@ -398,4 +395,5 @@ def job_json(name: str, allocs: list[AllocRunner]) -> models.Job:
         status = "failed"
     else:
         status = "complete" if all(s == "complete" for s in current) else "stopped"
-    return models.Job(name=name, id=latest, status=status, allocations=[alloc_summary(a) for a in allocs])
+    return models.Job(name=name, id=latest, type=allocs[-1].job.type, status=status,
+                      allocations=[alloc_summary(a) for a in allocs])

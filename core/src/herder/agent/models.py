@@ -85,6 +85,7 @@ class AllocSummary(_Model):
 class Job(_Model):
     name: str
     id: str
+    type: str = Field(description="The job's type: service, batch or system.")
     status: str
     allocations: list[AllocSummary]
 

@@ -140,11 +140,13 @@ def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
         say(f"Allocation {alloc['id'][:8]} ({alloc['name']}) placed")
     if detach:
         return
-    state = _settled(agent, ids)
+    # A batch job is followed until its tasks are done; any other until every task runs.
+    until_done = submitted.get("type") in ("batch", "sysbatch")
+    state = _settled(agent, ids, until_done)
     if state is None:
         for event in events(agent, ids):
             click.echo(event_line(event))
-            if (state := _settled(agent, ids)) is not None:
+            if (state := _settled(agent, ids, until_done)) is not None:
                 break
     if state == "failed":
         for alloc_id in ids:
@@ -157,14 +159,15 @@ def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
     sys.exit(EXIT_FAILED if state == "failed" else EXIT_OK)
 
 
-def _settled(agent: Agent, ids: set[str]) -> str | None:
-    """"running" once every task runs (or finished well), "failed" if one failed; None before."""
+def _settled(agent: Agent, ids: set[str], until_done: bool) -> str | None:
+    """"failed" if a task failed; else "complete" once every task is dead (``until_done``)
+    or "running" once every task has started; None before."""
     tasks = [t for alloc_id in ids for t in agent.request("GET", f"/v1/allocations/{alloc_id}")["tasks"].values()]
     if any(t["failed"] for t in tasks):
         return "failed"
-    if all(t["state"] != "pending" for t in tasks):
-        return "running"
-    return None
+    if until_done:
+        return "complete" if all(t["state"] == "dead" for t in tasks) else None
+    return "running" if all(t["state"] != "pending" for t in tasks) else None
 
 
 @job.command("stop")
