@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -13,7 +14,7 @@ from tests.support.agent import AgentProcess
 TOKEN = "s3cret-token"
 
 
-def routes(document: dict) -> list[tuple[str, str]]:  # type: ignore[type-arg]
+def routes(document: dict[str, Any]) -> list[tuple[str, str]]:
     """Every operation of the OpenAPI document, its path parameters filled in."""
     return [(method.upper(), re.sub(r"\{[^}]+\}", "x", path))
             for path, operations in document["paths"].items() for method in operations]
