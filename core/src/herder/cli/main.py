@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -20,7 +21,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from herder import app
+from herder.agent import daemon
+from herder.agent.agent import agent_config
 from herder.cli.output import TaskOutput
+from herder.cli.remote import alloc, job
 from herder.cli.render import make_view
 from herder.client.client import JobSource
 from herder.client.config import Config, load_config
@@ -192,6 +196,36 @@ def plugins(as_json: bool, config_path: Path | None, data_dir: Path | None, disa
         status = {"loaded": "[green]loaded[/]", "failed": "[red]failed[/]"}.get(r["status"], r["status"])
         table.add_row(r["name"], r["kind"], status, f"{r['distribution']} {r['version']}".strip(), detail)
     Console(highlight=False).print(table)
+
+
+@cli.command()
+@click.option("--bind", metavar="HOST:PORT", help="Listen here (default: bind in the configuration, 127.0.0.1:4646).")
+@click.option("--drain", is_flag=True, help="On SIGINT/SIGTERM, stop every task gracefully before exiting.")
+@plugin_options
+def agent(bind: str | None, drain: bool, config_path: Path | None, data_dir: Path | None,
+          disabled: tuple[str, ...]) -> None:
+    """Run the agent: the client as a daemon with its HTTP API (docs/agent.md).
+
+    SIGINT or SIGTERM stop it and leave its tasks running; the next agent on
+    the same data dir reattaches to them.
+    """
+    daemon.setup_logging()
+    try:
+        config = load_config(config_path, data_dir=data_dir, agent=True, disabled=disabled)
+    except ConfigError as exc:
+        say(f"Error: {exc}")
+        sys.exit(EXIT_INVALID)
+    config = agent_config(config)
+    if bind:
+        config = dataclasses.replace(config, bind=bind)
+    hooks = app.load_hooks(config)
+    for warning in app.failed_plugins(hooks):
+        logging.getLogger("herder.agent").warning("%s", warning)
+    sys.exit(daemon.run(config, hooks, drain=drain))
+
+
+cli.add_command(job)
+cli.add_command(alloc)
 
 
 def _yes(value: bool) -> str:

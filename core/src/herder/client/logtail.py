@@ -44,3 +44,33 @@ class LogTail:
             if size >= limit:
                 break
         return b"".join(chunks)
+
+    def seek(self, offset: int) -> int:
+        """Go to ``offset`` bytes into the stream, counted across the files still
+        there (oldest first); past the end, go to the end. Returns the offset
+        now reached."""
+        start = 0
+        last: tuple[int, int] | None = None
+        for path in log_files(self.logs_dir, self.task, self.stream):
+            index = int(path.name.rsplit(".", 1)[1])
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            if offset < start + size:
+                self._index, self._offset = index, offset - start
+                return offset
+            start += size
+            last = (index, size)
+        self._index, self._offset = last if last is not None else (-1, 0)
+        return start
+
+    def size(self) -> int:
+        """The bytes in the files still there."""
+        total = 0
+        for path in log_files(self.logs_dir, self.task, self.stream):
+            try:
+                total += path.stat().st_size
+            except FileNotFoundError:
+                continue
+        return total

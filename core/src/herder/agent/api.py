@@ -1,0 +1,399 @@
+"""The HTTP API under ``/v1/`` (SPEC §10), documented at ``/v1/openapi.json``.
+
+Handlers are thin: they find what the request names through :class:`Agent`
+and shape the answer with the models of :mod:`herder.agent.models`. Every
+error is an :class:`~herder.agent.models.Error` body; a request the API
+cannot understand is a 4xx, never a 500.
+"""
+
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from herder import app
+from herder.agent import models
+from herder.agent.agent import Agent, Conflict, NotFound, logs_dir, sse
+from herder.client.alloc_runner import AllocRunner, EventRecord
+from herder.client.logtail import LogTail
+from herder.errors import JobError, PlacementError
+from herder.objects import TaskEvent
+
+log = logging.getLogger("herder.agent")
+
+MAX_BODY = 4 << 20
+"""The largest request body accepted: a job file is a few KiB."""
+LOG_CHUNK = 1 << 20
+UNAUTHORIZED = "missing or wrong token (Authorization: Bearer <token>)"
+FOLLOW_POLL = 0.25
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.errors = errors or []
+
+
+def _error(status: int, message: str, errors: list[str] | None = None,
+           headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(models.Error(error=message, errors=errors or []).model_dump(), status_code=status,
+                        headers=headers)
+
+
+def token_matches(token: str, authorization: bytes | str | None) -> bool:
+    """Whether an ``Authorization`` header carries ``token`` as its bearer token (constant-time)."""
+    if isinstance(authorization, bytes):
+        authorization = authorization.decode("latin-1")
+    scheme, _, given = (authorization or "").partition(" ")
+    given = given.strip() if scheme.lower() == "bearer" else ""
+    return hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8"))
+
+
+class Guard:
+    """In front of the application: with a ``token``, a request without it is
+    refused (401) before anything of it is read; a request body over ``limit``
+    bytes is refused (413), whether it says its length or streams it."""
+
+    def __init__(self, inner: ASGIApp, token: str = "", limit: int = MAX_BODY) -> None:
+        self.inner = inner
+        self.token = token
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.inner(scope, receive, send)
+            return
+        if self.token and not token_matches(self.token, dict(scope.get("headers", [])).get(b"authorization")):
+            await _error(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        too_large = _error(413, f"request body over {self.limit} bytes")
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    if int(value) > self.limit:
+                        await too_large(scope, receive, send)
+                        return
+                except ValueError:
+                    await _error(400, "invalid Content-Length")(scope, receive, send)
+                    return
+        # A body without a length is read here first, up to the limit, then handed on.
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.limit:
+                await too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.inner(scope, replay, send)
+
+
+def is_loopback(bind: str) -> bool:
+    host = bind.rpartition(":")[0].strip("[]") if ":" in bind else bind
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": models.Error, "description": text} for status, text in (
+        (400, "Invalid request (an invalid job lists each problem with its path)"),
+        (401, "Missing or wrong token"),
+        (403, "Refused"),
+        (404, "Not found"),
+        (409, "Conflict with the current state"),
+        (413, "Request body too large"),
+        (422, "Malformed request"),
+    )}
+
+
+_SSE_EVENT: dict[str, Any] = {
+    "type": "object", "description": "One server-sent event; `data` is an Event as JSON, with its `index`",
+    "properties": {"id": {"type": "string"}, "event": {"type": "string", "enum": ["task-event"]},
+                   "data": {"type": "string"}}}
+
+
+def create_app(agent: Agent, bind: str) -> FastAPI:
+    """The ASGI application of ``agent``, served on ``bind``."""
+    token = agent.config.token
+    loopback = is_loopback(bind)
+    bearer = HTTPBearer(auto_error=False, description="The agent's `token`, when it has one.")
+
+    def authorize(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+        # Guard checked already; this documents the scheme, and stays right if the app is served without Guard.
+        if token and not token_matches(token, request.headers.get("authorization")):
+            raise ApiError(401, UNAUTHORIZED)
+
+    api = FastAPI(title="herder agent", version=agent.version, openapi_url="/v1/openapi.json", docs_url=None,
+                  redoc_url=None, dependencies=[Depends(authorize)], responses=_ERRORS)
+
+    @api.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return _error(exc.status, exc.message, exc.errors, headers)
+
+    @api.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in exc.errors()]
+        return _error(422, "malformed request", problems)
+
+    @api.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail))
+
+    @api.exception_handler(Exception)
+    async def bug(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return _error(500, f"internal error: {type(exc).__name__}")
+
+    def find(alloc_id: str) -> AllocRunner:
+        try:
+            return agent.alloc(alloc_id)
+        except NotFound as exc:
+            raise ApiError(404, str(exc)) from None
+        except Conflict as exc:
+            raise ApiError(409, str(exc)) from None
+
+    def acting(call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except NotFound as exc:
+            raise ApiError(404, str(exc)) from None
+        except Conflict as exc:
+            raise ApiError(409, str(exc)) from None
+
+    AllocId = Annotated[str, Path(min_length=1, max_length=64, description="An allocation ID or a unique prefix.")]
+
+    # -- the agent -------------------------------------------------------------
+    # Reads that only take the client's locks briefly are async: no hop through the thread pool.
+    # What may block (a submission, a stop, exec) runs in the pool, off the event loop.
+
+    @api.get("/v1/health", response_model=models.Health, tags=["agent"])
+    async def health() -> models.Health:
+        return models.Health(status="draining" if agent.draining else "ok", version=agent.version,
+                             node=agent.config.node_name, allocations=len(agent.client.allocs))
+
+    @api.get("/v1/drivers", response_model=models.Drivers, tags=["agent"])
+    def drivers() -> models.Drivers:
+        return models.Drivers.model_validate({"drivers": app.driver_rows(agent.hooks)})
+
+    @api.get("/v1/plugins", response_model=models.Plugins, tags=["agent"])
+    def plugins() -> models.Plugins:
+        return models.Plugins.model_validate({"plugins": app.plugin_rows(agent.hooks)})
+
+    @api.post("/v1/agent/drain", response_model=models.Done, tags=["agent"])
+    def drain() -> models.Done:
+        count = len(agent.begin_drain())
+        return models.Done(message=f"stopping {count} allocation(s); the agent takes no new job")
+
+    # -- jobs ----------------------------------------------------------------
+
+    @api.post("/v1/jobs", response_model=models.JobSubmitted, tags=["jobs"])
+    def submit(body: models.JobSubmit) -> models.JobSubmitted:
+        if (body.text is None) == (body.job is None):
+            raise ApiError(400, "give either text (a job file, with its format) or job (canonical JSON)")
+        text, fmt = (body.text, body.format) if body.text is not None else (json.dumps(body.job), "json")
+        try:
+            name, allocs, warnings = agent.submit(text, fmt, body.variables, body.source)
+        except JobError as exc:
+            raise ApiError(400, "invalid job", exc.errors) from None
+        except PlacementError as exc:
+            raise ApiError(409, f"cannot place the job: {exc}") from None
+        except Conflict as exc:
+            raise ApiError(409, str(exc)) from None
+        return models.JobSubmitted(**job_json(name, allocs).model_dump(), warnings=warnings)
+
+    @api.get("/v1/jobs", response_model=models.Jobs, tags=["jobs"])
+    async def jobs() -> models.Jobs:
+        return models.Jobs(jobs=[job_json(name, allocs) for name, allocs in agent.jobs().items()])
+
+    JobName = Annotated[str, Path(min_length=1, max_length=256)]
+
+    @api.get("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
+    async def job(name: JobName) -> models.Job:
+        return job_json(name, acting(lambda: agent.job(name)))
+
+    @api.delete("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
+    def stop_job(name: JobName) -> models.Job:
+        return job_json(name, acting(lambda: agent.stop_job(name)))
+
+    # -- allocations -------------------------------------------------------
+
+    @api.get("/v1/allocations", response_model=models.Allocations, tags=["allocations"])
+    async def allocations() -> models.Allocations:
+        return models.Allocations(allocations=[alloc_summary(a) for a in agent.client.allocs])
+
+    @api.get("/v1/allocations/{alloc_id}", response_model=models.Allocation, tags=["allocations"])
+    async def allocation(alloc_id: AllocId) -> models.Allocation:
+        alloc = find(alloc_id)
+        return alloc_status(alloc, agent.health(alloc.alloc.id))
+
+    @api.get("/v1/events", tags=["allocations"], response_class=StreamingResponse,
+             responses={200: {"content": {"text/event-stream": {"schema": _SSE_EVENT}},
+                              "description": "Task events as server-sent events (`event: task-event`, "
+                                             "`id:` the event's index, `data:` the event as JSON)"}})
+    async def event_stream(request: Request,
+                           alloc_id: Annotated[str | None, Query(max_length=64,
+                                                                 description="Only this allocation's events "
+                                                                             "(an ID or a unique prefix)")] = None,
+                           index: Annotated[int, Query(ge=0, description="Only events after this index")] = 0,
+                           follow: bool = True) -> StreamingResponse:
+        wanted = find(alloc_id).alloc.id if alloc_id else None
+
+        async def stream() -> AsyncIterator[str]:
+            seq = index
+            while True:
+                last, found = agent.events_after(seq, wanted)
+                for event in found:
+                    yield sse(event)
+                seq = max(seq, last)
+                if not follow or await request.is_disconnected():
+                    return
+                if not found:
+                    yield ": keep-alive\n\n"
+                await asyncio.to_thread(agent.wait_events, seq, 5.0)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    @api.get("/v1/allocations/{alloc_id}/logs/{task}", tags=["allocations"], response_class=StreamingResponse,
+             responses={200: {"content": {"application/octet-stream": {"schema": {"type": "string"}}},
+                              "description": "The log's bytes; `X-Herder-Log-Offset` is the offset after them"}})
+    async def logs(request: Request, alloc_id: AllocId, task: Annotated[str, Path(min_length=1, max_length=256)],
+                   stream: Literal["stdout", "stderr"] = "stdout",
+                   offset: Annotated[int, Query(ge=0, description="Bytes into the kept files, oldest first "
+                                                                  "(from the end with origin=end)")] = 0,
+                   origin: Literal["start", "end"] = "start", follow: bool = False) -> StreamingResponse:
+        alloc = find(alloc_id)
+        runner = acting(lambda: agent.task(alloc, task))
+        # The task's name, as the allocation has it, picks the files: nothing in the request is a path.
+        tail = LogTail(logs_dir(alloc), runner.name, stream)
+        size = tail.size()
+        start = tail.seek(max(0, size - offset) if origin == "end" else offset)
+
+        async def body() -> AsyncIterator[bytes]:
+            while True:
+                finished = runner.done  # read after this, so that the last output is not missed
+                data = await asyncio.to_thread(tail.read, LOG_CHUNK)
+                if data:
+                    yield data
+                    continue
+                if not follow or finished or await request.is_disconnected():
+                    return
+                await asyncio.sleep(FOLLOW_POLL)
+
+        return StreamingResponse(body(), media_type="application/octet-stream",
+                                 headers={"X-Herder-Log-Offset": str(start), "Cache-Control": "no-cache"})
+
+    @api.post("/v1/allocations/{alloc_id}/exec", response_model=models.ExecResponse, tags=["allocations"])
+    def exec_(alloc_id: AllocId, body: models.ExecRequest) -> models.ExecResponse:
+        if not token and not loopback:
+            raise ApiError(403, "exec is refused without a token when the agent listens beyond loopback "
+                                "(set token in the configuration)")
+        alloc = find(alloc_id)
+        code, output = acting(lambda: agent.exec(alloc, body.task, body.command, body.timeout))
+        return models.ExecResponse(exit_code=code, output=output.decode("utf-8", "replace"))
+
+    @api.post("/v1/allocations/{alloc_id}/signal", response_model=models.Done, tags=["allocations"])
+    def signal(alloc_id: AllocId, body: models.SignalRequest) -> models.Done:
+        alloc = find(alloc_id)
+        tasks = acting(lambda: agent.signal(alloc, body.task, body.signal))
+        return models.Done(message=f"{body.signal} sent to {', '.join(tasks)}")
+
+    @api.post("/v1/allocations/{alloc_id}/restart", response_model=models.Done, tags=["allocations"])
+    def restart(alloc_id: AllocId, body: models.RestartRequest) -> models.Done:
+        alloc = find(alloc_id)
+        tasks = acting(lambda: agent.restart(alloc, body.task, body.reason))
+        return models.Done(message=f"restarting {', '.join(tasks)}")
+
+    return api
+
+
+def asgi(agent: Agent, bind: str) -> ASGIApp:
+    """The application with its guard in front."""
+    return Guard(create_app(agent, bind), agent.config.token)
+
+
+# -- shapes ------------------------------------------------------------------
+
+
+def task_summary(alloc: AllocRunner) -> dict[str, models.TaskSummary]:
+    return {t.name: models.TaskSummary(state=t.status.state, failed=t.status.failed,  # type: ignore[arg-type]
+                                       restarts=t.status.restarts, exit_code=t.status.exit_code)
+            for t in alloc.tasks}
+
+
+def alloc_summary(alloc: AllocRunner) -> models.AllocSummary:
+    return models.AllocSummary(id=alloc.alloc.id, name=alloc.alloc.name, job=alloc.job.name, group=alloc.group.name,
+                               status=alloc.status, tasks=task_summary(alloc))
+
+
+def alloc_status(alloc: AllocRunner, health: dict[str, list[dict[str, str]]]) -> models.Allocation:
+    summaries = task_summary(alloc)
+    tasks: dict[str, models.TaskStatus] = {}
+    for runner in alloc.tasks:
+        events = [app.event_json(_record(alloc, runner.name, event)) for event in list(runner.status.events)]
+        tasks[runner.name] = models.TaskStatus(
+            **summaries[runner.name].model_dump(), driver=runner.task.driver,
+            events=[models.Event.model_validate(e) for e in events],
+            checks=[models.Check.model_validate(c) for c in health.get(runner.name, [])])
+    return models.Allocation(id=alloc.alloc.id, name=alloc.alloc.name, job=alloc.job.name, job_id=alloc.job_id,
+                             group=alloc.group.name, index=alloc.alloc.index, status=alloc.status,
+                             ports=[models.Port(label=p.label, value=p.value, to=p.to, host_ip=p.host_ip)
+                                    for p in alloc.ports],
+                             tasks=tasks)
+
+
+def _record(alloc: AllocRunner, task: str, event: TaskEvent) -> EventRecord:
+    return EventRecord(alloc.alloc.id, alloc.alloc.name, task, event)
+
+
+def job_json(name: str, allocs: list[AllocRunner]) -> models.Job:
+    """A job's status is its latest submission's: running while any of its
+    allocations runs, else failed, complete or stopped."""
+    latest = allocs[-1].job_id
+    current = [a.status for a in allocs if a.job_id == latest]
+    if any(s in ("pending", "running") for s in current):
+        status = "running"
+    elif "failed" in current:
+        status = "failed"
+    else:
+        status = "complete" if all(s == "complete" for s in current) else "stopped"
+    return models.Job(name=name, id=latest, type=allocs[-1].job.type, status=status,
+                      allocations=[alloc_summary(a) for a in allocs])

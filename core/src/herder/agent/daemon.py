@@ -1,0 +1,119 @@
+"""Running the agent: the socket, the ASGI server, signals and structured logs."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from types import FrameType
+
+import uvicorn
+
+from herder.agent.agent import Agent
+from herder.agent.api import asgi
+from herder.client.config import Config
+from herder.plugins.hooks import Hooks
+
+log = logging.getLogger("herder.agent")
+
+SHUTDOWN_GRACE = 3
+"""Seconds open requests (a followed log, the event stream) get to finish when the agent stops."""
+
+
+class LogfmtFormatter(logging.Formatter):
+    """One ``key=value`` line per record: ``time=... level=info logger=herder.agent msg="..."``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        time_ = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        line = f"time={time_} level={record.levelname.lower()} logger={record.name} msg={_quote(record.getMessage())}"
+        if record.exc_info:
+            line += f" error={_quote(self.formatException(record.exc_info))}"
+        return line
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogfmtFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the registry's checks of the agent itself
+
+
+def parse_bind(bind: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``) -> host and port; :class:`ValueError` if malformed."""
+    host, sep, port = bind.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bind address {bind!r}: expected HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def listen(bind: str) -> socket.socket:
+    host, port = parse_bind(bind)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it: a response written in two parts (head, then body) must not
+    # wait for the client's delayed ACK (40 ms on Linux) on a kept-alive connection.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(1024)
+    sock.set_inheritable(False)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handling: the agent's handlers stop it, and
+    the agent (not a re-raised signal) decides how the process ends."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def run(config: Config, hooks: Hooks, *, drain: bool = False) -> int:
+    """Serve until SIGINT or SIGTERM; tasks are left running for the next agent
+    unless ``drain``. Returns the exit code."""
+    try:
+        sock = listen(config.bind)
+    except (OSError, ValueError) as exc:
+        log.error("cannot listen on %s: %s", config.bind, exc)
+        return 1
+    agent = Agent(config, hooks)
+    server = _Server(uvicorn.Config(asgi(agent, config.bind), log_config=None, access_log=False, lifespan="off",
+                                    timeout_graceful_shutdown=SHUTDOWN_GRACE))
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: %s", signal.Signals(signum).name,
+                 "stopping every task, then exiting" if drain else "exiting; tasks keep running")
+        server.should_exit = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        restored = agent.start(address=f"{sock.getsockname()[0]}:{sock.getsockname()[1]}")
+        log.info("agent %s listening on %s, data dir %s, %d allocation(s) reattached", agent.version, config.bind,
+                 config.data_dir, len(restored))
+        server.run(sockets=[sock])
+        if drain or agent.draining:
+            started = time.monotonic()
+            agent.drain()
+            log.info("every task stopped in %.1fs", time.monotonic() - started)
+    finally:
+        agent.close()
+        sock.close()
+    log.info("agent stopped")
+    return 0

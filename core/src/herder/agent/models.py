@@ -1,0 +1,171 @@
+"""The API's request and response bodies: what ``/v1/openapi.json`` documents."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_EXEC_TIMEOUT = 3600.0
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Error(_Model):
+    """Every error: a message, and for an invalid job each problem with its path."""
+
+    error: str
+    errors: list[str] = Field(default_factory=list)
+
+
+class Health(_Model):
+    status: Literal["ok", "draining"]
+    version: str
+    node: str
+    allocations: int
+
+
+class Driver(_Model):
+    name: str
+    distribution: str
+    version: str
+    detected: bool
+    healthy: bool
+    description: str
+    attributes: dict[str, str]
+
+
+class Drivers(_Model):
+    drivers: list[Driver]
+
+
+class Plugin(_Model):
+    name: str
+    kind: str
+    status: str
+    distribution: str
+    version: str
+    entry_point: str
+    hooks: list[str]
+    error: str | None
+
+
+class Plugins(_Model):
+    plugins: list[Plugin]
+
+
+class JobSubmit(_Model):
+    """A job file's text in one of the formats, or a job as canonical JSON (``job``)."""
+
+    text: str | None = Field(default=None, description="The job file's text (with ``format``).")
+    format: Literal["hcl", "json", "yaml"] = "hcl"
+    job: dict[str, Any] | None = Field(default=None, description="The job as canonical JSON, instead of text.")
+    variables: dict[str, str] = Field(default_factory=dict, description="Job variables, as --var KEY=VALUE.")
+    source: str = Field(default="api", max_length=4096, description="Where the job came from, for messages.")
+
+
+class TaskSummary(_Model):
+    state: Literal["pending", "running", "dead"]
+    failed: bool
+    restarts: int
+    exit_code: int | None
+
+
+class AllocSummary(_Model):
+    id: str
+    name: str
+    job: str
+    group: str
+    status: str
+    tasks: dict[str, TaskSummary]
+
+
+class Job(_Model):
+    name: str
+    id: str
+    type: str = Field(description="The job's type: service, batch or system.")
+    status: str
+    allocations: list[AllocSummary]
+
+
+class JobSubmitted(Job):
+    warnings: list[str]
+
+
+class Jobs(_Model):
+    jobs: list[Job]
+
+
+class Allocations(_Model):
+    allocations: list[AllocSummary]
+
+
+class Event(_Model):
+    time: str
+    alloc_id: str
+    alloc_name: str
+    task: str
+    type: str
+    message: str
+    details: dict[str, Any]
+
+
+class Check(_Model):
+    service: str
+    check: str
+    status: str
+    output: str
+
+
+class Port(_Model):
+    label: str
+    value: int
+    to: int | None
+    host_ip: str
+
+
+class TaskStatus(TaskSummary):
+    driver: str
+    events: list[Event]
+    checks: list[Check]
+
+
+class Allocation(_Model):
+    id: str
+    name: str
+    job: str
+    job_id: str
+    group: str
+    index: int
+    status: str
+    ports: list[Port]
+    tasks: dict[str, TaskStatus]
+
+
+class ExecRequest(_Model):
+    task: str
+    command: list[str] = Field(min_length=1)
+    timeout: float = Field(default=30.0, gt=0, le=MAX_EXEC_TIMEOUT)
+
+
+class ExecResponse(_Model):
+    exit_code: int
+    output: str = Field(description="stdout and stderr together, at most 64 KiB (undecodable bytes replaced).")
+
+
+class SignalRequest(_Model):
+    task: str | None = Field(default=None, description="One task; every running task when omitted.")
+    signal: str = Field(default="SIGTERM", max_length=32)
+
+
+class RestartRequest(_Model):
+    task: str | None = Field(default=None, description="One task; every running task when omitted.")
+    reason: str = Field(default="", max_length=1024)
+
+
+class Done(_Model):
+    """An action was accepted."""
+
+    message: str

@@ -1,0 +1,62 @@
+"""Security: a configured token guards every route; exec needs one beyond loopback."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.core.agent.conftest import ticker
+from tests.support.agent import AgentProcess
+
+TOKEN = "s3cret-token"
+
+
+def routes(document: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every operation of the OpenAPI document, its path parameters filled in."""
+    return [(method.upper(), re.sub(r"\{[^}]+\}", "x", path))
+            for path, operations in document["paths"].items() for method in operations]
+
+
+def test_every_route_needs_the_token(tmp_path: Path) -> None:
+    agent = AgentProcess(tmp_path, token=TOKEN).start()
+    try:
+        with agent.http() as http:
+            document = http.get("/v1/openapi.json").json()
+            assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+            operations = [*routes(document), ("GET", "/v1/openapi.json"), ("GET", "/v1/nothing")]
+            assert len(operations) >= 17
+            for method, path in operations:
+                for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
+                                {"Authorization": f"Basic {TOKEN}"}):
+                    response = httpx.request(method, agent.url + path, headers=headers, content=b"{not json")
+                    assert response.status_code == 401, (method, path, headers, response.text)
+                    assert response.json()["error"].startswith("missing or wrong token")
+                    assert response.headers["WWW-Authenticate"] == "Bearer"
+                # (follow=false: the event stream would not end otherwise)
+                assert http.request(method, path, content=b"{not json", params={"follow": "false"}).status_code != 401
+            assert http.get("/v1/health").status_code == 200
+
+        # The command line says what is wrong, without a traceback.
+        wrong = agent.cli("job", "status", token="wrong")
+        assert wrong.returncode == 1
+        assert "refused" in wrong.stderr and "HERDER_TOKEN" in wrong.stderr and "Traceback" not in wrong.stderr
+        assert agent.cli("job", "status").returncode == 0
+    finally:
+        agent.shutdown()
+
+
+def test_exec_is_refused_without_a_token_beyond_loopback(tmp_path: Path) -> None:
+    # Bound to every address, reached here through loopback only.
+    agent = AgentProcess(tmp_path, host="0.0.0.0").start()
+    try:
+        alloc_id = agent.submit(ticker())["allocations"][0]["id"]
+        agent.wait_task(alloc_id, "t")
+        with agent.http() as http:
+            refused = http.post(f"/v1/allocations/{alloc_id}/exec", json={"task": "t", "command": ["true"]})
+        assert refused.status_code == 403 and "token" in refused.json()["error"]
+        assert agent.alloc(alloc_id)["tasks"]["t"]["state"] == "running"
+    finally:
+        agent.shutdown()

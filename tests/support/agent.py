@@ -1,0 +1,145 @@
+"""``herder agent`` in a subprocess on a loopback port, and the command line against it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.consul import free_ports
+
+
+class AgentProcess:
+    """An agent on its own data dir under ``root``, listening on a free port in 2000-12000.
+
+    Tasks outlive the agent by design, so :meth:`shutdown` drains it: every
+    task is stopped before the agent exits.
+    """
+
+    def __init__(self, root: Path, *, token: str = "", host: str = "127.0.0.1", extra: str = "",
+                 raw_exec: bool = True) -> None:
+        self.root = root
+        self.data_dir = root / "data"
+        self.token = token
+        self.host = host
+        self.config = root / "agent.toml"
+        self.port = 0
+        lines = [f'data_dir = "{self.data_dir}"', f'token = "{token}"', "[ports]", "min = 2000", "max = 12000"]
+        if raw_exec:
+            lines += ["[plugin.raw_exec]", "enabled = true"]
+        self.config.write_text("\n".join(lines) + "\n" + extra)
+        self.proc: subprocess.Popen[str] | None = None
+        self.log = root / "agent.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def http(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=self.headers, timeout=30.0, **kwargs)
+
+    def start(self, *args: str, timeout: float = 30.0) -> AgentProcess:
+        """Start the agent (on the same port as before, if it ran already) and wait for its API."""
+        fixed = self.port  # started again, the agent keeps its address
+        for _attempt in range(5):
+            self.port = fixed or free_ports(1)[0]
+            seen = self.log.stat().st_size if self.log.exists() else 0
+            with self.log.open("a") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "herder", "agent", "--config", str(self.config),
+                     "--bind", f"{self.host}:{self.port}", *args],
+                    stdout=log, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            if self._wait_up(timeout):
+                return self
+            if fixed or "cannot listen" not in self.log.read_text()[seen:]:
+                break  # not a port someone took meanwhile
+        raise AssertionError(f"the agent did not start:\n{self.log.read_text()}")
+
+    def _wait_up(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        assert self.proc is not None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                httpx.get(f"{self.url}/v1/health", headers=self.headers, timeout=2.0)
+                return True
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.kill()
+        return False
+
+    def kill(self) -> None:
+        """SIGKILL: the agent dies at once, its tasks run on."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def shutdown(self) -> None:
+        """Stop every task and the agent (starting it again if it was killed)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is not None:
+            self.start()
+        try:
+            httpx.post(f"{self.url}/v1/agent/drain", headers=self.headers, timeout=10.0)
+        finally:
+            try:
+                self.terminate(60.0)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def cli(self, *args: str, token: str | None = None, addr: str | None = None,
+            timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """``herder ARGS...`` against this agent."""
+        env = {**os.environ, "HERDER_ADDR": addr or self.url, "HERDER_TOKEN": self.token if token is None else token}
+        return subprocess.run([sys.executable, "-m", "herder", *args], capture_output=True, text=True, env=env,
+                              timeout=timeout)
+
+    def submit(self, text: str, fmt: str = "hcl", **variables: str) -> dict[str, Any]:
+        with self.http() as http:
+            response = http.post("/v1/jobs", json={"text": text, "format": fmt, "variables": variables})
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    def alloc(self, alloc_id: str) -> dict[str, Any]:
+        with self.http() as http:
+            response = http.get(f"/v1/allocations/{alloc_id}")
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    def wait_task(self, alloc_id: str, task: str, state: str = "running", timeout: float = 30.0) -> dict[str, Any]:
+        """The task's status once it is in ``state``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.alloc(alloc_id)["tasks"][task]
+            if status["state"] == state:
+                return dict(status)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"task {task} is {status['state']}, not {state}: {status['events']}")
+            time.sleep(0.1)
+
+    def wait_event(self, alloc_id: str, task: str, type: str, count: int = 1, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            events = [e for e in self.alloc(alloc_id)["tasks"][task]["events"] if e["type"] == type]
+            if len(events) >= count:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(events)} of {count} {type!r} events of {task}")
+            time.sleep(0.1)
