@@ -11,7 +11,7 @@ from herder.app import ForegroundRun
 from herder.client.alloc_runner import EventRecord
 from herder.client.client import JobSource
 from herder.client.config import Config, PortsConfig
-from herder.client.hooks.services import HealthChange
+from herder.client.health import HealthChange
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins

@@ -21,7 +21,7 @@ from typing import Any
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.client import Client, JobSource
 from herder.client.config import Config
-from herder.client.hooks.services import HealthChange
+from herder.client.health import HealthChange
 from herder.errors import JobError
 from herder.jobspec import load_job_text, validate_task_configs
 from herder.jobspec.formats import format_of, read_text, read_var_file

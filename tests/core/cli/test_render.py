@@ -10,7 +10,7 @@ from rich.console import Console
 from herder.app import health_json
 from herder.cli.render import LiveTable, event_json
 from herder.client.alloc_runner import EventRecord
-from herder.client.hooks.services import HealthChange
+from herder.client.health import HealthChange
 from herder.objects import TaskEvent
 
 

@@ -20,7 +20,8 @@ from herder import app
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.client import Client, JobSource
 from herder.client.config import Config
-from herder.client.hooks.services import HealthChange, ServicesPlugin
+from herder.client.health import HealthChange
+from herder.client.hooks.services import ServicesPlugin
 from herder.client.task_runner import TaskRunner
 from herder.errors import HerderError
 from herder.objects import parse_signal

@@ -19,7 +19,7 @@ from rich.table import Table
 from herder import events
 from herder.app import event_json, health_json, rfc3339
 from herder.client.alloc_runner import EventRecord
-from herder.client.hooks.services import HealthChange
+from herder.client.health import HealthChange
 
 _STATE_STYLE = {"pending": "yellow", "running": "green", "dead": "dim"}
 _HEALTH_STYLE = {"passing": "green", "warning": "yellow", "critical": "red"}

@@ -21,8 +21,8 @@ from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.config import Config
 from herder.client.deferred import DeferredCleanups
 from herder.client.fingerprints import FINGERPRINT_INTERVAL, Fingerprints
+from herder.client.health import HealthChange
 from herder.client.hooks import builtin_plugins
-from herder.client.hooks.services import HealthChange
 from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator

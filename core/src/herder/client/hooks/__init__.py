@@ -12,10 +12,12 @@ calls ``start()`` when it starts and ``close()`` when it closes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from herder.client.client import Client
+from herder.client.hooks.artifacts import ArtifactsConfig, ArtifactsPlugin
+from herder.client.hooks.host import Host
+from herder.client.hooks.services import ServicesPlugin
+from herder.client.hooks.templates import TemplatesConfig, TemplatesPlugin, template_sources
 
 
 class BuiltinPlugin(Protocol):
@@ -28,12 +30,8 @@ class BuiltinPlugin(Protocol):
     def close(self) -> None: ...
 
 
-def builtin_plugins(client: Client) -> list[BuiltinPlugin]:
+def builtin_plugins(client: Host) -> list[BuiltinPlugin]:
     """The built-in plugins of ``client``, in the order they run in prestart."""
-    from herder.client.hooks.artifacts import ArtifactsConfig, ArtifactsPlugin
-    from herder.client.hooks.services import ServicesPlugin
-    from herder.client.hooks.templates import TemplatesConfig, TemplatesPlugin, template_sources
-
     services = ServicesPlugin(client)
     kv, catalog = template_sources(client.config, services.backend)
     return [

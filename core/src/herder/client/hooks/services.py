@@ -19,9 +19,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from herder import events, hookimpl
+from herder.client.health import HealthChange
+from herder.client.hooks.host import Host
 from herder.client.placement import GROUP_PORTS
 from herder.client.sessions import is_alive
 from herder.context import AllocatedPort, TaskContext
@@ -47,9 +48,6 @@ from herder.services import (
 from herder.services.model import OUTPUT_LIMIT
 from herder.services.probes import Scheduler
 
-if TYPE_CHECKING:
-    from herder.client.client import Client
-
 log = logging.getLogger(__name__)
 
 GROUP = ""
@@ -57,19 +55,6 @@ GROUP = ""
 
 DEREGISTER_WAIT = 2.0
 """How long a task's kill waits for its services to leave a reachable registry."""
-
-
-@dataclass(frozen=True)
-class HealthChange:
-    """A check whose status changed: what ``herder run`` shows and ``--json`` prints."""
-
-    alloc_id: str
-    alloc_name: str
-    task: str
-    service: str
-    check: str
-    status: str
-    output: str
 
 
 @dataclass
@@ -125,7 +110,7 @@ class ServicesPlugin:
 
     name = "services"
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Host) -> None:
         self._client = client
         config = client.config
         backend_config = config.consul if config.services_backend == "consul" else \
