@@ -33,32 +33,11 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+from jobs import rss, sleepers  # noqa: E402
 from results import write_section  # noqa: E402
 
 from tests.support.agent import AgentProcess  # noqa: E402
 from tests.support.processes import processes_using  # noqa: E402
-
-JOB = """
-job "bench-{count}" {{
-  group "g" {{
-    count = {count}
-    task "t" {{
-      driver = "raw_exec"
-      config {{
-        command = "sleep"
-        args    = ["3600"]
-      }}
-    }}
-  }}
-}}
-"""
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
 
 
 def supervisor_pid(agent: AgentProcess) -> int:
@@ -66,7 +45,7 @@ def supervisor_pid(agent: AgentProcess) -> int:
 
 
 def run_job(agent: AgentProcess, count: int) -> list[str]:
-    ids = [a["id"] for a in agent.submit(JOB.format(count=count))["allocations"]]
+    ids = [a["id"] for a in agent.submit(sleepers(count, name=f"bench-{count}"))["allocations"]]
     for alloc_id in ids:
         agent.wait_task(alloc_id, "t", timeout=120)
     return ids
@@ -125,13 +104,13 @@ def main() -> None:
             assert agent.proc is not None
             one = run_job(agent, 1)
             time.sleep(1.0)
-            agent_one, supervisor_one = rss_kib(agent.proc.pid), rss_kib(supervisor_pid(agent))
+            agent_one, supervisor_one = rss(agent.proc.pid) // 1024, rss(supervisor_pid(agent)) // 1024
             ids = one + run_job(agent, args.allocs - 1)
             with httpx.Client(base_url=agent.url) as http:
                 for alloc_id in ids:  # warm up: every allocation answered once
                     http.get(f"/v1/allocations/{alloc_id}").raise_for_status()
                 time.sleep(1.0)
-                agent_all, supervisor_all = rss_kib(agent.proc.pid), rss_kib(supervisor_pid(agent))
+                agent_all, supervisor_all = rss(agent.proc.pid) // 1024, rss(supervisor_pid(agent)) // 1024
 
                 def status(i: int) -> str:
                     return f"/v1/allocations/{ids[i % len(ids)]}"

@@ -49,3 +49,32 @@ def until_started(hooks: Hooks, text: str, count: int) -> float:
     if not ok:
         raise SystemExit(f"only {started} of {count} tasks started")
     return elapsed
+
+
+SLEEPERS = """
+job "{name}" {{
+  group "g" {{
+    count = {count}
+    task "t" {{
+      driver = "raw_exec"
+      config {{
+        command = "sleep"
+        args    = ["3600"]
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def sleepers(count: int, name: str = "sleepers") -> str:
+    """A job of ``count`` allocations, each a raw_exec task sleeping for an hour."""
+    return SLEEPERS.format(name=name, count=count)
+
+
+def rss(pid: int) -> int:
+    """The resident set size of ``pid``, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")

@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from herder_qemu.driver import qemu_version
@@ -39,27 +38,20 @@ from herder_qemu.qmp import powerdown
 
 from herder.testing import DriverHarness
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import write_section
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+from results import write_section  # noqa: E402
+
+from tests.support.http import read_url  # noqa: E402
+
 BUILDER = REPO / "examples" / "qemu-web" / "build-guest.py"
 MEMORY = 192
 APPEND = "console=ttyS0 quiet panic=-1"
 TIMEOUT = 120.0
-
-
-def read_page(url: str, timeout: float = TIMEOUT) -> bytes:
-    """GET ``url`` as soon as the guest answers (QEMU accepts connections before the guest listens)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                return bytes(response.read())
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
+PAGE_POLL = 0.02
+"""QEMU accepts connections before the guest listens: the page is asked for again this often,
+so that the retries add little to the time measured."""
 
 
 def free_port() -> int:
@@ -86,7 +78,7 @@ def bare(kernel: Path, initrd: Path, workdir: Path) -> tuple[float, float]:
     proc = subprocess.Popen(argv, cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        read_page(f"http://127.0.0.1:{port}/")
+        read_url(f"http://127.0.0.1:{port}/", TIMEOUT, PAGE_POLL)
         served = time.perf_counter() - start
         start = time.perf_counter()
         powerdown(workdir / "qmp.sock", 5)
@@ -106,7 +98,7 @@ def through_herder(harness: DriverHarness, kernel: Path, initrd: Path) -> tuple[
     start = time.perf_counter()
     run.start()
     [port] = run.ctx.ports
-    read_page(f"http://{port.host_ip}:{port.value}/")
+    read_url(f"http://{port.host_ip}:{port.value}/", TIMEOUT, PAGE_POLL)
     served = time.perf_counter() - start
     start = time.perf_counter()
     run.kill()

@@ -39,20 +39,13 @@ from herder.supervisor import Supervisor
 from herder.supervisor.logfiles import log_files
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jobs import rss, sleepers
 from results import write_section
 
 BENCH_DIR = Path(__file__).resolve().parent
 MIB = 1024 * 1024
 LOG_FILE_MB = 100
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
-
-
-def rss(pid: int) -> int:
-    """The resident set size of ``pid``, in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 def best_of(rounds: int, *cases: Callable[[], float]) -> list[float]:
@@ -126,26 +119,10 @@ def memory(tasks: Tasks, count: int) -> str:
             + f"\n\nBoth together: {per_task / 1024:.1f} KiB per task (target ≤ 1 MiB: {verdict}).")
 
 
-SLEEPERS = """
-job "sleepers" {{
-  group "g" {{
-    count = {count}
-    task "t" {{
-      driver = "raw_exec"
-      config {{
-        command = "sleep"
-        args    = ["3600"]
-      }}
-    }}
-  }}
-}}
-"""
-
-
 def herder_run_rss(work: Path, count: int) -> tuple[int, int]:
     """``herder run`` of ``count`` sleeping raw_exec tasks: its RSS and its supervisor's, once all started."""
     job = work / f"sleepers-{count}.hcl"
-    job.write_text(SLEEPERS.format(count=count))
+    job.write_text(sleepers(count))
     data_dir = work / f"herder-{count}"
     config = work / "herder.toml"
     config.write_text("[ports]\nmin = 2000\nmax = 12000\n")

@@ -6,8 +6,8 @@ import time
 import urllib.request
 
 
-def read_url(url: str, timeout: float = 20.0) -> bytes:
-    """GET ``url``, retrying while the server is not up yet."""
+def read_url(url: str, timeout: float = 20.0, interval: float = 0.1) -> bytes:
+    """GET ``url``, retrying every ``interval`` seconds while the server is not up yet."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -16,4 +16,4 @@ def read_url(url: str, timeout: float = 20.0) -> bytes:
         except OSError:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.1)
+            time.sleep(interval)
