@@ -21,9 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from herder.plugins.hooks import Hooks
-from herder.plugins.loader import load_plugins
-from tests.support.require import require
+from tests.support.require import require, require_driver
 
 from .helpers import (
     BUSYBOX,
@@ -58,13 +56,7 @@ def docker_client() -> Iterator[Docker]:
 @pytest.fixture(scope="session")
 def docker_driver(docker_client: Docker) -> str:
     """The herder-docker distribution is installed, loads, and its fingerprint is healthy."""
-    plugins = load_plugins()
-    record = plugins.record("docker")
-    require("docker", record is not None and not record.error,
-            f"the docker driver is not installed or did not load: {record.error if record else 'no entry point'}")
-    fingerprint = Hooks(plugins).fingerprint("docker")
-    require("docker", fingerprint.detected and fingerprint.healthy,
-            f"the docker driver finds no healthy daemon: {fingerprint.description}")
+    require_driver("docker")
     return "docker"
 
 

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from herder.plugins.hooks import Hooks
-from herder.plugins.loader import load_plugins
-from tests.support.require import require
+from tests.support.require import require_driver
 
 from .helpers import containers_under, runc
 
@@ -23,13 +21,7 @@ from .helpers import containers_under, runc
 @pytest.fixture(scope="session")
 def exec_driver() -> str:
     """The herder-exec distribution is installed, loads, and its fingerprint is healthy."""
-    plugins = load_plugins()
-    record = plugins.record("exec")
-    require("exec", record is not None and not record.error,
-            f"the exec driver is not installed or did not load: {record.error if record else 'no entry point'}")
-    fingerprint = Hooks(plugins).fingerprint("exec")
-    require("exec", fingerprint.detected and fingerprint.healthy,
-            f"the exec driver is not available: {fingerprint.description}")
+    require_driver("exec")
     return "exec"
 
 

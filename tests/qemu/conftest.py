@@ -16,10 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from herder.plugins.hooks import Hooks
-from herder.plugins.loader import load_plugins
 from tests.support.processes import wait_until_gone
-from tests.support.require import require
+from tests.support.require import require, require_driver
 
 from .helpers import BUSYBOX, Guest, build_guest, kernels
 
@@ -27,13 +25,7 @@ from .helpers import BUSYBOX, Guest, build_guest, kernels
 @pytest.fixture(scope="session")
 def qemu_driver() -> str:
     """The herder-qemu distribution is installed, loads, and its fingerprint is healthy."""
-    plugins = load_plugins()
-    record = plugins.record("qemu")
-    require("qemu", record is not None and not record.error,
-            f"the qemu driver is not installed or did not load: {record.error if record else 'no entry point'}")
-    fingerprint = Hooks(plugins).fingerprint("qemu")
-    require("qemu", fingerprint.detected and fingerprint.healthy,
-            f"the qemu driver is not available: {fingerprint.description}")
+    require_driver("qemu")
     return "qemu"
 
 

@@ -18,9 +18,7 @@ from typing import Any
 
 import pytest
 
-from herder.plugins.hooks import Hooks
-from herder.plugins.loader import load_plugins
-from tests.support.require import require
+from tests.support.require import require, require_driver
 from tests.support.waiting import poll
 
 from .helpers import (
@@ -56,13 +54,7 @@ def rkt_plugin_config(rkt_store: Path) -> dict[str, Any]:
     require("rkt", rkt_binary() is not None, "no rkt on PATH")
     require("rkt", stage1_path() is not None, "no stage1-fly.aci beside the rkt on PATH")
     config = store_config(rkt_store)
-    plugins = load_plugins({"rkt": config})
-    record = plugins.record("rkt")
-    require("rkt", record is not None and not record.error,
-            f"the rkt driver is not installed or did not load: {record.error if record else 'no entry point'}")
-    fingerprint = Hooks(plugins).fingerprint("rkt")
-    require("rkt", fingerprint.detected and fingerprint.healthy,
-            f"the rkt driver is not available: {fingerprint.description}")
+    require_driver("rkt", {"rkt": config})
     image = build_aci(rkt_store / "busybox.aci")
     rkt_for(rkt_store).fetch(str(image), insecure=["image"])
     return config

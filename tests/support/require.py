@@ -10,8 +10,14 @@ not start fails the run instead of quietly skipping half of it.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
+
+from herder.objects import Fingerprint
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
 
 ENV = "HERDER_REQUIRE"
 
@@ -28,3 +34,17 @@ def require(component: str, available: bool, reason: str) -> None:
     if component in required():
         pytest.fail(f"{component} is required ({ENV}) but not available: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def require_driver(name: str, plugin_config: Mapping[str, Mapping[str, Any]] | None = None, *,
+                   healthy: bool = True) -> Fingerprint:
+    """The driver ``name`` is installed and loads, and its fingerprint finds it detected
+    (and healthy, with ``healthy``): else skip, or fail under HERDER_REQUIRE."""
+    plugins = load_plugins(plugin_config)
+    record = plugins.record(name)
+    require(name, record is not None and not record.error,
+            f"the {name} driver is not installed or did not load: {record.error if record else 'no entry point'}")
+    fingerprint = Hooks(plugins).fingerprint(name)
+    require(name, fingerprint.detected and (fingerprint.healthy or not healthy),
+            f"the {name} driver is not available: {fingerprint.description}")
+    return fingerprint
