@@ -51,6 +51,40 @@ job "{name}" {{
 """
 
 
+def docker_web_job(name: str, image: str, port: int, page: str) -> str:
+    """A busybox httpd through herder's docker driver on the static ``port``, serving ``page``
+    (a Nomad template) as its index."""
+    return f"""
+job "{name}" {{
+  datacenters = ["dc1"]
+  group "{name}" {{
+    network {{
+      port "http" {{
+        static = {port}
+        to     = 8080
+      }}
+    }}
+    task "server" {{
+      driver = "herder"
+      kill_timeout = "2s"
+      config {{
+        driver = "docker"
+        config = {{
+          image   = "{image}"
+          command = "httpd"
+          args    = ["-f", "-p", "8080", "-h", "/local"]
+        }}
+      }}
+      template {{
+        data        = {json.dumps(page)}
+        destination = "local/index.html"
+      }}
+    }}
+  }}
+}}
+"""
+
+
 def test_the_herder_driver_is_detected_and_healthy_with_its_drivers_attributes(cluster: NomadCluster) -> None:
     cluster.add("dev", mode="dev")
     node = cluster.wait_ready()[0]
@@ -191,35 +225,8 @@ def test_a_docker_task_serves_on_its_nomad_port(cluster: NomadCluster, tmp_path:
     cluster.add("dev", mode="dev")
     cluster.wait_ready()
     port = free_port()
-    cluster.run_job(job_file(tmp_path, "web", f"""
-job "web" {{
-  datacenters = ["dc1"]
-  group "web" {{
-    network {{
-      port "http" {{
-        static = {port}
-        to     = 8080
-      }}
-    }}
-    task "server" {{
-      driver = "herder"
-      kill_timeout = "2s"
-      config {{
-        driver = "docker"
-        config = {{
-          image   = "{busybox_image}"
-          command = "httpd"
-          args    = ["-f", "-p", "8080", "-h", "/local"]
-        }}
-      }}
-      template {{
-        data        = "served by herder under nomad, port {{{{ env \\"NOMAD_HOST_PORT_http\\" }}}}"
-        destination = "local/index.html"
-      }}
-    }}
-  }}
-}}
-"""))
+    cluster.run_job(job_file(tmp_path, "web", docker_web_job(
+        "web", busybox_image, port, 'served by herder under nomad, port {{ env "NOMAD_HOST_PORT_http" }}')))
     alloc = cluster.wait_alloc("web", "running")[0]
     assert read_url(f"http://127.0.0.1:{port}/") == f"served by herder under nomad, port {port}".encode()
     listing = cluster.nomad("alloc", "exec", "-i=false", "-t=false", alloc["ID"], "ls", "/local").stdout
@@ -383,35 +390,7 @@ def test_a_docker_task_is_recovered_after_a_client_restart(cluster: NomadCluster
     client = cluster.add("client", mode="client", servers=[server])
     cluster.wait_ready()
     port = free_port()
-    cluster.run_job(job_file(tmp_path, "box", f"""
-job "box" {{
-  datacenters = ["dc1"]
-  group "box" {{
-    network {{
-      port "http" {{
-        static = {port}
-        to     = 8080
-      }}
-    }}
-    task "server" {{
-      driver = "herder"
-      kill_timeout = "2s"
-      config {{
-        driver = "docker"
-        config = {{
-          image   = "{busybox_image}"
-          command = "httpd"
-          args    = ["-f", "-p", "8080", "-h", "/local"]
-        }}
-      }}
-      template {{
-        data        = "still here"
-        destination = "local/index.html"
-      }}
-    }}
-  }}
-}}
-"""))
+    cluster.run_job(job_file(tmp_path, "box", docker_web_job("box", busybox_image, port, "still here")))
     alloc = cluster.wait_alloc("box", "running")[0]
     assert read_url(f"http://127.0.0.1:{port}/") == b"still here"
 
