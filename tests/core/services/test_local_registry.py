@@ -22,7 +22,7 @@ from herder.services import (
     check_id,
 )
 from herder.services.local import LocalRegistry
-from herder.services.probes import probe
+from herder.services.probes import Prober
 from tests.support.consul import free_ports
 
 
@@ -45,6 +45,13 @@ def web() -> Iterator[str]:
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def prober() -> Iterator[Prober]:
+    prober = Prober()
+    yield prober
+    prober.close()
 
 
 @pytest.fixture
@@ -93,27 +100,27 @@ def test_a_service_fingerprint_changes_with_what_is_registered() -> None:
 # -- probes, as Consul runs them -------------------------------------------------
 
 
-def test_an_http_check_passes_on_2xx_warns_on_429_and_is_critical_otherwise(web: str) -> None:
-    assert probe(http_check(web, "/ok")).status == PASSING
-    assert probe(http_check(web, "/busy")).status == WARNING
-    failed = probe(http_check(web, "/broken"))
+def test_an_http_check_passes_on_2xx_warns_on_429_and_is_critical_otherwise(prober: Prober, web: str) -> None:
+    assert prober.probe(http_check(web, "/ok")).status == PASSING
+    assert prober.probe(http_check(web, "/busy")).status == WARNING
+    failed = prober.probe(http_check(web, "/broken"))
     assert failed.status == CRITICAL and "500" in failed.output
 
 
-def test_a_tcp_check_passes_while_something_listens(web: str) -> None:
+def test_a_tcp_check_passes_while_something_listens(prober: Prober, web: str) -> None:
     (closed,) = free_ports(1)
-    assert probe(CheckRegistration(id="t", name="t", kind="tcp", target=web, timeout=1)).status == PASSING
-    refused = probe(CheckRegistration(id="t", name="t", kind="tcp", target=f"127.0.0.1:{closed}", timeout=1))
+    assert prober.probe(CheckRegistration(id="t", name="t", kind="tcp", target=web, timeout=1)).status == PASSING
+    refused = prober.probe(CheckRegistration(id="t", name="t", kind="tcp", target=f"127.0.0.1:{closed}", timeout=1))
     assert refused.status == CRITICAL and "refused" in refused.output.lower()
 
 
-def test_an_http_check_that_gets_no_answer_in_time_is_critical() -> None:
+def test_an_http_check_that_gets_no_answer_in_time_is_critical(prober: Prober) -> None:
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", free_ports(1)[0]))
         silent.listen()  # accepts, never answers
         port = silent.getsockname()[1]
         started = time.monotonic()
-        result = probe(CheckRegistration(id="h", name="h", kind="http", target=f"http://127.0.0.1:{port}/",
+        result = prober.probe(CheckRegistration(id="h", name="h", kind="http", target=f"http://127.0.0.1:{port}/",
                                          timeout=0.3))
     assert result.status == CRITICAL
     assert time.monotonic() - started < 5

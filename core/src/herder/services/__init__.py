@@ -7,7 +7,7 @@ included), so a third registry is a distribution of its own.
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from herder.errors import ConfigError
@@ -16,7 +16,6 @@ from herder.services.model import (
     PASSING,
     SCRIPT_TTL_GRACE,
     SERVICE_PREFIX,
-    STATUSES,
     WARNING,
     Backend,
     CheckRegistration,
@@ -33,24 +32,28 @@ from herder.services.sync import ServiceSync
 ENTRY_POINT_GROUP = "herder.service_backends"
 
 __all__ = [
-    "CRITICAL", "ENTRY_POINT_GROUP", "PASSING", "SCRIPT_TTL_GRACE", "SERVICE_PREFIX", "STATUSES", "WARNING",
+    "CRITICAL", "ENTRY_POINT_GROUP", "PASSING", "SCRIPT_TTL_GRACE", "SERVICE_PREFIX", "WARNING",
     "Backend", "CheckRegistration", "CheckStatus", "Owner", "RegisteredService", "RegistryUnavailable",
     "RegistryView", "ServiceRegistration", "ServiceSync", "check_backend", "check_id", "open_backend",
 ]
 
 
+def _entry_point(name: str) -> EntryPoint:
+    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    if name not in found:
+        raise ConfigError(f"services.backend: no service registry {name!r} is installed "
+                          f"(installed: {', '.join(sorted(found)) or 'none'})")
+    return found[name]
+
+
 def check_backend(name: str) -> None:
     """:class:`ConfigError` unless a backend ``name`` is installed."""
-    known = sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
-    if name not in known:
-        raise ConfigError(f"services.backend: no service registry {name!r} is installed "
-                          f"(installed: {', '.join(known) or 'none'})")
+    _entry_point(name)
 
 
 def open_backend(name: str, config: dict[str, Any], owner: Owner) -> Backend:
     """The backend ``name``, made from its configuration table, for the herder ``owner`` names."""
-    check_backend(name)
-    ep = next(ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name)
+    ep = _entry_point(name)
     try:
         factory = ep.load()
     except Exception as exc:  # a broken third-party backend is named, not raised as is

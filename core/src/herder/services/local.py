@@ -23,7 +23,7 @@ from herder.services.model import (
     RegistryView,
     ServiceRegistration,
 )
-from herder.services.probes import Scheduler, probe
+from herder.services.probes import Prober, Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ class LocalRegistry:
         self._services: dict[str, ServiceRegistration] = {}
         self._checks: dict[str, _CheckState] = {}
         self._lock = threading.Lock()
+        self._prober = Prober()
         self._scheduler = Scheduler(self._run_check, name="local-checks")
 
     def read(self) -> RegistryView:
@@ -104,6 +105,7 @@ class LocalRegistry:
 
     def close(self) -> None:
         self._scheduler.close()
+        self._prober.close()
 
     def _drop_check(self, check_id: str) -> None:
         self._checks.pop(check_id, None)
@@ -121,7 +123,7 @@ class LocalRegistry:
             state = self._checks.get(check_id)
         if state is None:
             return
-        result = probe(state.check)
+        result = self._prober.probe(state.check)
         with self._lock:
             if self._checks.get(check_id) is state:
                 state.status = result

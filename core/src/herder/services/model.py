@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 PASSING, WARNING, CRITICAL = "passing", "warning", "critical"
-STATUSES = (PASSING, WARNING, CRITICAL)
 
 SERVICE_PREFIX = "_herder-"
 """Every service herder registers has an ID starting with this: what the sync
@@ -73,7 +72,7 @@ class ServiceRegistration:
 
 @dataclass(frozen=True)
 class CheckStatus:
-    """A check's health as last seen: one of :data:`STATUSES`, and its output."""
+    """A check's health as last seen: :data:`PASSING`, :data:`WARNING` or :data:`CRITICAL`, and its output."""
 
     status: str
     output: str = ""

@@ -19,26 +19,39 @@ import httpx
 from herder.services.model import CRITICAL, OUTPUT_LIMIT, PASSING, WARNING, CheckRegistration, CheckStatus
 
 
-def probe(check: CheckRegistration) -> CheckStatus:
-    """Run ``check`` once."""
-    if check.kind == "http":
-        return _http(check)
-    if check.kind == "tcp":
-        return _tcp(check)
-    raise ValueError(f"the embedded registry does not run {check.kind} checks")
+class Prober:
+    """Runs checks, with one HTTP client per TLS mode for all of them: a check's run
+    does not build a client and its TLS context anew. Connections are not kept
+    alive, so that every run connects afresh, as Consul's checks do."""
 
+    def __init__(self) -> None:
+        limits = httpx.Limits(max_keepalive_connections=0)
+        self._http = {verify: httpx.Client(verify=verify, limits=limits) for verify in (True, False)}
 
-def _http(check: CheckRegistration) -> CheckStatus:
-    headers = [(name, value) for name, values in check.header.items() for value in values]
-    try:
-        with httpx.Client(verify=not check.tls_skip_verify, timeout=check.timeout) as client:
-            response = client.request(check.method, check.target, headers=headers)
-    except httpx.HTTPError as exc:
-        return CheckStatus(CRITICAL, f"{check.method} {check.target}: {exc or type(exc).__name__}")
-    code = response.status_code
-    status = PASSING if 200 <= code < 300 else WARNING if code == 429 else CRITICAL
-    body = response.content[:OUTPUT_LIMIT].decode(errors="replace")
-    return CheckStatus(status, f"HTTP {check.method} {check.target}: {code} {response.reason_phrase} Output: {body}")
+    def probe(self, check: CheckRegistration) -> CheckStatus:
+        """Run ``check`` once."""
+        if check.kind == "http":
+            return self._probe_http(check)
+        if check.kind == "tcp":
+            return _tcp(check)
+        raise ValueError(f"the embedded registry does not run {check.kind} checks")
+
+    def _probe_http(self, check: CheckRegistration) -> CheckStatus:
+        headers = [(name, value) for name, values in check.header.items() for value in values]
+        client = self._http[not check.tls_skip_verify]
+        try:
+            response = client.request(check.method, check.target, headers=headers, timeout=check.timeout)
+        except httpx.HTTPError as exc:
+            return CheckStatus(CRITICAL, f"{check.method} {check.target}: {exc or type(exc).__name__}")
+        code = response.status_code
+        status = PASSING if 200 <= code < 300 else WARNING if code == 429 else CRITICAL
+        body = response.content[:OUTPUT_LIMIT].decode(errors="replace")
+        return CheckStatus(status, f"HTTP {check.method} {check.target}: {code} {response.reason_phrase} "
+                                   f"Output: {body}")
+
+    def close(self) -> None:
+        for client in self._http.values():
+            client.close()
 
 
 def _tcp(check: CheckRegistration) -> CheckStatus:

@@ -57,7 +57,6 @@ class ServiceSync:
         self._synced = 0      # the generation the registry last matched
         self._synced_cond = threading.Condition(self._lock)
         self._failing = False
-        self.syncs = 0
         self._thread = threading.Thread(target=self._loop, name="service-sync", daemon=True)
 
     # -- the desired set -----------------------------------------------------
@@ -138,7 +137,6 @@ class ServiceSync:
         for service_id in view.services.keys() - desired.keys():
             if self._removable(view.services[service_id].session):
                 self.backend.deregister(service_id)
-        self.syncs += 1
         with self._synced_cond:
             self._synced = max(self._synced, generation)
             self._failing = False
