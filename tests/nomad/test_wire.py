@@ -7,12 +7,9 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import msgpack  # type: ignore[import-untyped]
 import pytest
-
-pytest.importorskip("herder_nomad")
-
-import grpc
 
 from herder_nomad import cty
 from herder_nomad.driver import as_objects
