@@ -100,9 +100,9 @@ def tls_context(tls: TlsConfig) -> ssl.SSLContext | None:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(tls.cert_file, tls.key_file)
-    except (OSError, ssl.SSLError) as exc:
+    except OSError as exc:  # ssl.SSLError is one
         raise ConfigError(f"[tls] cert_file {tls.cert_file}, key_file {tls.key_file}: cannot load: "
-                          f"{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}") from None
+                          f"{exc.strerror or exc}") from None
     return context
 
 

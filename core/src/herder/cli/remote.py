@@ -104,9 +104,9 @@ def tls_verify() -> ssl.SSLContext | bool:
     cacert = os.environ.get("HERDER_CACERT") or None
     try:
         return ssl.create_default_context(cafile=cacert)
-    except (OSError, ssl.SSLError) as exc:
+    except OSError as exc:  # ssl.SSLError is one
         fail(f"HERDER_CACERT {cacert}: cannot load a CA bundle: "
-             f"{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
+             f"{exc.strerror or exc}")
 
 
 def _ssl_error(exc: BaseException) -> ssl.SSLError | None:
