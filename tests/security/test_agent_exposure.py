@@ -41,14 +41,15 @@ def outside_address() -> str:
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "[::]", "OUTSIDE"])
 def test_an_agent_without_a_token_refuses_a_bind_beyond_loopback(tmp_path: Path, host: str) -> None:
-    host = outside_address() if host == "OUTSIDE" else host
+    outside = outside_address()
+    host = outside if host == "OUTSIDE" else host
     port = free_ports(1)[0]
     config = tmp_path / "agent.toml"
     config.write_text(f'data_dir = "{tmp_path / "data"}"\n')
     proc = subprocess.Popen([sys.executable, "-m", "herder", "agent", "--config", str(config),
                              "--bind", f"{host}:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: proc.poll() is not None or answers("127.0.0.1", port) or answers(outside_address(), port),
+        wait_for(lambda: proc.poll() is not None or answers("127.0.0.1", port) or answers(outside, port),
                  timeout=30.0, what="the agent to exit or listen")
         listening = proc.poll() is None
     finally:
@@ -57,7 +58,7 @@ def test_an_agent_without_a_token_refuses_a_bind_beyond_loopback(tmp_path: Path,
     assert not listening, "the agent listens beyond loopback without a token"
     assert proc.returncode == 1
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "token" in lines[0] and f"{host.strip('[]')}" in lines[0], stderr
+    assert len(lines) == 1 and "token" in lines[0] and host.strip("[]") in lines[0], stderr
     assert not (tmp_path / "data").exists()  # refused before anything was set up
 
 
