@@ -78,7 +78,7 @@ class LogTail:
         try:
             dir_fd = open_log_dir(self.logs_dir)
         except OSError as err:
-            if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            if err.errno in (errno.ENOENT, errno.ENOTDIR):
                 return
             raise
         try:

@@ -366,10 +366,8 @@ class Supervisor:
             sock.settimeout(max(0.05, deadline - time.monotonic()))
             dir_fd = open_state_dir(self.data_dir)
             try:
+                check_socket_name(dir_fd, self.data_dir)
                 sock.connect(socket_address(dir_fd))
-            except (ConnectionRefusedError, FileNotFoundError):
-                check_socket_name(dir_fd, self.data_dir)  # a file there refuses connections too
-                raise
             finally:
                 os.close(dir_fd)
             _, uid, _ = peer_credentials(sock)

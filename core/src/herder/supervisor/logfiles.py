@@ -48,9 +48,15 @@ def open_log_dir(logs_dir: Path) -> int:
     with ``O_NOFOLLOW``, so that a link or another directory put in its place
     later is never written to.
 
-    :raises OSError: when it cannot be opened; ``ELOOP`` when it is a link.
+    :raises OSError: when it cannot be opened; ``NotADirectoryError`` when it is a link or a file.
     """
-    return os.open(logs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        return os.open(logs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory (a link is never followed)",
+                                     str(logs_dir)) from None
+        raise
 
 
 def open_log_file(dir_fd: int, name: str, flags: int) -> int:

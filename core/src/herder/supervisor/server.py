@@ -97,7 +97,7 @@ class _Refused(Exception):
         self.extra = extra
 
 
-class _Refusals:
+class Refusals:
     """Which refused connections are logged: the first :data:`REFUSAL_LOG_BURST` of each interval.
 
     A process of another user knocking in a loop must not fill the disk.
@@ -299,7 +299,7 @@ class Server:
         self._child_fd_limit = _raise_fd_limit()
         self._started = time.monotonic()
         self._done = False
-        self._refusals = _Refusals()
+        self._refusals = Refusals()
         self._ops: dict[str, Callable[[_Conn, dict[str, Any]], dict[str, Any] | None]] = {
             "hello": self._hello, "spawn": self._spawn, "attach": self._attach, "signal": self._signal,
             "stop": self._stop, "forget": self._forget, "list": self._list, "bye": self._bye,
