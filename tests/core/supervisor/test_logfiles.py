@@ -87,9 +87,11 @@ def test_what_is_not_a_file_of_its_own_is_skipped(logs: Path, target: Path, kind
 def test_a_link_for_the_log_directory_is_refused(tmp_path: Path) -> None:
     (tmp_path / "host").mkdir()
     (tmp_path / "logs").symlink_to(tmp_path / "host")
+    heard: list[str] = []
     with pytest.raises(NotADirectoryError, match="a link is never followed"):
-        RotatingFile(tmp_path / "logs", "web", "stdout", max_files=5, max_file_size=1)
+        RotatingFile(tmp_path / "logs", "web", "stdout", max_files=5, max_file_size=1, on_unsafe=heard.append)
     assert list((tmp_path / "host").iterdir()) == []
+    assert heard == [f"{tmp_path / 'logs'} is not a directory (a link, say): never followed; web's stdout is not kept"]
 
 
 def test_a_log_directory_swapped_for_a_link_is_not_followed(logs: Path, tmp_path: Path) -> None:

@@ -86,7 +86,7 @@ def open_log_file(dir_fd: int, name: str, flags: int) -> int:
             raise
         try:
             st = os.fstat(handle)
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
                 raise UnsafeFile(name, _kind(st))
             return os.open(f"/proc/self/fd/{handle}", flags & ~(os.O_CREAT | os.O_NOFOLLOW))
         finally:
@@ -180,7 +180,13 @@ class RotatingFile:
         self.fd = -1
         self.index = 0
         self.size = 0
-        self._dir_fd = open_log_dir(logs_dir)
+        try:
+            self._dir_fd = open_log_dir(logs_dir)
+        except NotADirectoryError:
+            if on_unsafe is not None:
+                on_unsafe(f"{logs_dir} is not a directory (a link, say): never followed; {task}'s {stream} "
+                          "is not kept")
+            raise
         try:
             existing = indexed_names(self._dir_fd, task, stream)
             self._open(existing[-1][0] if existing else 0)

@@ -601,7 +601,7 @@ class Server:
         fds: list[int] = []
         try:
             for path in outputs:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK)
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
                 fds.append(fd)
                 os.set_blocking(fd, True)
             popen = subprocess.Popen(
