@@ -73,11 +73,12 @@ def open_state_dir(data_dir: Path) -> int:
             raise
     finally:
         os.close(parent)
-    owner = os.fstat(fd).st_uid
-    if owner != os.geteuid():
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid():
         os.close(fd)
-        raise Squatted(f"{path} belongs to uid {owner}, not to this user (uid {os.geteuid()}): remove it")
-    os.fchmod(fd, 0o700)
+        raise Squatted(f"{path} belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()}): remove it")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.fchmod(fd, 0o700)
     return fd
 
 
