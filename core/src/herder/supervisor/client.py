@@ -398,17 +398,18 @@ class Supervisor:
         command = [sys.executable, "-m", "herder.supervisor", str(self.data_dir)]
         with path.open("ab") as output:
             try:
-                subprocess.run(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.PIPE, cwd="/",
-                               start_new_session=True, timeout=max(0.1, deadline - time.monotonic()), check=True)
-            except subprocess.CalledProcessError as err:
-                output.write(err.stderr)
-                said = err.stderr.decode(errors="replace").strip().splitlines()
-                raise SupervisorUnavailable(
-                    f"the supervisor of {self.data_dir} did not start (exit status {err.returncode}): "
-                    f"{said[-1] if said else 'it said nothing'}; see {path}"
-                ) from None
+                done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.PIPE,
+                                      cwd="/", start_new_session=True,
+                                      timeout=max(0.1, deadline - time.monotonic()), check=False)
             except subprocess.TimeoutExpired:
                 raise SupervisorUnavailable(f"the supervisor of {self.data_dir} did not start in time") from None
+            output.write(done.stderr)  # what it said goes to its log too
+        if done.returncode:
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            raise SupervisorUnavailable(
+                f"the supervisor of {self.data_dir} did not start (exit status {done.returncode}): "
+                f"{said[-1] if said else 'it said nothing'}; see {path}"
+            )
 
     def _read(self, conn: _Connection, pending: bytes) -> None:
         """The reader thread: hand out replies and record exits until the connection ends."""
