@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from herder import events
 from herder.client.env import task_environment
 from herder.client.logs import TaskLogs
 from herder.client.node import Node
@@ -119,7 +120,11 @@ class Placement:
               created: Sequence[tuple[str, str]]) -> PlacedTask:
         alloc = placed.alloc
         task_dir = build_task_dir(alloc.dir, task.name)
-        logs = TaskLogs.open(task_dir.logs_dir, task.name, task.logs)
+
+        def report_unsafe(message: str) -> None:
+            ctx.emit_event(events.UNSAFE_LOG_FILE, message)  # ctx is made below, before any output is written
+
+        logs = TaskLogs.open(task_dir.logs_dir, task.name, task.logs, on_unsafe=report_unsafe)
         env = task_environment(job=placed.job, group=placed.group, task=task, alloc_id=alloc.id,
                                alloc_index=alloc.index, task_dir=task_dir, ports=ports, datacenter=node.datacenter)
         ctx = TaskContext(
