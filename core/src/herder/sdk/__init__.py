@@ -12,7 +12,9 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
   :func:`set_port_vars`, :func:`set_task_dirs`, :func:`clean_env_var`,
   :func:`inherited_environment`.
 - :func:`resolve_in_task_dir`: a job-file path inside the task directory,
-  never outside it (as a path string, for display or a driver's mount).
+  never outside it (as a path string, for display or a driver's mount);
+  :func:`locate_in_task_dir`: the same path as a root and a relative path
+  for the safefs functions.
 - Files in directories a task can write, reached through directory
   descriptors without following links (:mod:`herder.sdk.safefs`):
   :func:`safe_root`, :func:`open_beneath`, :func:`open_dir`,
@@ -33,7 +35,7 @@ from herder.sdk.env import (
     set_task_dirs,
     set_var,
 )
-from herder.sdk.paths import resolve_in_task_dir
+from herder.sdk.paths import locate_in_task_dir, resolve_in_task_dir
 from herder.sdk.process import exit_result, kill_group, run_capped
 from herder.sdk.safefs import (
     UnsafePathError,
@@ -57,6 +59,7 @@ __all__ = [
     "get_var",
     "inherited_environment",
     "kill_group",
+    "locate_in_task_dir",
     "open_beneath",
     "open_dir",
     "open_file",
