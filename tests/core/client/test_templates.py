@@ -195,7 +195,7 @@ def test_a_destination_through_a_link_out_is_refused(plugin: TemplatesPlugin, co
     outside = tmp_path / "outside"
     outside.mkdir()
     (context.task_dir / "local/conf").symlink_to(outside)
-    with pytest.raises(TemplateRenderError, match="local/conf/app.conf: local/conf: a link; not followed"):
+    with pytest.raises(TemplateRenderError, match=r"local/conf/app\.conf: local/conf: a link; not followed"):
         prestart(plugin, context, Template(destination="local/conf/app.conf", data="x"))
     assert list(outside.iterdir()) == []
 
