@@ -24,6 +24,7 @@ that later problems can name it.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,6 +100,7 @@ _JOB = _Context(lists={"group": _ListOf("groups", "name", _GROUP)})
 
 def parse_hcl(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
     """Parse a Nomad job file; return the canonical document and its line map."""
+    text = _heredoc_closers(text)
     try:
         body = _read_body(hcl2.parses(text).body, text)
     except UnexpectedInput as exc:
@@ -111,6 +113,28 @@ def parse_hcl(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
         locator = Locator(source, converter.lines)
         raise JobError([locator.format(path, message, line) for path, message, line in converter.problems])
     return document, converter.lines
+
+
+_HEREDOC_OPENER = re.compile(r"<<-?([A-Za-z][A-Za-z0-9._-]*)\r?$")
+
+
+def _heredoc_closers(text: str) -> str:
+    """The text with the closing line of each heredoc as python-hcl2's grammar wants it.
+
+    HCL2 (and so Nomad) accepts spaces after a heredoc's closing marker;
+    python-hcl2's grammar wants the marker alone on its line. Lines are kept,
+    so positions in messages stay right.
+    """
+    lines = text.split("\n")
+    marker: str | None = None
+    for index, line in enumerate(lines):
+        if marker is None:
+            opener = _HEREDOC_OPENER.search(line)
+            marker = opener.group(1) if opener else None
+        elif line.strip() == marker:
+            lines[index] = line.rstrip()
+            marker = None
+    return "\n".join(lines)
 
 
 def _describe_syntax_error(exc: UnexpectedInput) -> str:
