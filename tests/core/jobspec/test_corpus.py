@@ -14,9 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 from nomad_corpus import corpus_files, problems_of
 
 # File name -> a part of the one problem it is expected to have, and why.
-EXPECTED_FAILURES = {
-    "dynamic-ports.nomad.hcl": "'dynamic' blocks are not supported yet",  # HCL2 dynamic blocks are not expanded
-}
+EXPECTED_FAILURES: dict[str, str] = {}
 
 FILES = corpus_files()
 

@@ -82,6 +82,26 @@ class _Context:
     blocks: dict[str, _Context] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class DynamicBlock:
+    """A ``dynamic "TYPE" { for_each, iterator, labels, content }`` block, expanded once variables are known.
+
+    It stands where the blocks it generates go (in the list of ``port``,
+    ``service`` ... blocks, or the list of a generic block's maps), and
+    :mod:`herder.jobspec.variables` replaces it with one map of ``content``
+    per element of ``for_each``, the element visible as ``ITERATOR.key`` and
+    ``ITERATOR.value``, its ``labels`` evaluated too: the label of a labelled
+    block (``label_key``), or the keys a generic block's map nests under.
+    """
+
+    for_each: Any
+    iterator: str
+    labels: Any
+    content: dict[str, Any]
+    label_key: str | None
+    line: int | None
+
+
 _MAP = _Context()
 _NETWORK = _Context(lists={"port": _ListOf("ports", "label", _MAP)})
 _SERVICE = _Context(lists={"check": _ListOf("checks", None, _MAP)})
@@ -278,7 +298,12 @@ class _Converter:
 
     def body(self, items: list[_Attribute | _Block], path: Path, context: _Context) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        counts = Counter(item.type for item in items if isinstance(item, _Block))
+        counts: Counter[str] = Counter()
+        for item in items:
+            if isinstance(item, _Block) and item.type == "dynamic" and item.labels:
+                counts[item.labels[0]] += 2  # a generic block made by 'dynamic' is a list, however many
+            elif isinstance(item, _Block):
+                counts[item.type] += 1
         seen: Counter[str] = Counter()
         from_blocks: set[str] = set()
         for item in items:
@@ -291,8 +316,7 @@ class _Converter:
                     self._mark((*path, item.name), item.line)
                 continue
             if item.type == "dynamic":
-                self._problem((*path, "dynamic"), item.line,
-                              "'dynamic' blocks are not supported yet (write the blocks out)")
+                self.add_dynamic(out, item, path, context, from_blocks)
                 continue
             index = seen[item.type]
             seen[item.type] += 1
@@ -312,6 +336,49 @@ class _Converter:
             else:
                 self.add_generic(out, item, path, counts[item.type], index, context)
         return out
+
+    def add_dynamic(self, out: dict[str, Any], block: _Block, path: Path, context: _Context,
+                    from_blocks: set[str]) -> None:
+        """``dynamic "TYPE" { ... }``: a :class:`DynamicBlock` where the blocks of TYPE go."""
+        here: Path = (*path, "dynamic")
+        if len(block.labels) != 1:
+            self._problem(here, block.line, "a 'dynamic' block takes one label, the type of the blocks it makes")
+            return
+        kind = block.labels[0]
+        spec = context.lists.get(kind)
+        if (context is _JOB and kind == "task") or kind in ("dynamic", "content"):
+            self._problem((*path, kind), block.line, f"blocks {kind!r} cannot be made by a 'dynamic' block")
+            return
+        key = spec.key if spec else kind
+        if key in out and key not in from_blocks:
+            self._problem((*path, key), block.line, "is set twice")
+            return
+        from_blocks.add(key)
+        items = out.setdefault(key, [])
+        item_path: Path = (*path, key, len(items))
+        self._mark(item_path, block.line)
+        attributes = {item.name: item for item in block.body if isinstance(item, _Attribute)}
+        contents = [item for item in block.body if isinstance(item, _Block) and item.type == "content"]
+        for item in block.body:
+            name = item.type if isinstance(item, _Block) else item.name
+            if name not in ("for_each", "iterator", "labels", "content") or \
+                    (name == "content") != isinstance(item, _Block):
+                self._problem((*here, name), item.line, f"unknown key {name!r} in a 'dynamic' block")
+        if "for_each" not in attributes or len(contents) != 1:
+            self._problem(here, block.line, "a 'dynamic' block needs for_each and one content block")
+            return
+        iterator = attributes["iterator"].value if "iterator" in attributes else kind
+        if isinstance(iterator, str) and iterator.startswith("${") and iterator.endswith("}"):
+            iterator = iterator[2:-1]  # a bare name reads as a reference
+        if not isinstance(iterator, str) or not iterator.isidentifier():
+            self._problem((*here, "iterator"), block.line, "must be a name")
+            return
+        content_context = spec.context if spec else context.blocks.get(kind, _MAP)
+        content = self.body(contents[0].body, item_path, content_context)
+        labels = attributes["labels"].value if "labels" in attributes else []
+        items.append(DynamicBlock(attributes["for_each"].value, iterator, labels, content,
+                                  spec.label_key if spec else None, block.line))
+        self._mark((*path, key), block.line)
 
     def add_task_as_group(self, out: dict[str, Any], block: _Block, path: Path) -> None:
         groups = out.setdefault("groups", [])

@@ -492,12 +492,13 @@ class Evaluator:
         self.base_dir = base_dir
         self.functions = _functions(base_dir)
 
-    def template_value(self, text: str) -> tuple[Any, bool]:
+    def template_value(self, text: str, scope: Mapping[str, Any] | None = None) -> tuple[Any, bool]:
         """The value of template text, and whether it was one interpolation alone.
 
         Interpolations that are only a reference to a runtime name are kept as
         written; one that does not parse is kept too unless it mentions
-        ``var.`` or ``local.`` (then it is an error).
+        ``var.`` or ``local.`` (then it is an error). ``scope``: names bound
+        around the text (a dynamic block's iterator).
         """
         if "${" not in text:
             return text.replace("$${", "${").replace("%%{", "%{"), False
@@ -507,7 +508,7 @@ class Evaluator:
             if re.search(r"\b(var|local)\.", text):
                 raise EvalError(f"cannot read the expression: {exc}") from None
             return text, False
-        return self.template(template, {})
+        return self.template(template, scope or {})
 
     def template(self, template: Template, scope: Mapping[str, Any]) -> tuple[Any, bool]:
         parts = template.parts

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from herder.jobspec.hcl import DynamicBlock
+
 HOST_MODE = "host"
 
 
@@ -125,8 +127,9 @@ def _visit(mapping: Any, block: _Block, dropped: list[str]) -> None:
 
 
 def _items(value: Any) -> Iterator[Any]:
+    """The maps of a list, and the content of its dynamic blocks (the maps they will make)."""
     if isinstance(value, list):
-        yield from value
+        yield from (item.content if isinstance(item, DynamicBlock) else item for item in value)
 
 
 def host_networking(document: Any) -> list[str]:

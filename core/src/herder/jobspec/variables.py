@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path as FilePath
 from typing import Any
 
+from herder.jobspec.hcl import DynamicBlock
 from herder.jobspec.hcl_eval import (
     Call,
     EvalError,
@@ -155,18 +156,56 @@ class _Scope:
         self.local_values[name] = value
         return value
 
-    def apply(self, value: Any, path: Path) -> Any:
+    def apply(self, value: Any, path: Path, scope: Mapping[str, Any] | None = None) -> Any:
+        """``value`` with its templates evaluated and its dynamic blocks expanded; ``scope``: the
+        iterators of the dynamic blocks around it."""
+        scope = scope or {}
         if isinstance(value, dict):
-            return {key: self.apply(item, (*path, key)) for key, item in value.items()}
+            return {key: self.apply(item, (*path, key), scope) for key, item in value.items()}
         if isinstance(value, list):
-            return [self.apply(item, (*path, index)) for index, item in enumerate(value)]
+            out: list[Any] = []
+            for item in value:
+                if isinstance(item, DynamicBlock):
+                    out.extend(self.expand(item, (*path, len(out)), scope))
+                else:
+                    out.append(self.apply(item, (*path, len(out)), scope))
+            return out
         if isinstance(value, str):
-            return self.apply_text(value, path)
+            return self.apply_text(value, path, scope)
         return value
 
-    def apply_text(self, text: str, path: Path) -> Any:
+    def expand(self, block: DynamicBlock, path: Path, scope: Mapping[str, Any]) -> list[Any]:
+        """The maps a dynamic block makes, one per element of its ``for_each``."""
+        collection = self.apply(block.for_each, (*path, "for_each"), scope)
+        if isinstance(collection, dict):
+            elements = sorted(collection.items())  # HCL iterates a map in the order of its keys
+        elif isinstance(collection, list):
+            elements = list(enumerate(collection))
+        else:
+            if not isinstance(collection, str) or "${" not in collection:  # else reported already
+                self.problems.append(((*path, "for_each"), f"must be a list or a map, not {describe(collection)}"))
+            return []
+        out: list[Any] = []
+        for key, element in elements:
+            here: Path = (*path[:-1], path[-1] + len(out)) if isinstance(path[-1], int) else path
+            inner = {**scope, block.iterator: {"key": key, "value": element}}
+            labels = self.apply(block.labels, (*here, "labels"), inner)
+            content = self.apply(block.content, here, inner)
+            if not isinstance(labels, list) or not all(isinstance(label, (str, int, float)) for label in labels):
+                self.problems.append(((*here, "labels"), "must be a list of strings"))
+            elif block.label_key is not None and len(labels) != 1:
+                self.problems.append(((*here, "labels"), f"needs one label, not {len(labels)}"))
+            elif block.label_key is not None:
+                out.append({block.label_key: str(labels[0]), **content})
+            else:
+                for label in reversed(labels):
+                    content = {str(label): content}
+                out.append(content)
+        return out
+
+    def apply_text(self, text: str, path: Path, scope: Mapping[str, Any]) -> Any:
         try:
-            value, whole = self.evaluator.template_value(text)
+            value, whole = self.evaluator.template_value(text, scope)
         except _Reported:
             return text
         except EvalError as exc:
