@@ -13,10 +13,11 @@ once becomes a list of maps. Top-level ``variable "NAME" {}`` blocks (and the
 ``variables { NAME = default }`` shorthand) become ``variables``; the
 attributes of every top-level ``locals {}`` block become ``locals``.
 
-Attribute values are read from their source text by
-:func:`herder.jobspec.hcl_eval.source_value`: literals become plain data,
-strings and heredocs become templates, and any other expression becomes the
-template ``"${EXPR}"``, evaluated with the variables later.
+Attribute values are read from python-hcl2's expression rules by
+:func:`herder.jobspec.hcl_tree.value`: literals (and lists and maps of them)
+become plain data, anything else an :class:`~herder.jobspec.hcl_tree.Expression`,
+evaluated with the variables later. python-hcl2 parses the file once; no
+source text is read again.
 
 The line of every attribute and block is recorded under its canonical path so
 that later problems can name it.
@@ -39,7 +40,8 @@ from lark.exceptions import (
 )
 
 from herder.errors import JobError
-from herder.jobspec.hcl_eval import HclSyntaxError, source_value
+from herder.jobspec.hcl_eval import HclSyntaxError, Interpolation, Reference
+from herder.jobspec.hcl_tree import Expression, value
 from herder.jobspec.paths import Locator, Path, render_path
 
 _OPTIONS = hcl2.SerializationOptions(
@@ -121,12 +123,15 @@ _JOB = _Context(lists={"group": _ListOf("groups", "name", _GROUP)})
 def parse_hcl(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
     """Parse a Nomad job file; return the canonical document and its line map."""
     text = _heredoc_closers(text)
+    unreadable: list[str] = []
     try:
-        body = _read_body(hcl2.parses(text).body, text)
+        body = _read_body(hcl2.parses(text).body, unreadable)
     except UnexpectedInput as exc:
         raise JobError([f"{source}:{exc.line}:{exc.column}: {_describe_syntax_error(exc)}"]) from None
     except Exception as exc:
         raise JobError([f"{source}: cannot parse HCL: {exc}"]) from None
+    if unreadable:
+        raise JobError([f"{source}:{problem}" for problem in unreadable])
     converter = _Converter()
     document = converter.document(body)
     if converter.problems:
@@ -170,37 +175,25 @@ def _describe_syntax_error(exc: UnexpectedInput) -> str:
 
 
 def _line(rule: Any) -> int | None:
-    # python-hcl2 keeps lark's position metadata on each rule but does not expose it.
-    return getattr(getattr(rule, "_meta", None), "line", None)
+    """The line a rule starts on: lark's position of the rule, as python-hcl2 hands it back to lark."""
+    return getattr(rule.to_lark().meta, "line", None)
 
 
-def _read_body(body: BodyRule, text: str) -> list[_Attribute | _Block]:
+def _read_body(body: BodyRule, problems: list[str]) -> list[_Attribute | _Block]:
+    """The attributes and blocks of ``body``; an expression herder cannot evaluate is added to ``problems``
+    with its line."""
     items: list[_Attribute | _Block] = []
     for child in body.children:
         if isinstance(child, AttributeRule):
             name = str(child.identifier.serialize(_OPTIONS))
-            items.append(_Attribute(name, _value(child.expression, text), _line(child)))
+            try:
+                items.append(_Attribute(name, value(child.expression), _line(child)))
+            except HclSyntaxError as exc:
+                problems.append(f"{_line(child)}: {name}: {exc}")
         elif isinstance(child, BlockRule):
             block_type, *labels = (str(label.serialize(_OPTIONS)) for label in child.labels)
-            items.append(_Block(block_type, labels, _read_body(child.body, text), _line(child)))
+            items.append(_Block(block_type, labels, _read_body(child.body, problems), _line(child)))
     return items
-
-
-def _value(expression: Any, text: str) -> Any:
-    """The value of an attribute, read from its source text.
-
-    python-hcl2's own serialization is only the fallback for what the
-    expression reader does not know: it loses the quotes of heredocs inside
-    expressions and escapes quotes in ``<<-`` heredocs.
-    """
-    meta = getattr(expression, "_meta", None)
-    start, end = getattr(meta, "start_pos", None), getattr(meta, "end_pos", None)
-    if start is not None and end is not None:
-        try:
-            return source_value(text[start:end])
-        except HclSyntaxError:
-            pass
-    return expression.serialize(_OPTIONS)
 
 
 class _Converter:
@@ -368,8 +361,10 @@ class _Converter:
             self._problem(here, block.line, "a 'dynamic' block needs for_each and one content block")
             return
         iterator = attributes["iterator"].value if "iterator" in attributes else kind
-        if isinstance(iterator, str) and iterator.startswith("${") and iterator.endswith("}"):
-            iterator = iterator[2:-1]  # a bare name reads as a reference
+        if isinstance(iterator, Expression) and len(iterator.template.parts) == 1:
+            [part] = iterator.template.parts  # a bare name reads as a reference
+            iterator = part.expression.name if isinstance(part, Interpolation) and \
+                isinstance(part.expression, Reference) else None
         if not isinstance(iterator, str) or not iterator.isidentifier():
             self._problem((*here, "iterator"), block.line, "must be a name")
             return

@@ -31,12 +31,13 @@ from herder.jobspec.hcl_eval import (
     Call,
     EvalError,
     Evaluator,
+    HclSyntaxError,
     Node,
     Reference,
     convert,
     describe,
-    parse_type,
 )
+from herder.jobspec.hcl_tree import Expression, as_text, parse_template, parse_type
 from herder.jobspec.paths import Path, render_path
 
 
@@ -60,6 +61,9 @@ def apply_variables(
     scope.validate_declarations()
     if "job" in document:
         document["job"] = scope.apply(document["job"], ("job",))
+    for key in ("variables", "locals"):
+        if key in document:
+            document[key] = as_text(document[key])
     return scope.problems, scope.coercible
 
 
@@ -79,18 +83,24 @@ class _Scope:
                 self.declare(name, declaration)
 
     def declare(self, name: str, declaration: dict[str, Any]) -> None:
-        if isinstance(declaration.get("type"), str):
+        if isinstance(declaration.get("type"), (str, Expression)):
             try:
                 self.types[name] = parse_type(declaration["type"])
-            except EvalError as exc:
-                self.problems.append((("variables", name, "type"), str(exc)))
+            except HclSyntaxError as exc:
+                self.problems.append((("variables", name, "type"), f"is not a type: {exc}"))
         if declaration.get("default") is None:
             return
         try:
-            self.values[name] = self.typed(name, declaration["default"])
+            self.values[name] = self.typed(name, self.constant(declaration["default"]))
         except EvalError as exc:
             self.problems.append((("variables", name, "default"), f"the default {_quoted(declaration['default'])} "
                                                                   f"does not match the type: {exc}"))
+
+    def constant(self, value: Any) -> Any:
+        """A default's value: an expression there may use no variable, local or function."""
+        if isinstance(value, Expression):
+            return Evaluator(_no_names, self.evaluator.base_dir).template(value.template, {})[0]
+        return value
 
     def typed(self, name: str, value: Any) -> Any:
         kind = self.types.get(name)
@@ -120,7 +130,7 @@ class _Scope:
     def check_rule(self, name: str, rule: dict[str, Any], path: Path) -> None:
         condition = rule["condition"]
         try:
-            passed = self.evaluator.template_value(condition)[0] if isinstance(condition, str) else condition
+            passed = self.value_of(condition, {})[0] if isinstance(condition, (str, Expression)) else condition
         except EvalError as exc:
             self.problems.append(((*path, "condition"), str(exc)))
             return
@@ -170,7 +180,7 @@ class _Scope:
                 else:
                     out.append(self.apply(item, (*path, len(out)), scope))
             return out
-        if isinstance(value, str):
+        if isinstance(value, (str, Expression)):
             return self.apply_text(value, path, scope)
         return value
 
@@ -203,9 +213,28 @@ class _Scope:
                 out.append(content)
         return out
 
-    def apply_text(self, text: str, path: Path, scope: Mapping[str, Any]) -> Any:
+    def value_of(self, text: str | Expression, scope: Mapping[str, Any]) -> tuple[Any, bool]:
+        """The value of an HCL expression or of template text, and whether it was one interpolation alone.
+
+        Template text that does not parse is kept as written unless it
+        mentions ``var.`` or ``local.`` (then it is an error): JSON and YAML
+        strings hold text for the task too (``$HOME``, ``${FOO:-x}`` for a shell).
+        """
+        if isinstance(text, Expression):
+            return self.evaluator.template(text.template, scope)
+        if "${" not in text and "%{" not in text:
+            return text, False
         try:
-            value, whole = self.evaluator.template_value(text, scope)
+            template = parse_template(text)
+        except HclSyntaxError as exc:
+            if re.search(r"\b(var|local)\.", text):
+                raise EvalError(f"cannot read the expression: {exc}") from None
+            return text, False
+        return self.evaluator.template(template, scope)
+
+    def apply_text(self, text: str | Expression, path: Path, scope: Mapping[str, Any]) -> Any:
+        try:
+            value, whole = self.value_of(text, scope)
         except _Reported:
             return text
         except EvalError as exc:
@@ -214,6 +243,10 @@ class _Scope:
         if whole and isinstance(value, str):
             self.coercible.add(render_path(path))
         return value
+
+
+def _no_names(root: str, name: str) -> Any:
+    raise EvalError(f"a default cannot refer to {root}.{name}")
 
 
 def _from_text(text: str, kind: Node | None) -> Any:
