@@ -25,6 +25,12 @@ from results import write_section
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "core" / "jobspec" / "corpus"
 SUFFIXES = (".hcl", ".nomad", ".json")
+WHY = {
+    "overlapping-ports.nomad.hcl": "by design: Nomad 0.6's fixture of port labels differing only in case, "
+                                   "which Nomad refuses too",
+    "git-artifact.nomad.hcl": "not implemented: go-getter's git:: sources",
+}
+"""Why a file of the corpus fails, where it is meant to or herder lacks the feature."""
 
 
 def corpus_files() -> list[Path]:
@@ -46,13 +52,16 @@ def main() -> None:
     files = corpus_files()
     failures = {path.name: found for path in files if (found := problems_of(path, hooks))}
     valid = len(files) - len(failures)
-    lines = [f"{valid} of {len(files)} job files validate ({100 * valid / len(files):.0f}%).", ""]
+    meant = [name for name in failures if WHY.get(name, "").startswith("by design")]
+    lines = [f"{valid} of {len(files)} job files validate ({100 * valid / len(files):.0f}%); of the "
+             f"{len(files) - len(meant)} that Nomad accepts, {valid} ({100 * valid / (len(files) - len(meant)):.0f}%).",
+             ""]
     if failures:
-        lines += ["| File | Reason |", "|---|---|"]
+        lines += ["| File | Why | Problems |", "|---|---|---|"]
         for name, found in failures.items():
             reasons = "; ".join(problem.replace(str(CORPUS) + "/", "") for problem in found)
             escaped = reasons.replace("|", "\\|")
-            lines.append(f"| `{name}` | {escaped} |")
+            lines.append(f"| `{name}` | {WHY.get(name, 'unexpected')} | {escaped} |")
     body = "\n".join(lines)
     print(body)
     write_section("Nomad job corpus", "python bench/nomad_corpus.py", body)

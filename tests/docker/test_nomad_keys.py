@@ -35,6 +35,16 @@ def test_nomad_1x_keys_reach_the_container(jobs: DockerJobs, docker_client: Dock
     assert wait() == "stopped"
 
 
+def test_memory_max_minus_one_lifts_the_hard_limit(jobs: DockerJobs, docker_client: Docker) -> None:
+    job = docker_job(job_name("nolimit"), sh("sleep 300"), kill_timeout="1s")
+    job["job"]["groups"][0]["tasks"][0]["resources"]["memory_max"] = -1
+    run, wait, container = started_container(jobs, docker_client, job)
+    host = container.attrs["HostConfig"]
+    assert (host["Memory"], host["MemoryReservation"]) == (0, 64 * 1024 * 1024)
+    run.runner.stop()
+    assert wait() == "stopped"
+
+
 def test_ports_publishes_only_the_ports_it_names(jobs: DockerJobs, docker_client: Docker) -> None:
     ports = [{"label": "http", "to": 8080}, {"label": "admin", "to": 9090}]
     config = {"image": IMAGE, "command": "sleep", "args": ["300"], "ports": ["http"]}

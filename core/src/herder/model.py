@@ -21,9 +21,9 @@ class PortSpec:
 
 @dataclass(frozen=True)
 class Resources:
-    """``memory_max`` is Nomad's oversubscription limit (MB): 0 when unset, else
-    at least ``memory``; drivers that can make it the hard limit, with
-    ``memory`` the reservation."""
+    """``memory_max`` is Nomad's oversubscription limit (MB): 0 when unset, -1
+    for no limit, else at least ``memory``; drivers that can make it the hard
+    limit, with ``memory`` the reservation."""
 
     cpu: int = 100
     memory: int = 300

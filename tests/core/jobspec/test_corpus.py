@@ -13,9 +13,13 @@ from herder.plugins.loader import load_plugins
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 from nomad_corpus import corpus_files, problems_of
 
-# File name -> a part of the one problem it is expected to have, and why.
-EXPECTED_FAILURES = {
-    "dynamic-ports.nomad.hcl": "'dynamic' blocks are not supported yet",  # HCL2 dynamic blocks are not expanded
+# File name -> a part of each problem it is expected to have, in order, and why.
+EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
+    # Nomad 0.6's fixture of port labels that differ only in case: refused, as Nomad 0.6 refused it.
+    "overlapping-ports.nomad.hcl": ("port label 'http' collides with 'Http'", "port label 'HTTP' collides with 'Http'"),
+    # go-getter's git:: sources, and their options, are not fetched by herder.
+    "git-artifact.nomad.hcl": ("herder fetches artifacts over http, https, file only", "options.ref: unknown option",
+                               "options.depth: unknown option"),
 }
 
 FILES = corpus_files()
@@ -30,7 +34,7 @@ def hooks() -> Hooks:
 
 
 def test_the_corpus_is_large_enough() -> None:
-    assert len(FILES) >= 15
+    assert len(FILES) >= 60
     assert set(EXPECTED_FAILURES) <= {path.name for path in FILES}
 
 
@@ -42,4 +46,5 @@ def test_each_file_validates_or_fails_as_listed(path: Path, hooks: Hooks) -> Non
     if expected is None:
         assert found == []
     else:
-        assert len(found) == 1 and expected in found[0], found
+        assert len(found) == len(expected), found
+        assert all(words in problem for words, problem in zip(expected, found, strict=True)), found

@@ -89,7 +89,7 @@ def test_non_utf8_file(tmp_path: Path) -> None:
         ("[" * 100_000, "json", None),
         ("[" * 100_000, "yaml", None),
         ("a = " + "[" * 5000 + "]" * 5000, "hcl", None),
-        ('job "x" { group "a" { task "t" { driver = 1 } } }', "hcl", "driver: must be a string"),
+        ('job "x" { group "a" { task "t" { driver = [1] } } }', "hcl", "driver: must be a string"),
         ("job {}", "hcl", "job.name: is required"),
         ('job "a" {\n  groups = 1\n  group "g" {}\n}', "hcl", "job.hcl:3: job.groups: is set twice"),
         ('job "a" {\n  groups = 1\n  task "t" {}\n}', "hcl", "job.hcl:3: job.groups: is set twice"),

@@ -265,7 +265,7 @@ def test_problems_name_their_lines() -> None:
           }
         }
     """)
-    assert errors == ["job.hcl:7: job.groups[0].tasks[0].resources.memory: must be an integer, not 'a lot'"]
+    assert errors == ["job.hcl:7: job.groups[0].tasks[0].resources.memory: 'a lot' is not a number"]
 
 
 def test_an_attribute_set_twice_is_an_error() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from herder.jobspec import load_job, load_job_text
 from herder.jobspec.formats import parse_text
+from herder.jobspec.hcl_tree import as_text
 from herder.jobspec.nomad_json import from_nomad, is_nomad_json, to_nomad
 from herder.jobspec.stanzas import drop_unimplemented
 from herder.model import Job
@@ -23,7 +24,7 @@ CORPUS = Path(__file__).parent / "corpus"  # `nomad job init`'s files are there
 @pytest.mark.parametrize("path", [VALID / "web.hcl", VALID / "lifecycle.nomad", CORPUS / "init-long.nomad.hcl"],
                          ids=lambda path: path.name)
 def test_hcl_to_canonical_to_nomad_json_and_back_is_the_same_job(path: Path) -> None:
-    canonical, _ = parse_text(path.read_text(), "hcl", path.name)
+    canonical = as_text(parse_text(path.read_text(), "hcl", path.name)[0])
     nomad = to_nomad(json.loads(json.dumps(canonical)))
     assert set(nomad) == {"Job"} and "TaskGroups" in nomad["Job"]
     back = from_nomad(json.loads(json.dumps(nomad)))

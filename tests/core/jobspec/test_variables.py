@@ -107,7 +107,7 @@ def test_untyped_string_values_become_numbers_only_where_numbers_belong() -> Non
     assert job.groups[0].count == 3
     assert (task.env, task.config) == ({"N": "3"}, {"args": ["3"]})
     errors = problems(yaml_job, "yaml", {"n": "three"})
-    assert any("job.groups[0].count: must be an integer" in error for error in errors)
+    assert any("job.groups[0].count: 'three' is not a number" in error for error in errors)
 
 
 def test_a_list_variable_cannot_be_part_of_a_string() -> None:

@@ -176,7 +176,7 @@ class _Builder:
             self.problem((*path, "name"), f"{RESERVED_TASK_NAME!r} is the allocation's shared directory")
         resources = spec.get("resources", {})
         memory, memory_max = _int(resources, "memory", 300), _int(resources, "memory_max", 0)
-        if memory_max and memory_max < memory:
+        if memory_max > 0 and memory_max < memory:
             self.problem((*path, "resources", "memory_max"), f"{memory_max} is below memory ({memory})")
         own_ports_path: Path = (*path, "resources", "network", "ports")
         own_ports = [
@@ -227,19 +227,22 @@ class _Builder:
     def ports(
         self, specs: list[tuple[dict[str, Any], Path]], taken: tuple[PortSpec, ...] = ()
     ) -> tuple[PortSpec, ...]:
-        """Ports of a group or a task; labels and static ports must be unique, also
-        against the group's ports (``taken``)."""
-        labels = {port.label for port in taken}
+        """Ports of a group or a task; labels (ignoring case, as Nomad 0.6 did) and static ports must
+        be unique, also against the group's ports (``taken``)."""
+        labels = {port.label.lower(): port.label for port in taken}
         by_static = {port.static: port.label for port in taken if port.static is not None}
         result: list[PortSpec] = []
         for port, path in specs:
             label, static, to = port["label"], _int(port, "static", None), _int(port, "to", None)
-            if label in labels:
-                self.problem((*path, "label"), f"duplicate port label {label!r}")
+            if label.lower() in labels:
+                other = labels[label.lower()]
+                message = f"duplicate port label {label!r}" if other == label else \
+                    f"port label {label!r} collides with {other!r} (labels must differ in more than case)"
+                self.problem((*path, "label"), message)
                 continue
             if static is not None and static in by_static:
                 self.problem((*path, "static"), f"static port {static} is already used by port {by_static[static]!r}")
-            labels.add(label)
+            labels[label.lower()] = label
             if static is not None:
                 by_static.setdefault(static, label)
             result.append(PortSpec(label=label, static=static, to=to))

@@ -13,10 +13,11 @@ once becomes a list of maps. Top-level ``variable "NAME" {}`` blocks (and the
 ``variables { NAME = default }`` shorthand) become ``variables``; the
 attributes of every top-level ``locals {}`` block become ``locals``.
 
-Attribute values are read from their source text by
-:func:`herder.jobspec.hcl_eval.source_value`: literals become plain data,
-strings and heredocs become templates, and any other expression becomes the
-template ``"${EXPR}"``, evaluated with the variables later.
+Attribute values are read from python-hcl2's expression rules by
+:func:`herder.jobspec.hcl_tree.value`: literals (and lists and maps of them)
+become plain data, anything else an :class:`~herder.jobspec.hcl_tree.Expression`,
+evaluated with the variables later. python-hcl2 parses the file once; no
+source text is read again.
 
 The line of every attribute and block is recorded under its canonical path so
 that later problems can name it.
@@ -24,6 +25,7 @@ that later problems can name it.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +40,8 @@ from lark.exceptions import (
 )
 
 from herder.errors import JobError
-from herder.jobspec.hcl_eval import HclSyntaxError, source_value
+from herder.jobspec.hcl_eval import HclSyntaxError, Interpolation, Reference
+from herder.jobspec.hcl_tree import Expression, value
 from herder.jobspec.paths import Locator, Path, render_path
 
 _OPTIONS = hcl2.SerializationOptions(
@@ -81,6 +84,26 @@ class _Context:
     blocks: dict[str, _Context] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class DynamicBlock:
+    """A ``dynamic "TYPE" { for_each, iterator, labels, content }`` block, expanded once variables are known.
+
+    It stands where the blocks it generates go (in the list of ``port``,
+    ``service`` ... blocks, or the list of a generic block's maps), and
+    :mod:`herder.jobspec.variables` replaces it with one map of ``content``
+    per element of ``for_each``, the element visible as ``ITERATOR.key`` and
+    ``ITERATOR.value``, its ``labels`` evaluated too: the label of a labelled
+    block (``label_key``), or the keys a generic block's map nests under.
+    """
+
+    for_each: Any
+    iterator: str
+    labels: Any
+    content: dict[str, Any]
+    label_key: str | None
+    line: int | None
+
+
 _MAP = _Context()
 _NETWORK = _Context(lists={"port": _ListOf("ports", "label", _MAP)})
 _SERVICE = _Context(lists={"check": _ListOf("checks", None, _MAP)})
@@ -99,18 +122,44 @@ _JOB = _Context(lists={"group": _ListOf("groups", "name", _GROUP)})
 
 def parse_hcl(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
     """Parse a Nomad job file; return the canonical document and its line map."""
+    text = _heredoc_closers(text)
+    unreadable: list[str] = []
     try:
-        body = _read_body(hcl2.parses(text).body, text)
+        body = _read_body(hcl2.parses(text).body, unreadable)
     except UnexpectedInput as exc:
         raise JobError([f"{source}:{exc.line}:{exc.column}: {_describe_syntax_error(exc)}"]) from None
     except Exception as exc:
         raise JobError([f"{source}: cannot parse HCL: {exc}"]) from None
+    if unreadable:
+        raise JobError([f"{source}:{problem}" for problem in unreadable])
     converter = _Converter()
     document = converter.document(body)
     if converter.problems:
         locator = Locator(source, converter.lines)
         raise JobError([locator.format(path, message, line) for path, message, line in converter.problems])
     return document, converter.lines
+
+
+_HEREDOC_OPENER = re.compile(r"<<-?([A-Za-z][A-Za-z0-9._-]*)\r?$")
+
+
+def _heredoc_closers(text: str) -> str:
+    """The text with the closing line of each heredoc as python-hcl2's grammar wants it.
+
+    HCL2 (and so Nomad) accepts spaces after a heredoc's closing marker;
+    python-hcl2's grammar wants the marker alone on its line. Lines are kept,
+    so positions in messages stay right.
+    """
+    lines = text.split("\n")
+    marker: str | None = None
+    for index, line in enumerate(lines):
+        if marker is None:
+            opener = _HEREDOC_OPENER.search(line)
+            marker = opener.group(1) if opener else None
+        elif line.strip() == marker:
+            lines[index] = line.rstrip()
+            marker = None
+    return "\n".join(lines)
 
 
 def _describe_syntax_error(exc: UnexpectedInput) -> str:
@@ -126,37 +175,25 @@ def _describe_syntax_error(exc: UnexpectedInput) -> str:
 
 
 def _line(rule: Any) -> int | None:
-    # python-hcl2 keeps lark's position metadata on each rule but does not expose it.
-    return getattr(getattr(rule, "_meta", None), "line", None)
+    """The line a rule starts on: lark's position of the rule, as python-hcl2 hands it back to lark."""
+    return getattr(rule.to_lark().meta, "line", None)
 
 
-def _read_body(body: BodyRule, text: str) -> list[_Attribute | _Block]:
+def _read_body(body: BodyRule, problems: list[str]) -> list[_Attribute | _Block]:
+    """The attributes and blocks of ``body``; an expression herder cannot evaluate is added to ``problems``
+    with its line."""
     items: list[_Attribute | _Block] = []
     for child in body.children:
         if isinstance(child, AttributeRule):
             name = str(child.identifier.serialize(_OPTIONS))
-            items.append(_Attribute(name, _value(child.expression, text), _line(child)))
+            try:
+                items.append(_Attribute(name, value(child.expression), _line(child)))
+            except HclSyntaxError as exc:
+                problems.append(f"{_line(child)}: {name}: {exc}")
         elif isinstance(child, BlockRule):
             block_type, *labels = (str(label.serialize(_OPTIONS)) for label in child.labels)
-            items.append(_Block(block_type, labels, _read_body(child.body, text), _line(child)))
+            items.append(_Block(block_type, labels, _read_body(child.body, problems), _line(child)))
     return items
-
-
-def _value(expression: Any, text: str) -> Any:
-    """The value of an attribute, read from its source text.
-
-    python-hcl2's own serialization is only the fallback for what the
-    expression reader does not know: it loses the quotes of heredocs inside
-    expressions and escapes quotes in ``<<-`` heredocs.
-    """
-    meta = getattr(expression, "_meta", None)
-    start, end = getattr(meta, "start_pos", None), getattr(meta, "end_pos", None)
-    if start is not None and end is not None:
-        try:
-            return source_value(text[start:end])
-        except HclSyntaxError:
-            pass
-    return expression.serialize(_OPTIONS)
 
 
 class _Converter:
@@ -254,7 +291,12 @@ class _Converter:
 
     def body(self, items: list[_Attribute | _Block], path: Path, context: _Context) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        counts = Counter(item.type for item in items if isinstance(item, _Block))
+        counts: Counter[str] = Counter()
+        for item in items:
+            if isinstance(item, _Block) and item.type == "dynamic" and item.labels:
+                counts[item.labels[0]] += 2  # a generic block made by 'dynamic' is a list, however many
+            elif isinstance(item, _Block):
+                counts[item.type] += 1
         seen: Counter[str] = Counter()
         from_blocks: set[str] = set()
         for item in items:
@@ -267,8 +309,7 @@ class _Converter:
                     self._mark((*path, item.name), item.line)
                 continue
             if item.type == "dynamic":
-                self._problem((*path, "dynamic"), item.line,
-                              "'dynamic' blocks are not supported yet (write the blocks out)")
+                self.add_dynamic(out, item, path, context, from_blocks)
                 continue
             index = seen[item.type]
             seen[item.type] += 1
@@ -288,6 +329,51 @@ class _Converter:
             else:
                 self.add_generic(out, item, path, counts[item.type], index, context)
         return out
+
+    def add_dynamic(self, out: dict[str, Any], block: _Block, path: Path, context: _Context,
+                    from_blocks: set[str]) -> None:
+        """``dynamic "TYPE" { ... }``: a :class:`DynamicBlock` where the blocks of TYPE go."""
+        here: Path = (*path, "dynamic")
+        if len(block.labels) != 1:
+            self._problem(here, block.line, "a 'dynamic' block takes one label, the type of the blocks it makes")
+            return
+        kind = block.labels[0]
+        spec = context.lists.get(kind)
+        if (context is _JOB and kind == "task") or kind in ("dynamic", "content"):
+            self._problem((*path, kind), block.line, f"blocks {kind!r} cannot be made by a 'dynamic' block")
+            return
+        key = spec.key if spec else kind
+        if key in out and key not in from_blocks:
+            self._problem((*path, key), block.line, "is set twice")
+            return
+        from_blocks.add(key)
+        items = out.setdefault(key, [])
+        item_path: Path = (*path, key, len(items))
+        self._mark(item_path, block.line)
+        attributes = {item.name: item for item in block.body if isinstance(item, _Attribute)}
+        contents = [item for item in block.body if isinstance(item, _Block) and item.type == "content"]
+        for item in block.body:
+            name = item.type if isinstance(item, _Block) else item.name
+            if name not in ("for_each", "iterator", "labels", "content") or \
+                    (name == "content") != isinstance(item, _Block):
+                self._problem((*here, name), item.line, f"unknown key {name!r} in a 'dynamic' block")
+        if "for_each" not in attributes or len(contents) != 1:
+            self._problem(here, block.line, "a 'dynamic' block needs for_each and one content block")
+            return
+        iterator = attributes["iterator"].value if "iterator" in attributes else kind
+        if isinstance(iterator, Expression) and len(iterator.template.parts) == 1:
+            [part] = iterator.template.parts  # a bare name reads as a reference
+            iterator = part.expression.name if isinstance(part, Interpolation) and \
+                isinstance(part.expression, Reference) else None
+        if not isinstance(iterator, str) or not iterator.isidentifier():
+            self._problem((*here, "iterator"), block.line, "must be a name")
+            return
+        content_context = spec.context if spec else context.blocks.get(kind, _MAP)
+        content = self.body(contents[0].body, item_path, content_context)
+        labels = attributes["labels"].value if "labels" in attributes else []
+        items.append(DynamicBlock(attributes["for_each"].value, iterator, labels, content,
+                                  spec.label_key if spec else None, block.line))
+        self._mark((*path, key), block.line)
 
     def add_task_as_group(self, out: dict[str, Any], block: _Block, path: Path) -> None:
         groups = out.setdefault("groups", [])

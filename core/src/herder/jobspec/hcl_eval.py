@@ -1,21 +1,18 @@
-"""HCL2 expressions as Nomad job files use them: parsing and evaluation.
+"""HCL2 expressions as Nomad job files use them: the syntax tree and its evaluation.
 
-The job file reader (:mod:`herder.jobspec.hcl`) hands every attribute value
-over as plain data in which strings are *templates*: literal text, ``${EXPR}``
-interpolations holding HCL expression source, and ``$${`` for a literal
-``${``. An attribute that is an expression rather than a literal (``count =
-var.n``, ``tags = concat(local.a, ["x"])``) becomes the template
-``"${EXPR}"``. JSON and YAML job files write the same templates by hand.
+The job file reader (:mod:`herder.jobspec.hcl`) hands over every attribute
+value either as plain data or as an expression read from python-hcl2's parse
+tree into the nodes below (:mod:`herder.jobspec.hcl_tree`); the strings of
+JSON and YAML job files are *templates* (literal text, ``${EXPR}``
+interpolations, ``$${`` for a literal ``${``) read the same way.
 
-This module parses that source (:func:`parse_expression`,
-:func:`parse_template`) with a recursive-descent parser for the part of HCL2
-job files use: literals, lists, objects, quoted strings and heredocs with
-interpolation, references with attribute and index access, function calls
-(with ``...`` expansion), ``for`` expressions, unary, binary and conditional
-operators. :class:`Evaluator` evaluates them against ``var`` and ``local``;
-an interpolation that is nothing but a reference to another name
-(``${NOMAD_PORT_http}``, ``${attr.kernel.name}``, ``${meta.team}``) is left
-as written for the runner to resolve when the task starts.
+:class:`Evaluator` evaluates them against ``var`` and ``local``: literals,
+lists, objects, templates, references with attribute and index access,
+function calls (with ``...`` expansion), ``for`` expressions, unary, binary
+and conditional operators. An interpolation that is nothing but a reference
+to another name (``${NOMAD_PORT_http}``, ``${attr.kernel.name}``,
+``${meta.team}``) is left as written for the runner to resolve when the task
+starts.
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ from typing import Any
 
 
 class HclSyntaxError(Exception):
-    """The expression text is not valid HCL (in the subset understood here)."""
+    """The text is not valid HCL, or uses a construct herder does not evaluate."""
 
 
 class EvalError(Exception):
@@ -137,346 +134,6 @@ class ForExpr:
 Node = (Literal | Template | Reference | GetAttr | Index | Call | ListExpr | ObjectExpr | Unary | Binary
         | Conditional | ForExpr)
 
-# ---------------------------------------------------------------- parser
-
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_NUMBER = re.compile(r"\d+(\.\d+)?([eE][+-]?\d+)?")
-_SPACE = re.compile(r"(\s+|#[^\n]*|//[^\n]*|/\*.*?\*/)+", re.S)
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
-_BINARY_LEVELS: tuple[tuple[str, ...], ...] = (
-    ("||",), ("&&",), ("==", "!="), (">=", "<=", ">", "<"), ("+", "-"), ("*", "/", "%"),
-)
-_KEYWORDS = {"true": True, "false": False, "null": None}
-
-
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
-
-    # -- helpers
-
-    def fail(self, message: str) -> HclSyntaxError:
-        near = self.text[self.pos:self.pos + 20].split("\n")[0]
-        return HclSyntaxError(f"{message} at {near!r}" if near else f"{message} at the end")
-
-    def skip(self) -> None:
-        match = _SPACE.match(self.text, self.pos)
-        if match:
-            self.pos = match.end()
-
-    def peek(self, token: str) -> bool:
-        self.skip()
-        return self.text.startswith(token, self.pos)
-
-    def accept(self, token: str) -> bool:
-        if self.peek(token):
-            self.pos += len(token)
-            return True
-        return False
-
-    def expect(self, token: str) -> None:
-        if not self.accept(token):
-            raise self.fail(f"expected {token!r}")
-
-    def identifier(self) -> str:
-        self.skip()
-        match = _IDENT.match(self.text, self.pos)
-        if not match:
-            raise self.fail("expected a name")
-        self.pos = match.end()
-        return match.group(0)
-
-    def at_end(self) -> bool:
-        self.skip()
-        return self.pos >= len(self.text)
-
-    # -- expressions
-
-    def expression(self) -> Node:
-        condition = self.binary(0)
-        if self.peek("?"):
-            self.pos += 1
-            then = self.expression()
-            self.expect(":")
-            return Conditional(condition, then, self.expression())
-        return condition
-
-    def binary(self, level: int) -> Node:
-        if level == len(_BINARY_LEVELS):
-            return self.unary()
-        left = self.binary(level + 1)
-        while True:
-            self.skip()
-            op = next((op for op in _BINARY_LEVELS[level] if self.text.startswith(op, self.pos)), None)
-            if op is None:
-                return left
-            self.pos += len(op)
-            left = Binary(op, left, self.binary(level + 1))
-
-    def unary(self) -> Node:
-        for op in ("!", "-"):
-            if self.peek(op):
-                self.pos += 1
-                operand = self.unary()
-                if op == "-" and isinstance(operand, Literal) and isinstance(operand.value, (int, float)):
-                    return Literal(-operand.value)
-                return Unary(op, operand)
-        return self.postfix(self.primary())
-
-    def postfix(self, node: Node) -> Node:
-        while True:
-            if self.peek("["):
-                self.pos += 1
-                if self.peek("*"):
-                    raise self.fail("splat expressions ([*]) are not supported")
-                key = self.expression()
-                self.expect("]")
-                node = Index(node, key)
-            elif self.peek(".") and not self.peek("..."):
-                self.pos += 1
-                self.skip()
-                number = re.compile(r"\d+").match(self.text, self.pos)
-                if number:
-                    self.pos = number.end()
-                    node = Index(node, Literal(int(number.group(0))))
-                else:
-                    node = GetAttr(node, self.identifier())
-            else:
-                return node
-
-    def primary(self) -> Node:
-        self.skip()
-        text, pos = self.text, self.pos
-        if pos >= len(text):
-            raise self.fail("expected an expression")
-        char = text[pos]
-        if char == '"':
-            self.pos += 1
-            return self.template(quoted=True)
-        if text.startswith("<<", pos):
-            return self.heredoc()
-        if char == "(":
-            self.pos += 1
-            inner = self.expression()
-            self.expect(")")
-            return inner
-        if char == "[":
-            self.pos += 1
-            return self.list_or_for()
-        if char == "{":
-            self.pos += 1
-            return self.object_or_for()
-        number = _NUMBER.match(text, pos)
-        if number:
-            self.pos = number.end()
-            literal = number.group(0)
-            return Literal(float(literal) if number.group(1) or number.group(2) else int(literal))
-        name = self.identifier()
-        if name in _KEYWORDS:
-            return Literal(_KEYWORDS[name])
-        if self.peek("("):
-            self.pos += 1
-            return self.call(name)
-        return Reference(name)
-
-    def call(self, name: str) -> Call:
-        args: list[Node] = []
-        expand = False
-        while not self.accept(")"):
-            args.append(self.expression())
-            if self.accept("..."):
-                expand = True
-                self.expect(")")
-                break
-            if not self.accept(","):
-                self.expect(")")
-                break
-        return Call(name, tuple(args), expand)
-
-    def list_or_for(self) -> Node:
-        if self.for_keyword():
-            key_name, value_name, collection = self.for_head()
-            value = self.expression()
-            condition = self.expression() if self.keyword("if") else None
-            self.expect("]")
-            return ForExpr(key_name, value_name, collection, None, value, condition, False)
-        items: list[Node] = []
-        while not self.accept("]"):
-            items.append(self.expression())
-            if not self.accept(","):
-                self.expect("]")
-                break
-        return ListExpr(tuple(items))
-
-    def object_or_for(self) -> Node:
-        if self.for_keyword():
-            key_name, value_name, collection = self.for_head()
-            key = self.expression()
-            self.expect("=>")
-            value = self.expression()
-            group = self.accept("...")
-            condition = self.expression() if self.keyword("if") else None
-            self.expect("}")
-            return ForExpr(key_name, value_name, collection, key, value, condition, group)
-        items: list[tuple[Node, Node]] = []
-        while not self.accept("}"):
-            key = self.binary(0)
-            if isinstance(key, Reference):
-                key = Literal(key.name)
-            if not self.accept("="):
-                self.expect(":")
-            items.append((key, self.expression()))
-            self.accept(",")
-        return ObjectExpr(tuple(items))
-
-    def keyword(self, word: str) -> bool:
-        self.skip()
-        match = _IDENT.match(self.text, self.pos)
-        if match and match.group(0) == word:
-            self.pos = match.end()
-            return True
-        return False
-
-    def for_keyword(self) -> bool:
-        start = self.pos
-        if self.keyword("for"):
-            self.skip()
-            if _IDENT.match(self.text, self.pos):
-                return True
-        self.pos = start
-        return False
-
-    def for_head(self) -> tuple[str | None, str, Node]:
-        first = self.identifier()
-        second = self.identifier() if self.accept(",") else None
-        if not self.keyword("in"):
-            raise self.fail("expected 'in'")
-        collection = self.expression()
-        self.expect(":")
-        return (first, second, collection) if second else (None, first, collection)
-
-    # -- templates
-
-    def template(self, quoted: bool) -> Template:
-        """Template text up to a closing quote (``quoted``: escapes apply) or the end."""
-        parts: list[str | Interpolation] = []
-        literal: list[str] = []
-        text = self.text
-        while True:
-            if self.pos >= len(text):
-                if quoted:
-                    raise self.fail("unterminated string")
-                break
-            char = text[self.pos]
-            if quoted and char == '"':
-                self.pos += 1
-                break
-            if quoted and char == "\\":
-                literal.append(self.escape())
-            elif text.startswith("$${", self.pos) or text.startswith("%%{", self.pos):
-                literal.append(text[self.pos + 1:self.pos + 3])
-                self.pos += 3
-            elif text.startswith("${", self.pos):
-                if literal:
-                    parts.append("".join(literal))
-                    literal = []
-                parts.append(self.interpolation())
-            else:
-                literal.append(char)
-                self.pos += 1
-        if literal or not parts:
-            parts.append("".join(literal))
-        return Template(tuple(parts))
-
-    def escape(self) -> str:
-        text, pos = self.text, self.pos
-        code = text[pos + 1:pos + 2]
-        if code in _ESCAPES:
-            self.pos += 2
-            return _ESCAPES[code]
-        for letter, width in (("u", 4), ("U", 8)):
-            digits = text[pos + 2:pos + 2 + width]
-            if code == letter and re.fullmatch(r"[0-9A-Fa-f]+", digits) and len(digits) == width:
-                self.pos += 2 + width
-                return chr(int(digits, 16))
-        raise self.fail("invalid escape sequence")
-
-    def interpolation(self) -> Interpolation:
-        self.pos += 2
-        self.accept("~")
-        start = self.pos
-        expression = self.expression()
-        end = self.pos
-        self.accept("~")
-        self.expect("}")
-        return Interpolation(expression, self.text[start:end].strip())
-
-    def heredoc(self) -> Template:
-        match = re.compile(r"<<(-?)([A-Za-z_][A-Za-z0-9_-]*)[ \t]*\r?\n").match(self.text, self.pos)
-        if not match:
-            raise self.fail("invalid heredoc")
-        indented, marker = match.group(1) == "-", match.group(2)
-        closing = re.compile(rf"^[ \t]*{re.escape(marker)}[ \t]*\r?$", re.M).search(self.text, match.end())
-        if not closing:
-            raise self.fail(f"heredoc without its closing {marker!r} line")
-        lines = self.text[match.end():closing.start()].split("\n")[:-1]
-        self.pos = closing.end()
-        if indented:
-            widths = [len(line) - len(line.lstrip(" \t")) for line in lines if line.strip()]
-            lines = [line[min(widths, default=0):] for line in lines]
-        body = "".join(line.removesuffix("\r") + "\n" for line in lines)
-        return _Parser(body).template(quoted=False)
-
-
-def parse_expression(text: str) -> Node:
-    """Parse the whole of ``text`` as one HCL expression."""
-    parser = _Parser(text)
-    node = parser.expression()
-    if not parser.at_end():
-        raise parser.fail("unexpected text after the expression")
-    return node
-
-
-def parse_template(text: str) -> Template:
-    """Parse template text (no quotes, no backslash escapes; ``$${`` is a literal ``${``)."""
-    return _Parser(text).template(quoted=False)
-
-
-def source_value(source: str) -> Any:
-    """Plain data for the HCL expression ``source``, its strings as templates.
-
-    Literals (and lists and objects of them) become their values; anything
-    else becomes the template ``"${SOURCE}"``, to be evaluated later.
-    """
-    return _as_data(parse_expression(source), source.strip())
-
-
-def _as_data(node: Node, source: str) -> Any:
-    if isinstance(node, Literal):
-        return node.value
-    if isinstance(node, Template):
-        return "".join(part.replace("${", "$${") if isinstance(part, str) else "${" + part.source + "}"
-                       for part in node.parts)
-    if isinstance(node, ListExpr) and all(_is_data(item) for item in node.items):
-        return [_as_data(item, "") for item in node.items]
-    if isinstance(node, ObjectExpr) and all(
-        isinstance(key, (Literal, Template)) and _is_data(value) for key, value in node.items
-    ):
-        return {str(_as_data(key, "")): _as_data(value, "") for key, value in node.items}
-    return "${" + source + "}"
-
-
-def _is_data(node: Node) -> bool:
-    if isinstance(node, (Literal, Template)):
-        return True
-    if isinstance(node, ListExpr):
-        return all(_is_data(item) for item in node.items)
-    if isinstance(node, ObjectExpr):
-        return all(isinstance(key, (Literal, Template)) and _is_data(value) for key, value in node.items)
-    return False
-
-
 # ---------------------------------------------------------------- evaluation
 
 class Evaluator:
@@ -491,23 +148,6 @@ class Evaluator:
         self.lookup = lookup
         self.base_dir = base_dir
         self.functions = _functions(base_dir)
-
-    def template_value(self, text: str) -> tuple[Any, bool]:
-        """The value of template text, and whether it was one interpolation alone.
-
-        Interpolations that are only a reference to a runtime name are kept as
-        written; one that does not parse is kept too unless it mentions
-        ``var.`` or ``local.`` (then it is an error).
-        """
-        if "${" not in text:
-            return text.replace("$${", "${").replace("%%{", "%{"), False
-        try:
-            template = parse_template(text)
-        except HclSyntaxError as exc:
-            if re.search(r"\b(var|local)\.", text):
-                raise EvalError(f"cannot read the expression: {exc}") from None
-            return text, False
-        return self.template(template, {})
 
     def template(self, template: Template, scope: Mapping[str, Any]) -> tuple[Any, bool]:
         parts = template.parts
@@ -791,17 +431,6 @@ def _object(value: dict[str, Any], kind: ObjectExpr) -> dict[str, Any]:
             raise EvalError(f"the attribute {key!r} is required")
         out[key] = convert(value[key], item_kind)
     return out
-
-
-def parse_type(text: str) -> Node:
-    """The type expression in a declaration's ``type`` (``"${list(string)}"`` or ``"list(string)"``)."""
-    source = text.strip()
-    if source.startswith("${") and source.endswith("}"):
-        source = source[2:-1]
-    try:
-        return parse_expression(source)
-    except HclSyntaxError as exc:
-        raise EvalError(f"is not a type: {exc}") from None
 
 
 # ---------------------------------------------------------------- functions

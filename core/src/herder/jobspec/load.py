@@ -16,9 +16,9 @@ from herder.errors import JobError
 from herder.jobspec.build import build_job
 from herder.jobspec.formats import format_of, parse_text, read_text
 from herder.jobspec.nomad_json import from_nomad, is_nomad_json
-from herder.jobspec.paths import Locator
+from herder.jobspec.paths import Locator, renumber
 from herder.jobspec.paths import Path as DocPath
-from herder.jobspec.stanzas import drop_unimplemented, host_networking
+from herder.jobspec.stanzas import drop_connect_gateways, drop_unimplemented, host_networking
 from herder.jobspec.validate import validate_job_document
 from herder.jobspec.variables import apply_variables
 from herder.model import Job
@@ -53,17 +53,27 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None)
         raise JobError([f"{source}: the job file must be a mapping with a 'job' key, not {_kind(document)}"])
     if fmt == "json" and is_nomad_json(document):
         document = from_nomad(document)
+    gateways = drop_connect_gateways(document)
+    if gateways:
+        kept = [index for index in range(len(gateways) + len(document["job"]["groups"])) if index not in gateways]
+        lines = renumber(lines, ("job", "groups"), kept)
     locator = Locator(source, lines)
+    if gateways and not document["job"]["groups"]:
+        raise JobError([locator.format(("job", "groups"), "holds only Connect gateway groups, which herder "
+                                                          "does not run")])
     dropped = drop_unimplemented(document)
     problems, coercible = apply_variables(document, variables, Path(source).parent)
     _raise_if(problems, locator)
     modes = host_networking(document)
-    _raise_if(validate_job_document(document, coercible), locator)
+    _raise_if(validate_job_document(document, coercible, everywhere=fmt == "hcl"), locator)
     job, problems = build_job(document)
     _raise_if(problems, locator)
     job.source, job.lines = source, lines
     if dropped:
         job.warnings.append(f"ignoring stanzas herder does not implement: {', '.join(dropped)}")
+    if gateways:
+        names = ", ".join(gateways.values())
+        job.warnings.append(f"herder does not run Connect gateways: group(s) {names} left out")
     if modes:
         job.warnings.append(f"network mode {', '.join(modes)} runs as host networking "
                             "(herder has no network namespaces outside its drivers)")

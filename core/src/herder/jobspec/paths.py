@@ -30,6 +30,21 @@ def render_path(path: Path, root: str = "") -> str:
     return text
 
 
+def renumber(lines: Mapping[str, int], items: Path, kept: list[int]) -> dict[str, int]:
+    """The line map after the list at ``items`` kept only its items ``kept`` (old indexes, in order)."""
+    prefix = render_path(items)
+    moved = {render_path((*items, old)): render_path((*items, new)) for new, old in enumerate(kept)}
+    pattern = re.compile(re.escape(prefix) + r"\[\d+\]")
+    out: dict[str, int] = {}
+    for key, line in lines.items():
+        match = pattern.match(key)
+        if match is None:
+            out[key] = line
+        elif match.group(0) in moved:
+            out[moved[match.group(0)] + key[match.end():]] = line
+    return out
+
+
 @dataclass(frozen=True)
 class Locator:
     """Formats problems as ``source:line: path: message``.

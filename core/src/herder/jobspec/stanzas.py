@@ -8,7 +8,9 @@ unknown keys like any other.
 Values herder reads differently from Nomad are warned about here too: a
 ``network.mode`` other than ``host`` (``bridge``, ``none``, ``cni/*``) runs
 as host networking, since herder has no network namespaces outside its
-drivers.
+drivers; a Connect gateway group (no task, a ``service`` with ``connect {
+gateway { ... } }``: Nomad runs Envoy there) is left out, since herder does
+not run Connect.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from herder.jobspec.hcl import DynamicBlock
 
 HOST_MODE = "host"
 
@@ -123,8 +127,9 @@ def _visit(mapping: Any, block: _Block, dropped: list[str]) -> None:
 
 
 def _items(value: Any) -> Iterator[Any]:
+    """The maps of a list, and the content of its dynamic blocks (the maps they will make)."""
     if isinstance(value, list):
-        yield from value
+        yield from (item.content if isinstance(item, DynamicBlock) else item for item in value)
 
 
 def host_networking(document: Any) -> list[str]:
@@ -149,3 +154,23 @@ def host_networking(document: Any) -> list[str]:
 def _maps(parent: Any, key: str) -> list[dict[str, Any]]:
     items = parent.get(key) if isinstance(parent, dict) else None
     return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def drop_connect_gateways(document: Any) -> dict[int, str]:
+    """Remove the groups that are only a Connect gateway (no task; a service whose
+    ``connect`` has a ``gateway``) from ``document`` in place; return their indexes and names."""
+    job = document.get("job") if isinstance(document, dict) else None
+    groups = job.get("groups") if isinstance(job, dict) else None
+    if not isinstance(job, dict) or not isinstance(groups, list):
+        return {}
+    gateways = {index: str(group.get("name", "")) for index, group in enumerate(groups)
+                if isinstance(group, dict) and _is_gateway(group)}
+    job["groups"] = [group for index, group in enumerate(groups) if index not in gateways]
+    return gateways
+
+
+def _is_gateway(group: dict[str, Any]) -> bool:
+    if "tasks" in group:
+        return False
+    connects = [service.get("connect") for service in _maps(group, "services")]
+    return any(isinstance(connect, dict) and "gateway" in connect for connect in connects)

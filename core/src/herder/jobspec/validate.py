@@ -20,6 +20,7 @@ from jsonschema.protocols import Validator
 
 # The module, not its names: herder.objects itself imports this package.
 from herder import objects
+from herder.jobspec.hcl_eval import to_text
 from herder.jobspec.paths import Path, render_path
 from herder.jobspec.variables import coerce_scalar
 from herder.sdk.durations import parse_duration
@@ -62,17 +63,22 @@ def job_validator() -> Validator:
     return Draft202012Validator(json.loads(text), format_checker=_FORMATS)
 
 
-def validate_job_document(document: dict[str, Any], coercible: set[str]) -> list[Problem]:
+def validate_job_document(document: dict[str, Any], coercible: set[str], *, everywhere: bool = False) -> list[Problem]:
     """Validate the canonical document in place.
 
-    Strings at ``coercible`` paths (whole-string variable references) are first
-    converted where the schema wants an integer, a number or a boolean.
+    Strings at ``coercible`` paths (whole-string variable references), or
+    every value with ``everywhere`` (HCL files: cty's conversion), are first
+    converted where the schema wants another type: a string to an integer, a
+    number or a boolean, a number or a boolean to a string.
     """
     validator = job_validator()
     errors = list(validator.iter_errors(document))
-    if coercible and _coerce(document, errors, coercible):
+    conversion = _Conversion(coercible, everywhere)
+    if conversion.apply(document, errors):
         errors = list(validator.iter_errors(document))
-    return _problems(errors, ())
+    errors = [error for error in errors if not (error.validator == "type" and
+                                                tuple(error.absolute_path) in conversion.failed)]
+    return list(conversion.failed.items()) + _problems(errors, ())
 
 
 def schema_problems(
@@ -149,20 +155,45 @@ def _value(value: Any) -> str:
     return repr(value) if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def _coerce(document: dict[str, Any], errors: list[ValidationError], coercible: set[str]) -> bool:
-    changed = False
-    for error in errors:
-        path = tuple(error.absolute_path)
-        if error.validator != "type" or not isinstance(error.instance, str) or render_path(path) not in coercible:
-            continue
-        expected: Any = error.validator_value
-        for json_type in [expected] if isinstance(expected, str) else expected:
-            value = coerce_scalar(error.instance, json_type)
+class _Conversion:
+    """HCL's type conversion (cty's ``convert``) of the values the schema wants of another type."""
+
+    def __init__(self, coercible: set[str], everywhere: bool) -> None:
+        self.coercible = coercible
+        self.everywhere = everywhere
+        self.failed: dict[Path, str] = {}
+        """Values that could not be converted: the problem of each, instead of the schema's."""
+
+    def apply(self, document: dict[str, Any], errors: list[ValidationError]) -> bool:
+        """Convert the values of the type ``errors``; whether any changed."""
+        changed = False
+        for error in errors:
+            path = tuple(error.absolute_path)
+            if error.validator != "type" or not (self.everywhere or render_path(path) in self.coercible):
+                continue
+            expected: Any = error.validator_value
+            value = self.convert(error.instance, [expected] if isinstance(expected, str) else list(expected), path)
             if value is not None:
                 _set(document, path, value)
                 changed = True
-                break
-    return changed
+        return changed
+
+    def convert(self, value: Any, json_types: list[str], path: Path) -> Any:
+        """``value`` as the first of ``json_types`` it converts to; None when none (a failed string is noted)."""
+        if isinstance(value, (bool, int, float)) and "string" in json_types:
+            return to_text(value)
+        if not isinstance(value, str):
+            return None
+        for json_type in json_types:
+            converted = coerce_scalar(value, json_type)
+            if converted is not None:
+                return converted
+        if set(json_types) <= {"integer", "number", "boolean"}:
+            numeric = coerce_scalar(value, "number") is not None
+            wanted = ["a bool" if json_type == "boolean" else "a whole number" if numeric else "a number"
+                      for json_type in json_types]
+            self.failed[path] = f"{value!r} is not " + " or ".join(dict.fromkeys(wanted))
+        return None
 
 
 def _set(document: Any, path: Path, value: Any) -> None:

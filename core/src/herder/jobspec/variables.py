@@ -26,16 +26,18 @@ from collections.abc import Mapping
 from pathlib import Path as FilePath
 from typing import Any
 
+from herder.jobspec.hcl import DynamicBlock
 from herder.jobspec.hcl_eval import (
     Call,
     EvalError,
     Evaluator,
+    HclSyntaxError,
     Node,
     Reference,
     convert,
     describe,
-    parse_type,
 )
+from herder.jobspec.hcl_tree import Expression, as_text, parse_template, parse_type
 from herder.jobspec.paths import Path, render_path
 
 
@@ -59,6 +61,9 @@ def apply_variables(
     scope.validate_declarations()
     if "job" in document:
         document["job"] = scope.apply(document["job"], ("job",))
+    for key in ("variables", "locals"):
+        if key in document:
+            document[key] = as_text(document[key])
     return scope.problems, scope.coercible
 
 
@@ -78,18 +83,24 @@ class _Scope:
                 self.declare(name, declaration)
 
     def declare(self, name: str, declaration: dict[str, Any]) -> None:
-        if isinstance(declaration.get("type"), str):
+        if isinstance(declaration.get("type"), (str, Expression)):
             try:
                 self.types[name] = parse_type(declaration["type"])
-            except EvalError as exc:
-                self.problems.append((("variables", name, "type"), str(exc)))
+            except HclSyntaxError as exc:
+                self.problems.append((("variables", name, "type"), f"is not a type: {exc}"))
         if declaration.get("default") is None:
             return
         try:
-            self.values[name] = self.typed(name, declaration["default"])
+            self.values[name] = self.typed(name, self.constant(declaration["default"]))
         except EvalError as exc:
             self.problems.append((("variables", name, "default"), f"the default {_quoted(declaration['default'])} "
                                                                   f"does not match the type: {exc}"))
+
+    def constant(self, value: Any) -> Any:
+        """A default's value: an expression there may use no variable, local or function."""
+        if isinstance(value, Expression):
+            return Evaluator(_no_names, self.evaluator.base_dir).template(value.template, {})[0]
+        return value
 
     def typed(self, name: str, value: Any) -> Any:
         kind = self.types.get(name)
@@ -119,7 +130,7 @@ class _Scope:
     def check_rule(self, name: str, rule: dict[str, Any], path: Path) -> None:
         condition = rule["condition"]
         try:
-            passed = self.evaluator.template_value(condition)[0] if isinstance(condition, str) else condition
+            passed = self.value_of(condition, {})[0] if isinstance(condition, (str, Expression)) else condition
         except EvalError as exc:
             self.problems.append(((*path, "condition"), str(exc)))
             return
@@ -155,18 +166,75 @@ class _Scope:
         self.local_values[name] = value
         return value
 
-    def apply(self, value: Any, path: Path) -> Any:
+    def apply(self, value: Any, path: Path, scope: Mapping[str, Any] | None = None) -> Any:
+        """``value`` with its templates evaluated and its dynamic blocks expanded; ``scope``: the
+        iterators of the dynamic blocks around it."""
+        scope = scope or {}
         if isinstance(value, dict):
-            return {key: self.apply(item, (*path, key)) for key, item in value.items()}
+            return {key: self.apply(item, (*path, key), scope) for key, item in value.items()}
         if isinstance(value, list):
-            return [self.apply(item, (*path, index)) for index, item in enumerate(value)]
-        if isinstance(value, str):
-            return self.apply_text(value, path)
+            out: list[Any] = []
+            for item in value:
+                if isinstance(item, DynamicBlock):
+                    out.extend(self.expand(item, (*path, len(out)), scope))
+                else:
+                    out.append(self.apply(item, (*path, len(out)), scope))
+            return out
+        if isinstance(value, (str, Expression)):
+            return self.apply_text(value, path, scope)
         return value
 
-    def apply_text(self, text: str, path: Path) -> Any:
+    def expand(self, block: DynamicBlock, path: Path, scope: Mapping[str, Any]) -> list[Any]:
+        """The maps a dynamic block makes, one per element of its ``for_each``."""
+        collection = self.apply(block.for_each, (*path, "for_each"), scope)
+        if isinstance(collection, dict):
+            elements = sorted(collection.items())  # HCL iterates a map in the order of its keys
+        elif isinstance(collection, list):
+            elements = list(enumerate(collection))
+        else:
+            if not isinstance(collection, str) or "${" not in collection:  # else reported already
+                self.problems.append(((*path, "for_each"), f"must be a list or a map, not {describe(collection)}"))
+            return []
+        out: list[Any] = []
+        for key, element in elements:
+            here: Path = (*path[:-1], path[-1] + len(out)) if isinstance(path[-1], int) else path
+            inner = {**scope, block.iterator: {"key": key, "value": element}}
+            labels = self.apply(block.labels, (*here, "labels"), inner)
+            content = self.apply(block.content, here, inner)
+            if not isinstance(labels, list) or not all(isinstance(label, (str, int, float)) for label in labels):
+                self.problems.append(((*here, "labels"), "must be a list of strings"))
+            elif block.label_key is not None and len(labels) != 1:
+                self.problems.append(((*here, "labels"), f"needs one label, not {len(labels)}"))
+            elif block.label_key is not None:
+                out.append({block.label_key: str(labels[0]), **content})
+            else:
+                for label in reversed(labels):
+                    content = {str(label): content}
+                out.append(content)
+        return out
+
+    def value_of(self, text: str | Expression, scope: Mapping[str, Any]) -> tuple[Any, bool]:
+        """The value of an HCL expression or of template text, and whether it was one interpolation alone.
+
+        Template text that does not parse is kept as written unless it
+        mentions ``var.`` or ``local.`` (then it is an error): JSON and YAML
+        strings hold text for the task too (``$HOME``, ``${FOO:-x}`` for a shell).
+        """
+        if isinstance(text, Expression):
+            return self.evaluator.template(text.template, scope)
+        if "${" not in text and "%{" not in text:
+            return text, False
         try:
-            value, whole = self.evaluator.template_value(text)
+            template = parse_template(text)
+        except HclSyntaxError as exc:
+            if re.search(r"\b(var|local)\.", text):
+                raise EvalError(f"cannot read the expression: {exc}") from None
+            return text, False
+        return self.evaluator.template(template, scope)
+
+    def apply_text(self, text: str | Expression, path: Path, scope: Mapping[str, Any]) -> Any:
+        try:
+            value, whole = self.value_of(text, scope)
         except _Reported:
             return text
         except EvalError as exc:
@@ -175,6 +243,10 @@ class _Scope:
         if whole and isinstance(value, str):
             self.coercible.add(render_path(path))
         return value
+
+
+def _no_names(root: str, name: str) -> Any:
+    raise EvalError(f"a default cannot refer to {root}.{name}")
 
 
 def _from_text(text: str, kind: Node | None) -> Any:

@@ -228,9 +228,9 @@ class DockerDriver:
                 ports[f"{container_port}/{protocol}"] = (port.host_ip, port.value)
         command = [config.command, *config.args] if config.command else list(config.args) or None
         # Nomad: ``memory`` is the reservation and the hard limit, unless ``memory_max``
-        # (or the older ``memory_hard_limit``) raises the hard limit above it.
+        # (or the older ``memory_hard_limit``) raises the hard limit above it; -1 lifts it.
         hard = task.resources.memory_max or config.memory_hard_limit or task.resources.memory
-        memory = f"{hard}m"
+        memory: str | int = f"{hard}m" if hard > 0 else 0
         options: dict[str, Any] = {
             "image": config.image_ref,
             "command": command,
@@ -240,12 +240,12 @@ class DockerDriver:
             "volumes": binds,
             "ports": ports,
             "mem_limit": memory,
-            "memswap_limit": memory,
+            "memswap_limit": memory or -1,
             "cpu_shares": max(2, task.resources.cpu),
             "privileged": config.privileged,
             "detach": True,
         }
-        if hard > task.resources.memory:
+        if hard < 0 or hard > task.resources.memory:
             options["mem_reservation"] = f"{task.resources.memory}m"
         options |= self._nomad_options(config, ctx)
         if config.entrypoint is not None:

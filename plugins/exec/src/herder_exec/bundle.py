@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,8 @@ def _bind(source: str | Path, destination: str, *options: str) -> dict[str, Any]
 
 def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: Mapping[str, Path],
          cgroups_path: str, cpu_shares: int, pids_limit: int, read_only: Sequence[Path] = (),
-         cwd: str = "/") -> dict[str, Any]:
+         cwd: str = "/", capabilities: Sequence[str] = CAPABILITIES,
+         host_namespaces: Collection[str] = ()) -> dict[str, Any]:
     """The OCI runtime spec of a task.
 
     ``task_dirs`` maps the task's directories on the host to where the task
@@ -59,7 +60,9 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
     host the task sees where they are, read-only (a JDK outside ``/usr``);
     one already inside a system directory is visible without a bind of its
     own. The host's network is shared: ports are bound on the host, as with
-    Nomad's exec.
+    Nomad's exec. ``capabilities`` is the bounding set (effective for
+    root only); ``host_namespaces`` (``pid``, ``ipc``) are shared with the
+    host instead of new.
     """
     mounts: list[dict[str, Any]] = [
         {"destination": "/proc", "type": "proc", "source": "proc"},
@@ -89,14 +92,14 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
             "args": list(argv),
             "env": [f"{name}={value}" for name, value in environment.items()],
             "cwd": cwd,
-            "capabilities": {"bounding": list(CAPABILITIES),
-                             **{kind: list(CAPABILITIES) if privileged else [] for kind in ("effective", "permitted")}},
+            "capabilities": {"bounding": list(capabilities),
+                             **{kind: list(capabilities) if privileged else [] for kind in ("effective", "permitted")}},
             "noNewPrivileges": True,
         },
         "root": {"path": "rootfs", "readonly": True},
         "mounts": mounts,
         "linux": {
-            "namespaces": [{"type": kind} for kind in ("pid", "ipc", "uts", "mount")],
+            "namespaces": [{"type": kind} for kind in ("pid", "ipc", "uts", "mount") if kind not in host_namespaces],
             "cgroupsPath": cgroups_path,
             "resources": resources,
             "maskedPaths": list(MASKED_PATHS),

@@ -8,7 +8,8 @@ the foreground through :class:`herder.sdk.SupervisedProcess`: runc's
 process is the task for the supervisor, its output the task's output, and
 it outlives herder with the container. All of it is
 :class:`herder_exec.isolation.Isolation`, which other drivers use too; the
-driver adds its task configuration, ``command`` and ``args``.
+driver adds its task configuration: ``command`` and ``args``, ``work_dir``,
+``pid_mode`` and ``ipc_mode``, ``cap_add`` and ``cap_drop``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from herder import ExecResult, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
+from herder import DriverError, ExecResult, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
 from herder_exec.config import TASK_SCHEMA, TaskConfig
 from herder_exec.isolation import Isolation
 
@@ -43,7 +44,12 @@ class ExecDriver:
     @hookimpl
     def herder_task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
         config = TaskConfig.from_mapping(task.config)
-        return self.isolation.start(task, ctx, [config.command, *config.args])
+        try:
+            capabilities = self.isolation.config.capabilities(config.cap_add, config.cap_drop)
+        except ValueError as exc:
+            raise DriverError(str(exc)) from None
+        return self.isolation.start(task, ctx, [config.command, *config.args], cwd=config.work_dir,
+                                    pid_mode=config.pid_mode, ipc_mode=config.ipc_mode, capabilities=capabilities)
 
     @hookimpl
     def herder_task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:

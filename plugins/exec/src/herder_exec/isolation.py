@@ -202,7 +202,8 @@ class Isolation:
     # -- the task -----------------------------------------------------------------------------
 
     def start(self, task: Task, ctx: TaskContext, argv: Sequence[str], *, read_only: Sequence[Path] = (),
-              cwd: str = "/", default_signal: int = signal.SIGINT) -> ExecHandle:
+              cwd: str = "/", default_signal: int = signal.SIGINT, pid_mode: str = "private",
+              ipc_mode: str = "private", capabilities: Sequence[str] = bundle.CAPABILITIES) -> ExecHandle:
         """Run ``argv`` (paths as the task sees them) in the task's container, supervised.
 
         ``read_only``: directories of the host the task also sees, where they
@@ -211,15 +212,20 @@ class Isolation:
         stopped when its ``kill_signal`` is not set. The task runs as
         ``task.user`` (default ``nobody``) with ``ctx.env`` and a default
         ``PATH``; its memory limit is ``task.resources.memory`` MiB, its cpu
-        shares ``task.resources.cpu``.
+        shares ``task.resources.cpu``. ``pid_mode`` and ``ipc_mode``: ``host``
+        shares the host's namespace, where the plugin configuration allows it
+        (``allow_pid_mode_host``, ``allow_ipc_mode_host``). ``capabilities``:
+        the task's bounding set (``CAP_CHOWN`` ...).
 
-        :raises DriverError: no such user, no runc, no cgroups, or the container cannot be prepared.
+        :raises DriverError: no such user, a host namespace not allowed, no runc, no cgroups, or the container
+            cannot be prepared.
         :raises RecoverableError: a container a crash left behind cannot be removed yet.
         """
         try:
             user = bundle.User.lookup(task.user or DEFAULT_USER)
         except KeyError:
             raise DriverError(f"user {task.user or DEFAULT_USER!r} does not exist on this host") from None
+        host_namespaces = self._host_namespaces(pid_mode, ipc_mode)
         runc, hierarchy = self.runc(), self.hierarchy()
         container = container_id(ctx)
         cgroup = cgroups.TaskCgroup(hierarchy, f"{self.config.cgroup_parent}/{container}")
@@ -235,7 +241,8 @@ class Isolation:
                 argv, ctx.env, user,
                 task_dirs={target: getattr(ctx.task_dir, field) for target, field in TASK_DIRS.items()},
                 cgroups_path=cgroup.runc_path, cpu_shares=task.resources.cpu,
-                pids_limit=self.config.default_pids_limit, read_only=read_only, cwd=cwd))
+                pids_limit=self.config.default_pids_limit, read_only=read_only, cwd=cwd,
+                capabilities=capabilities, host_namespaces=host_namespaces))
             cgroup.create(task.resources.memory)
         except OSError as exc:
             raise DriverError(f"cannot prepare the container: {exc}") from exc
@@ -243,6 +250,23 @@ class Isolation:
         proc = SupervisedProcess.spawn(task, ctx, command, env={"PATH": os.environ.get("PATH", bundle.DEFAULT_PATH)},
                                        cwd=where, default_signal=default_signal)
         return ExecHandle(proc, runc, container, where, cgroup, default_signal=default_signal)
+
+    def _host_namespaces(self, pid_mode: str, ipc_mode: str) -> list[str]:
+        """The namespaces shared with the host.
+
+        :raises DriverError: a mode the plugin configuration does not allow, or no mode at all.
+        """
+        shared: list[str] = []
+        for kind, mode, allowed in (("pid", pid_mode, self.config.allow_pid_mode_host),
+                                    ("ipc", ipc_mode, self.config.allow_ipc_mode_host)):
+            if mode == "host" and not allowed:
+                raise DriverError(f"{kind}_mode \"host\" is not allowed on this node "
+                                  f"([plugin.exec] allow_{kind}_mode_host)")
+            if mode not in ("private", "host"):
+                raise DriverError(f"{kind}_mode must be \"private\" or \"host\", not {mode!r}")
+            if mode == "host":
+                shared.append(kind)
+        return shared
 
     @staticmethod
     def _remove(runc: Runc, container: str, cgroup: cgroups.TaskCgroup) -> None:

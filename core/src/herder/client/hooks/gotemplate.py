@@ -631,11 +631,13 @@ def _pad(text: str, flags: str, width: str | None, numeric: bool) -> str:
 # -- built-in functions --------------------------------------------------------
 
 def _compare(name: str, a: Any, b: Any) -> int:
-    def kind(value: Any) -> str:
+    def kind(value: Any) -> str:  # Go's basic kinds: an int and a float64 do not compare
         if isinstance(value, bool):
             return "bool"
-        if isinstance(value, (int, float)):
-            return "number"
+        if isinstance(value, int):
+            return "int"
+        if isinstance(value, float):
+            return "float"
         if isinstance(value, str):
             return "string"
         return "other"
@@ -750,14 +752,14 @@ class _State:
         for known, value in reversed(self.vars):
             if known == name:
                 return value
-        raise self.error(line, f"undefined variable: {name}")
+        raise self.error(line, f'undefined variable "{name}"')
 
     def assign(self, name: str, value: Any, line: int) -> None:
         for i in range(len(self.vars) - 1, -1, -1):
             if self.vars[i][0] == name:
                 self.vars[i] = (name, value)
                 return
-        raise self.error(line, f"undefined variable: {name}")
+        raise self.error(line, f'undefined variable "{name}"')
 
 
 class Template:
@@ -847,7 +849,7 @@ class Template:
         if value is None or value is NO_VALUE:
             return
         if isinstance(value, bool):
-            raise state.error(line, "range can't iterate over bool")
+            raise state.error(line, f"range can't iterate over {go_str(value)}")
         if isinstance(value, int):
             yield from ((i, i) for i in range(value))
         elif isinstance(value, Mapping):
@@ -860,7 +862,7 @@ class Template:
     def _call(self, state: _State, node: _Call, dot: Any) -> None:
         body = state.defines.get(node.name)
         if body is None:
-            raise state.error(node.line, f'no such template "{node.name}"')
+            raise state.error(node.line, f'template "{node.name}" not defined')
         if state.depth >= MAX_TEMPLATE_DEPTH:
             raise state.error(node.line, f"exceeded maximum template depth ({MAX_TEMPLATE_DEPTH})")
         value = self._pipe(state, node.pipe, dot) if node.pipe is not None else None
@@ -883,6 +885,8 @@ class Template:
 
     def _command(self, state: _State, command: _Command, dot: Any, piped: Any, final: bool) -> Any:
         head, args = command.args[0], command.args[1:]
+        if isinstance(head, _Literal) and head.value is None:
+            raise state.error(command.line, "nil is not a command")
         try:
             if isinstance(head, _Function):
                 return self._function(state, head.name, args, dot, piped, final, command.line)
@@ -892,6 +896,8 @@ class Template:
                     if callable(target):
                         values = [self._arg(state, arg, dot, command.line) for arg in args]
                         return target(*values, *([piped] if final else []))
+                if isinstance(head, _Field):
+                    raise state.error(command.line, f"{head.names[-1]} is not a method but has arguments")
                 raise state.error(command.line, f"can't give argument to non-function {self._describe(head)}")
             return self._arg(state, head, dot, command.line)
         except TemplateError:

@@ -1,0 +1,62 @@
+# Prometheus with its configuration rendered from a heredoc template with consul-template functions.
+job "prometheus" {
+  datacenters = ["dc1"]
+  type        = "service"
+
+  group "monitoring" {
+    count = 1
+
+    network {
+      port "prometheus_ui" {
+        static = 9090
+      }
+    }
+
+    task "prometheus" {
+      template {
+        change_mode = "noop"
+        destination = "local/prometheus.yml"
+
+        data = <<EOH
+---
+global:
+  scrape_interval:     5s
+  evaluation_interval: 5s
+
+scrape_configs:
+  - job_name: 'nomad_metrics'
+    consul_sd_configs:
+    - server: '{{ env "NOMAD_IP_prometheus_ui" }}:8500'
+      services: ['nomad-client', 'nomad']
+    metrics_path: /v1/metrics
+    params:
+      format: ['prometheus']
+EOH
+      }
+
+      driver = "docker"
+
+      config {
+        image = "prom/prometheus:latest"
+        volumes = [
+          "local/prometheus.yml:/etc/prometheus/prometheus.yml",
+        ]
+        ports = ["prometheus_ui"]
+      }
+
+      service {
+        name = "prometheus"
+        tags = ["urlprefix-/"]
+        port = "prometheus_ui"
+
+        check {
+          name     = "prometheus_ui port alive"
+          type     = "http"
+          path     = "/-/healthy"
+          interval = "10s"
+          timeout  = "2s"
+        }
+      }
+    }
+  }
+}
