@@ -40,8 +40,9 @@ class Guest:
 
     @property
     def plugin_config(self) -> dict[str, Any]:
-        """``[plugin.qemu]`` that lets tasks boot the guest from where it was built."""
-        return {"image_paths": [str(self.directory)]}
+        """``[plugin.qemu]`` that lets tasks boot the guest from where it was built, with the
+        debug-exit device (:data:`DEBUG_EXIT`)."""
+        return {"image_paths": [str(self.directory)], "args_allowlist": [DEBUG_EXIT[0]]}
 
     def config(self, script: str | None = None, *, args: tuple[str, ...] = (), **config: Any) -> dict[str, Any]:
         """A task config booting the guest; it runs ``script`` (no double quotes in it), or serves HTTP on 80."""

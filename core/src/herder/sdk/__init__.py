@@ -11,6 +11,8 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
 - The task environment: :func:`set_var`, :func:`get_var`,
   :func:`set_port_vars`, :func:`set_task_dirs`, :func:`clean_env_var`,
   :func:`inherited_environment`.
+- :class:`TaskUser`: the account a task runs as (uid, groups, home), for
+  what herder runs on the task's behalf (``run_capped(..., user=)``).
 - :func:`resolve_in_task_dir`: a job-file path inside the task directory,
   never outside it.
 - :func:`parse_duration`, :func:`format_duration`, :func:`parse_signal`.
@@ -31,10 +33,12 @@ from herder.sdk.env import (
 from herder.sdk.paths import resolve_in_task_dir
 from herder.sdk.process import exit_result, kill_group, run_capped
 from herder.sdk.supervised import SupervisedProcess
+from herder.sdk.users import TaskUser
 
 __all__ = [
     "EXEC_OUTPUT_LIMIT",
     "SupervisedProcess",
+    "TaskUser",
     "clean_env_var",
     "exit_result",
     "format_duration",

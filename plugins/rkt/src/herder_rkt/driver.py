@@ -139,8 +139,11 @@ class RktDriver:
 
     @hookimpl
     def herder_task_prestart(self, task: Task, ctx: TaskContext) -> None:
-        """Check ports and volumes, trust ``trust_prefix``, fetch the image."""
+        """Check ports, volumes and insecure options, trust ``trust_prefix``, fetch the image."""
         config = TaskConfig.from_mapping(task.config)
+        if config.insecure_options and not self.config.allow_insecure:
+            raise DriverError(f"config.insecure_options: {', '.join(config.insecure_options)} not allowed: set "
+                              f"[plugin.rkt] allow_insecure = true to let tasks run with rkt's insecure options")
         set_task_dirs(ctx.env, "/alloc", "/local", "/secrets")
         self._check_ports(config, ctx)
         self._volumes(config, ctx)  # refused volumes fail before anything is fetched
