@@ -31,7 +31,7 @@ job "whoami" {
           name     = "as-nobody"
           type     = "script"
           command  = "/bin/sh"
-          args     = ["-c", "test \\"$(id -u):$(id -G)\\" = \\"%(uid)d:%(gid)d\\""]
+          args     = ["-c", "test \\"$(id -u):$(id -G)\\" = \\"NOBODY\\""]
           interval = "1s"
           timeout  = "10s"
         }
@@ -39,7 +39,7 @@ job "whoami" {
     }
   }
 }
-""" % {"uid": NOBODY.pw_uid, "gid": NOBODY.pw_gid}
+""".replace("NOBODY", f"{NOBODY.pw_uid}:{NOBODY.pw_gid}")
 
 
 @pytest.fixture
