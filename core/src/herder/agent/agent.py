@@ -48,12 +48,10 @@ class Conflict(HerderError):
 
 def agent_config(config: Config) -> Config:
     """The configuration as the agent uses it: raw_exec is off unless the
-    configuration turns it on (``[plugin.raw_exec] enabled = true``), and so
-    are the java driver's plain, unisolated JVMs (``[plugin.java]
-    allow_unisolated``), which are no more isolated than a raw_exec task."""
+    configuration turns it on (``[plugin.raw_exec] enabled = true``), and with
+    it the java driver's plain JVMs (:func:`herder.app.plugin_tables`)."""
     plugin = {name: dict(table) for name, table in config.plugin.items()}
-    raw_exec = bool(plugin.setdefault("raw_exec", {}).setdefault("enabled", False))
-    plugin.setdefault("java", {}).setdefault("allow_unisolated", raw_exec)
+    plugin.setdefault("raw_exec", {}).setdefault("enabled", False)
     return dataclasses.replace(config, plugin=plugin)
 
 

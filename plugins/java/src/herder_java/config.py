@@ -62,10 +62,10 @@ class PluginConfig:
       ``[plugin.exec]``: ``runc``, ``runc_root``, ``cgroup_parent``,
       ``default_pids_limit``, ``no_pivot``); exec's defaults when absent.
     - ``allow_unisolated``: whether a JVM may run as a plain process at all,
-      with no more isolation than raw_exec gives. A plugin's default is
-      true; the agent makes it raw_exec's ``enabled`` (false unless the
-      configuration enables raw_exec), so that a plain JVM runs only where a
-      raw_exec task could.
+      with no more isolation than raw_exec gives. Herder's front ends make
+      the default whether raw_exec is enabled (``herder.app.plugin_tables``),
+      so that a plain JVM runs only where a raw_exec task could; true when
+      the table comes without it.
     """
 
     java: str = ""
