@@ -6,7 +6,8 @@
 #   rkt fetch --insecure-options=image /tmp/busybox.aci
 #   cat > herder.toml <<'TOML'
 #   [plugin.rkt]
-#   stage1_path = "/path/to/stage1-fly.aci"
+#   stage1_path    = "/path/to/stage1-fly.aci"
+#   allow_insecure = true        # the image is not signed: insecure_options = ["image"] below
 #   TOML
 #   sudo .venv/bin/herder run --config herder.toml examples/rkt/web.hcl
 #   curl http://127.0.0.1:<port>/           (herder prints "port http is 127.0.0.1:<port>")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from herder.client.config import load_config
+from herder.client.config import ClientConfig, load_config
 from herder.errors import ConfigError
 
 
@@ -63,12 +63,30 @@ key_file = "~/agent-key.pem"
     ("plugin = 1", "[plugin.NAME] entries must be tables"),
     ("[tls]\ncert_file = 'a.pem'", "[tls] cert_file and key_file are set together"),
     ("[tls]\nca_file = 'ca.pem'", "unknown key(s) at [tls]: ca_file"),
+    ("[client]\nmax_kill_timeout = 'forever'", "[client] max_kill_timeout 'forever' is not a duration"),
+    ("[client]\nuser_denylist = 'root'", "[client] user_denylist must be a list of names"),
+    ("[client]\nuser_checked_drivers = [1]", "[client] user_checked_drivers must be a list of names"),
+    ("[client]\nuser_allowlist = []", "unknown key(s) at [client]: user_allowlist"),
 ])
 def test_mistakes_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(write(tmp_path, text))
     assert message in str(caught.value)
     assert str(caught.value).startswith(str(tmp_path / "herder.toml"))
+
+
+def test_the_client_table(tmp_path: Path) -> None:
+    assert load_config(None, data_dir=tmp_path).client == ClientConfig(
+        max_kill_timeout=30.0, user_denylist=frozenset({"root"}),
+        user_checked_drivers=frozenset({"exec", "java", "qemu"}))
+    config = load_config(write(tmp_path, """
+[client]
+max_kill_timeout = "2m"
+user_denylist = []
+user_checked_drivers = ["exec", "raw_exec"]
+"""))
+    assert config.client == ClientConfig(max_kill_timeout=120.0, user_denylist=frozenset(),
+                                         user_checked_drivers=frozenset({"exec", "raw_exec"}))
 
 
 def test_a_relative_data_dir_becomes_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

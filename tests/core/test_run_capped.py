@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from herder import EXEC_OUTPUT_LIMIT
-from herder.sdk import run_capped
+from herder.errors import DriverError
+from herder.sdk import TaskUser, run_capped
 
 
 def test_output_and_exit_code(tmp_path: Path) -> None:
@@ -37,3 +38,20 @@ def test_a_timeout_is_raised_at_once_even_if_an_escaped_process_holds_the_output
     finally:
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_a_command_runs_as_the_user_with_its_groups_and_home(tmp_path: Path) -> None:
+    nobody = TaskUser.lookup("nobody")
+    env = {"PATH": os.environ["PATH"], "HOME": "/root", **nobody.environment()}
+    result = run_capped(["sh", "-c", 'echo "$(id -u) $(id -g) $(id -G) $HOME $USER"'], env=env, cwd=tmp_path,
+                        timeout=5, user=nobody)
+    assert result.exit_code == 0, result.output
+    groups = " ".join(str(gid) for gid in nobody.groups)
+    assert result.output.decode().split() == [str(nobody.uid), str(nobody.gid), *groups.split(), nobody.home,
+                                              "nobody"]
+
+
+def test_an_unknown_user_is_a_driver_error() -> None:
+    with pytest.raises(DriverError, match="user 'no-such-user-here' does not exist on this host"):
+        TaskUser.lookup("no-such-user-here")

@@ -22,10 +22,16 @@ def executable(path: Path) -> Path:
     ({"isolation": "runc"}, "isolation must be one of auto, exec, none, not 'runc'"),
     ({"exec": "runc"}, "exec must be a table of herder-exec's keys"),
     ({"java": 8}, "java must be a path, not 8"),
+    ({"allow_unisolated": "yes"}, "allow_unisolated must be true or false, not 'yes'"),
 ])
 def test_a_bad_plugin_table_is_refused_saying_why(raw: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         PluginConfig.from_mapping(raw)
+
+
+def test_plain_jvms_are_allowed_unless_the_configuration_says_otherwise() -> None:
+    assert PluginConfig.from_mapping({}).allow_unisolated
+    assert not PluginConfig.from_mapping({"allow_unisolated": False}).allow_unisolated
 
 
 def test_java_comes_from_the_configuration_then_java_home_then_path(tmp_path: Path) -> None:

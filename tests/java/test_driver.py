@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from herder_java.driver import JavaDriver
+from herder_java.handle import JavaHandle
 
 from herder import DriverError
 from herder.testing import DriverHarness
@@ -238,3 +242,31 @@ def test_the_working_directory_and_nomads_isolation_keys(harness: DriverHarness)
     assert user_dir == ("/local" if isolated(harness) else str(run.ctx.task_dir.local_dir))
     messages = [event.message for event in run.events if event.type == "Driver"]
     assert "ignoring config keys herder's java driver does not implement: cap_add, pid_mode" in messages, messages
+
+
+@pytest.mark.parametrize("config", [
+    {"isolation": "none"},
+    # auto, where herder-exec cannot isolate (or is not installed): no quiet fallback to a plain process
+    {"isolation": "auto", "exec": {"runc": "/nonexistent/runc"}},
+])
+def test_plain_jvms_need_allow_unisolated(java_driver: str, driver_harness: HarnessFactory,
+                                          config: dict[str, Any]) -> None:
+    harness = driver_harness("java", {**config, "allow_unisolated": False})
+    fingerprint = harness.fingerprint
+    assert fingerprint.detected and not fingerprint.healthy, fingerprint
+    assert "which this client does not allow: set [plugin.java] allow_unisolated = true" in fingerprint.description
+    with pytest.raises(DriverError, match="allow_unisolated"):
+        harness.task(app("env")).start()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_plain_exec_runs_as_the_task_user(java_driver: str, driver_harness: HarnessFactory) -> None:
+    """A plain JVM of ``user = "nobody"``: what runs beside it (script checks, alloc exec) is nobody's too.
+    (The JVM itself is not started: as nobody it could not reach a task directory under a 0700 tmp_path.)"""
+    harness = driver_harness("java", PLAIN)
+    run = harness.task(app("env"), user="nobody")
+    driver = JavaDriver(PLAIN)
+    handle = JavaHandle(SimpleNamespace(id="jvm", network=None), "none")  # type: ignore[arg-type]
+    result = driver.herder_task_exec(run.task, run.ctx, handle, ["/bin/sh", "-c", 'echo "$(id -un) $HOME"'], 10)
+    assert result.exit_code == 0, result.output
+    assert result.output.decode().split() == ["nobody", pwd.getpwnam("nobody").pw_dir]

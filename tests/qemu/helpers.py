@@ -25,6 +25,9 @@ INIT = EXAMPLE / "init.sh"
 BUSYBOX = Path("/bin/busybox")
 DEBUG_EXIT = ["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]
 """Lets the guest end QEMU with an exit code of its choice (2n+1)."""
+ARGS_ALLOWLIST = ["-device", "-serial"]
+"""``[plugin.qemu] args_allowlist`` for the options the tests' tasks give QEMU (the debug-exit device,
+the contract kit's readiness port)."""
 APPEND = "console=ttyS0 quiet panic=-1"
 
 
@@ -40,8 +43,9 @@ class Guest:
 
     @property
     def plugin_config(self) -> dict[str, Any]:
-        """``[plugin.qemu]`` that lets tasks boot the guest from where it was built."""
-        return {"image_paths": [str(self.directory)]}
+        """``[plugin.qemu]`` that lets tasks boot the guest from where it was built, with the options
+        of :data:`ARGS_ALLOWLIST`."""
+        return {"image_paths": [str(self.directory)], "args_allowlist": ARGS_ALLOWLIST}
 
     def config(self, script: str | None = None, *, args: tuple[str, ...] = (), **config: Any) -> dict[str, Any]:
         """A task config booting the guest; it runs ``script`` (no double quotes in it), or serves HTTP on 80."""

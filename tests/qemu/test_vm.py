@@ -16,7 +16,7 @@ from herder.testing import DriverHarness
 from herder.testing.plugin import HarnessFactory
 from tests.support.http import read_url
 
-from .helpers import APPEND, DEBUG_EXIT, Guest
+from .helpers import APPEND, ARGS_ALLOWLIST, DEBUG_EXIT, Guest
 
 POWER_OFF = b"guest: power button pressed, powering off"
 DISK_LINE = b"herder-disk: booted"
@@ -102,7 +102,7 @@ def boot_sector(text: bytes, exit_value: int) -> bytes:
 def test_boots_a_raw_disk_image(guest: Guest, driver_harness: HarnessFactory, tmp_path: Path, where: str) -> None:
     images = tmp_path / "images"
     images.mkdir()
-    harness = driver_harness("qemu", {"image_paths": [str(images)]})
+    harness = driver_harness("qemu", {"image_paths": [str(images)], "args_allowlist": ARGS_ALLOWLIST})
     image = "local/disk.img" if where == "task_dir" else str(images / "disk.img")
     run = harness.task({"image_path": image, "args": ["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]})
     disk = run.ctx.task_dir.dir / image if where == "task_dir" else Path(image)
@@ -168,7 +168,7 @@ def test_a_machine_qemu_cannot_set_up_fails_the_start_with_its_message(harness: 
 
 def test_a_guest_done_before_qemu_was_reached_is_no_failure(guest: Guest, driver_harness: HarnessFactory) -> None:
     """A disk that ends QEMU at once, through isa-debug-exit, exits 3 as a task would."""
-    harness = driver_harness("qemu", {})
+    harness = driver_harness("qemu", {"args_allowlist": ARGS_ALLOWLIST})
     run = harness.task({"image_path": "local/disk.img", "args": list(DEBUG_EXIT)})
     (run.ctx.task_dir.dir / "local" / "disk.img").write_bytes(boot_sector(b"", 1))
     run.start()

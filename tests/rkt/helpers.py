@@ -38,11 +38,12 @@ def stage1_path() -> Path | None:
 
 
 def store_config(store: Path) -> dict[str, Any]:
-    """The ``[plugin.rkt]`` table of a driver whose rkt keeps its state in ``store``."""
+    """The ``[plugin.rkt]`` table of a driver whose rkt keeps its state in ``store``; the test image is
+    not signed, so tasks may run it with ``insecure_options = ["image"]``."""
     stage1 = stage1_path()
     # A loaded test machine can take seconds to start a pod: the default start_timeout (5s) is tested on its own.
     return {"dir": str(store / "data"), "local_config": str(store / "etc"), "system_config": str(store / "sys"),
-            "start_timeout": "30s", **({"stage1_path": str(stage1)} if stage1 else {})}
+            "start_timeout": "30s", "allow_insecure": True, **({"stage1_path": str(stage1)} if stage1 else {})}
 
 
 def rkt_for(store: Path) -> Rkt:

@@ -24,6 +24,8 @@ def test_defaults() -> None:
     config = PluginConfig.from_mapping({})
     assert (config.rkt, config.stage1_path, config.stage1_name, config.volumes_enabled, config.start_timeout) == \
         ("rkt", "", "", False, 5.0)
+    assert not config.allow_insecure
+    assert PluginConfig.from_mapping({"allow_insecure": True}).allow_insecure
     assert PluginConfig.from_mapping({"start_timeout": "1m30s"}).start_timeout == 90.0
 
 
@@ -33,6 +35,7 @@ def test_defaults() -> None:
     ({"start_timeout": "soon"}, "[plugin.rkt] start_timeout 'soon' is not a duration"),
     ({"start_timeout": 0}, "start_timeout must be longer than 0s"),
     ({"volumes_enabled": "yes"}, "volumes_enabled must be true or false"),
+    ({"allow_insecure": 1}, "allow_insecure must be true or false"),
     ({"rkt": 5}, "[plugin.rkt] rkt must be a string"),
 ])
 def test_refused(table: dict[str, Any], message: str) -> None:

@@ -71,6 +71,18 @@ def test_exec_runs_inside_the_pod(harness: Harness, rkt_store: Path) -> None:
     run.cleanup()
 
 
+def test_exec_is_refused_in_a_task_of_another_user(harness: Harness) -> None:
+    """``rkt enter`` runs commands as root: in a task of ``user`` they would not run as its user."""
+    run = harness().task(sh("echo up; exec sleep 3600"), kill_timeout="2s", user="65534")
+    run.start()
+    assert poll(lambda: b"up" in run.output())  # as 65534 it cannot write the root-owned /local
+    with pytest.raises(DriverError, match="exec refused: the task runs as user '65534'"):
+        run.exec(["/bin/sh", "-c", "id -u"], 10)
+    run.kill()
+    assert run.wait(WAIT) is not None
+    run.cleanup()
+
+
 def test_stop_and_cleanup_leave_no_pod_and_no_mount(harness: Harness, rkt_store: Path, tmp_path: Path) -> None:
     run = harness().task(sh("sleep 3600 & sleep 3600"), kill_timeout="1s")
     run.start()

@@ -34,7 +34,22 @@ from herder.plugins.loader import load_plugins
 
 def load_hooks(config: Config) -> Hooks:
     """Every installed plugin, as the configuration enables them."""
-    return Hooks(load_plugins(config.plugin, config.disabled_plugins))
+    return Hooks(load_plugins(plugin_tables(config), config.disabled_plugins))
+
+
+def plugin_tables(config: Config) -> dict[str, dict[str, Any]]:
+    """The ``[plugin.NAME]`` tables the plugins are created with.
+
+    A plain, unisolated JVM is no more isolated than a raw_exec task: the java
+    driver allows them (``allow_unisolated``) exactly where raw_exec is enabled
+    (``herder run``'s default; the agent's only with ``[plugin.raw_exec]
+    enabled = true``), unless its own table says otherwise. A plugin knows
+    nothing of another's table, so this is said here.
+    """
+    tables = {name: dict(table) for name, table in config.plugin.items()}
+    raw_exec = "raw_exec" not in config.disabled_plugins and bool(tables.get("raw_exec", {}).get("enabled", True))
+    tables.setdefault("java", {}).setdefault("allow_unisolated", raw_exec)
+    return tables
 
 
 def failed_plugins(hooks: Hooks) -> list[str]:

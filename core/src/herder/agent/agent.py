@@ -51,7 +51,8 @@ class Conflict(HerderError):
 
 def agent_config(config: Config) -> Config:
     """The configuration as the agent uses it: raw_exec is off unless the
-    configuration turns it on (``[plugin.raw_exec] enabled = true``)."""
+    configuration turns it on (``[plugin.raw_exec] enabled = true``), and with
+    it the java driver's plain JVMs (:func:`herder.app.plugin_tables`)."""
     plugin = {name: dict(table) for name, table in config.plugin.items()}
     plugin.setdefault("raw_exec", {}).setdefault("enabled", False)
     return dataclasses.replace(config, plugin=plugin)
@@ -180,16 +181,27 @@ class Agent:
         job_source = JobSource(text=text, format=fmt, source=source, variables=variables)
         job = app.load_submitted(job_source, self.hooks)
         with self._submit_lock:
-            current = [a for a in self.client.allocs if a.job.name == job.name and a.status in ("pending", "running")]
+            current = [a for a in self.client.allocs
+                       if a.job.name == job.name and a.status in ("pending", "running") and not a.stopping]
             if current and all(a.job_id == job_source.id for a in current):
                 return job.name, current, job.warnings
             allocs = self.client.submit(job, job_source)
             for alloc in current:
                 alloc.stop()
-            self.client.wait(current)
+        if current:
+            # The old version's tasks may take their shutdown_delay and kill_timeout to die: the new one
+            # starts after them, and no other submission waits for that.
+            threading.Thread(target=self._replace, args=(current, allocs), name=f"replace-{job.name}",
+                             daemon=True).start()
+        else:
             self.client.run(allocs)
         log.info("job %s submitted: %d allocation(s)", job.name, len(allocs))
         return job.name, allocs, job.warnings
+
+    def _replace(self, old: list[AllocRunner], new: list[AllocRunner]) -> None:
+        """Run ``new`` once every allocation of ``old`` is dead."""
+        self.client.wait(old)
+        self.client.run(new)
 
     def jobs(self) -> dict[str, list[AllocRunner]]:
         """Every job with its allocations, the latest submission's first."""

@@ -107,13 +107,14 @@ class AllocRunner:
     ``job_id`` names the job submission it comes from. ``restored`` holds
     the stored records of an allocation an earlier herder ran: running tasks
     are reattached, finished ones stay finished. ``on_done`` is called once
-    every task is dead and cleaned up.
+    every task is dead and cleaned up. ``max_kill_timeout`` caps every task's
+    ``kill_timeout`` and ``shutdown_delay``.
     """
 
     def __init__(self, placed: PlacedAlloc, job_id: str, hooks: Hooks, store: Store, *,
                  on_event: Callable[[EventRecord], None], on_done: Callable[[AllocRunner], None],
                  defer_cleanup: Callable[[str, str, Phase, float], None],
-                 restored: Mapping[str, TaskRecord] | None = None) -> None:
+                 restored: Mapping[str, TaskRecord] | None = None, max_kill_timeout: float | None = None) -> None:
         self.placed = placed
         self.job_id = job_id
         self.alloc = placed.alloc
@@ -132,6 +133,7 @@ class AllocRunner:
         self._coordinating = False  # set once the tasks may start: from then on, state changes move the phases
         self._phase = _Phase.PRESTART
         self._killing = False  # the tasks are being killed for a sibling's failure, a leader or the main tasks
+        self._max_kill_timeout = max_kill_timeout
         self.tasks = [self._task_runner(task, (restored or {}).get(task.task.name)) for task in placed.tasks]
         self._remaining = sum(not runner.done for runner in self.tasks)
 
@@ -149,7 +151,7 @@ class AllocRunner:
         return TaskRunner(placed, self.hooks, tracker, on_event=self._forward, on_dead=self._task_dead,
                           persist=functools.partial(self.store.update_task, self.alloc.id, task.name),
                           defer_cleanup=functools.partial(self._defer_cleanup, self.alloc.id, task.name),
-                          status=status, recover=self._recover_state(record))
+                          status=status, recover=self._recover_state(record), max_kill_timeout=self._max_kill_timeout)
 
     @staticmethod
     def _recover_state(record: TaskRecord | None) -> dict[str, object] | None:

@@ -30,6 +30,7 @@ from herder.client.ports import PortAllocator
 from herder.client.sessions import SessionLock, is_alive
 from herder.client.task_runner import TaskRunner
 from herder.client.taskdir import make_data_dir
+from herder.client.users import denied_users
 from herder.context import AllocatedPort, TaskContext
 from herder.errors import HerderError, JobError, PlacementError
 from herder.jobspec import interpolate_task, load_job_text
@@ -143,10 +144,13 @@ class Client:
 
         The allocations are not running yet: :meth:`run` starts them.
 
-        :raises PlacementError: a driver is unavailable or a port cannot be had;
-            nothing is left placed.
+        :raises PlacementError: a driver is unavailable, a task's user is denied
+            or a port cannot be had; nothing is left placed.
         """
         self._check_drivers(job)
+        denied = denied_users(job, self.config.client)
+        if denied:
+            raise PlacementError("; ".join(denied))
         node = self.node()
         placed: list[PlacedAlloc] = []
         try:
@@ -240,7 +244,8 @@ class Client:
 
     def _adopt(self, placed: PlacedAlloc, job: str, restored: dict[str, TaskRecord] | None = None) -> AllocRunner:
         runner = AllocRunner(placed, job, self.hooks, self.store, on_event=self._on_event,
-                             on_done=self._alloc_done, defer_cleanup=self.deferred.add, restored=restored)
+                             on_done=self._alloc_done, defer_cleanup=self.deferred.add, restored=restored,
+                             max_kill_timeout=self.config.client.max_kill_timeout)
         with self._lock:
             self._allocs[placed.alloc.id] = runner
         return runner

@@ -10,7 +10,12 @@ from typing import Any
 
 from herder.client.ports import DEFAULT_MAX_PORT, DEFAULT_MIN_PORT, parse_reserved
 from herder.errors import ConfigError
+from herder.sdk.durations import parse_duration
 from herder.services import check_backend
+
+DEFAULT_MAX_KILL_TIMEOUT = 30.0
+DEFAULT_USER_DENYLIST = ("root",)
+DEFAULT_USER_CHECKED_DRIVERS = ("exec", "java", "qemu")
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,21 @@ class TlsConfig:
 
 
 @dataclass(frozen=True)
+class ClientConfig:
+    """``[client]``: what the client allows the jobs it runs, as Nomad's client options.
+
+    - ``max_kill_timeout``: the longest ``kill_timeout`` and ``shutdown_delay``
+      a task gets, whatever its job asks (Nomad's ``max_kill_timeout``).
+    - ``user_denylist``: the users a task of a driver in ``user_checked_drivers``
+      may not run as (Nomad's ``user.denylist`` and ``user.checked_drivers``).
+    """
+
+    max_kill_timeout: float = DEFAULT_MAX_KILL_TIMEOUT
+    user_denylist: frozenset[str] = frozenset(DEFAULT_USER_DENYLIST)
+    user_checked_drivers: frozenset[str] = frozenset(DEFAULT_USER_CHECKED_DRIVERS)
+
+
+@dataclass(frozen=True)
 class Config:
     data_dir: Path
     bind: str = "127.0.0.1:4646"
@@ -43,6 +63,7 @@ class Config:
     consul: dict[str, Any] = field(default_factory=dict)
     disabled_plugins: frozenset[str] = frozenset()
     plugin: dict[str, dict[str, Any]] = field(default_factory=dict)
+    client: ClientConfig = field(default_factory=ClientConfig)
     node_name: str = field(default_factory=lambda: os.uname().nodename)
     datacenter: str = "dc1"
     source: Path | None = None
@@ -65,8 +86,9 @@ def default_data_dir(agent: bool = False) -> Path:
 # The keys each table may have ("" is the top level); [plugin.NAME] tables are the plugins' own.
 _KEYS: dict[str, set[str]] = {
     "": {"data_dir", "bind", "token", "tls", "ports", "services", "consul", "plugins", "plugin", "node_name",
-         "datacenter"},
+         "datacenter", "client"},
     "tls": {"cert_file", "key_file"},
+    "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers"},
     "ports": {"min", "max", "reserved", "host_ip"},
     "services": {"backend"},
     "consul": {"address", "token"},
@@ -94,6 +116,24 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(str(exc)) from None
 
 
+def _names(table: dict[str, Any], key: str, default: tuple[str, ...]) -> frozenset[str]:
+    value = table.get(key, list(default))
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise ConfigError(f"[client] {key} must be a list of names, not {value!r}")
+    return frozenset(value)
+
+
+def _client(raw: dict[str, Any]) -> ClientConfig:
+    table = _table(raw, "client")
+    try:
+        max_kill_timeout = parse_duration(table.get("max_kill_timeout", DEFAULT_MAX_KILL_TIMEOUT))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"[client] max_kill_timeout {exc}") from None
+    return ClientConfig(max_kill_timeout=max_kill_timeout,
+                        user_denylist=_names(table, "user_denylist", DEFAULT_USER_DENYLIST),
+                        user_checked_drivers=_names(table, "user_checked_drivers", DEFAULT_USER_CHECKED_DRIVERS))
+
+
 def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tuple[str, ...],
            source: Path | None) -> Config:
     _table(raw, "")
@@ -118,6 +158,7 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
         consul=dict(_table(raw, "consul")),
         disabled_plugins=frozenset([*plugins.get("disabled", []), *disabled]),
         plugin={str(name): dict(table) for name, table in plugin.items()},
+        client=_client(raw),
         node_name=str(raw.get("node_name", os.uname().nodename)),
         datacenter=str(raw.get("datacenter", "dc1")),
         source=source.absolute() if source is not None else None,

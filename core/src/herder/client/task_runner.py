@@ -65,14 +65,15 @@ class TaskRunner:
     when the task is finished for good, ``persist`` with every change of
     state, ``defer_cleanup`` for a cleanup step to finish later. ``recover``
     is the handle state stored by an earlier herder: the runner reattaches
-    to that task rather than starting it.
+    to that task rather than starting it. ``max_kill_timeout`` caps the
+    task's ``kill_timeout`` and ``shutdown_delay`` (``[client] max_kill_timeout``).
     """
 
     def __init__(self, placed: PlacedTask, hooks: Hooks, tracker: RestartTracker, *,
                  on_event: Callable[[TaskRunner, TaskEvent], None], on_dead: Callable[[TaskRunner], None],
                  persist: Persist, defer_cleanup: DeferCleanup, status: TaskState | None = None,
-                 recover: dict[str, Any] | None = None) -> None:
-        self.task = placed.task
+                 recover: dict[str, Any] | None = None, max_kill_timeout: float | None = None) -> None:
+        self.task, self._capped = cap_kill_times(placed.task, max_kill_timeout)
         self.ctx = placed.ctx
         self.hooks = hooks
         self.tracker = tracker
@@ -89,6 +90,7 @@ class TaskRunner:
         self._running_task: Task = self.task
         self._env_task: Task = self.task
         self._kill_requested = threading.Event()
+        self._hurry = threading.Event()  # a second kill: the shutdown delay is not waited out
         self._restart_requested = threading.Event()
         self._restart_failure = False
         self._wake = threading.Event()
@@ -151,9 +153,13 @@ class TaskRunner:
         self._done.set()
 
     def kill(self, reason: TaskEvent | None = None) -> None:
-        """Stop the task for good (gracefully, then by force); returns once it is dead."""
+        """Stop the task for good (gracefully, then by force); returns once it is dead.
+
+        A kill while another is under way ends its ``shutdown_delay`` at once."""
         with self._lock:
             first = not self._kill_requested.is_set()
+            if not first:
+                self._hurry.set()
             self._kill_requested.set()
             self._wake.set()
             handle = self._handle
@@ -370,17 +376,18 @@ class TaskRunner:
         self._persist(restart_count=self.tracker.count, restart_window_start=self.tracker.window_start)
 
     def _kill_handle(self, handle: TaskHandle) -> None:
-        """prekill hooks, shutdown_delay, then kill_signal and force after kill_timeout."""
+        """prekill hooks, shutdown_delay (cut short by another kill), then kill_signal and force after
+        kill_timeout."""
         task = self._running_task
         self.hooks.task_prekill(task, self.ctx)
         if task.shutdown_delay > 0:
             self.emit(events.WAITING_FOR_SHUTDOWN_DELAY, f"Waiting {format_duration(task.shutdown_delay)}",
                       shutdown_delay=task.shutdown_delay)
-            time.sleep(task.shutdown_delay)
+            self._hurry.wait(task.shutdown_delay)
         sig = parse_signal(task.kill_signal) if task.kill_signal else None
         sent = task.kill_signal or "the stop signal"
         self.emit(events.KILLING, f"Sent {sent}. Waiting {format_duration(task.kill_timeout)} before force killing",
-                  kill_timeout=task.kill_timeout)
+                  kill_timeout=task.kill_timeout, **self._capped)
         try:
             handle.kill(task.kill_timeout, sig)
         except Exception as exc:
@@ -420,6 +427,20 @@ def _describe_exit(result: ExitResult) -> str:
     if result.error:
         parts.append(f"Exit Message: {result.error}")
     return ", ".join(parts)
+
+
+def cap_kill_times(task: Task, ceiling: float | None) -> tuple[Task, dict[str, Any]]:
+    """``task`` with its ``kill_timeout`` and ``shutdown_delay`` at most ``ceiling`` seconds (None: no
+    ceiling), as Nomad caps ``kill_timeout`` by its client's ``max_kill_timeout``; and, for the
+    ``Killing`` event's details, what the job asked for where it was capped."""
+    if ceiling is None:
+        return task, {}
+    asked = {name: getattr(task, name) for name in ("kill_timeout", "shutdown_delay")}
+    capped = {f"requested_{name}": value for name, value in asked.items() if value > ceiling}
+    if not capped:
+        return task, {}
+    task = dataclasses.replace(task, **{name: min(value, ceiling) for name, value in asked.items()})
+    return task, {**capped, "max_kill_timeout": ceiling}
 
 
 def started_details(handle: TaskHandle) -> dict[str, Any]:

@@ -4,7 +4,9 @@ Built into herder, but registered through herder's own ``herder.drivers``
 entry point exactly like an external driver, and built on :mod:`herder.sdk`
 alone. The task's process is started through the supervisor, so it outlives
 herder and is found again after a restart; it leads its own process group and
-inherits herder's environment minus secrets.
+inherits herder's environment minus secrets. With ``user`` set, the task and
+everything run on its behalf (script checks, ``herder alloc exec``) run as
+that user, with its groups and ``HOME``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from herder import DriverError, ExecResult, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
-from herder.sdk import SupervisedProcess, inherited_environment, run_capped
+from herder.sdk import SupervisedProcess, TaskUser, inherited_environment, run_capped
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -51,8 +53,9 @@ class RawExecDriver:
         if not self.enabled:
             raise DriverError("raw_exec is disabled (set [plugin.raw_exec] enabled = true)")
         argv = [task.config["command"], *task.config.get("args", [])]
-        env = {**self.inherited, **ctx.env}
-        return SupervisedProcess.spawn(task, ctx, argv, env=env, cwd=ctx.task_dir.dir, user=task.user or None)
+        user = TaskUser.lookup(task.user) if task.user else None
+        return SupervisedProcess.spawn(task, ctx, argv, env=self._environment(ctx, user), cwd=ctx.task_dir.dir,
+                                       user=task.user or None)
 
     @hookimpl
     def herder_task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:
@@ -61,5 +64,10 @@ class RawExecDriver:
     @hookimpl
     def herder_task_exec(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
                          timeout: float) -> ExecResult:
-        env = {**self.inherited, **ctx.env}
-        return run_capped(command, env=env, cwd=ctx.task_dir.dir, timeout=timeout)
+        user = TaskUser.lookup(task.user) if task.user else None
+        return run_capped(command, env=self._environment(ctx, user), cwd=ctx.task_dir.dir, timeout=timeout,
+                          user=user)
+
+    def _environment(self, ctx: TaskContext, user: TaskUser | None) -> dict[str, str]:
+        """herder's own environment minus secrets, the user's ``HOME``, then the task's."""
+        return {**self.inherited, **(user.environment() if user else {}), **ctx.env}

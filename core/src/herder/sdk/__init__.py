@@ -11,6 +11,8 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
 - The task environment: :func:`set_var`, :func:`get_var`,
   :func:`set_port_vars`, :func:`set_task_dirs`, :func:`clean_env_var`,
   :func:`inherited_environment`.
+- :class:`TaskUser`: the account a task runs as (uid, groups, home), for
+  what herder runs on the task's behalf (``run_capped(..., user=)``).
 - :func:`resolve_in_task_dir`: a job-file path inside the task directory,
   never outside it (as a path string, for display or a driver's mount);
   :func:`locate_in_task_dir`: the same path as a root and a relative path
@@ -48,11 +50,13 @@ from herder.sdk.safefs import (
     write_atomic,
 )
 from herder.sdk.supervised import SupervisedProcess
+from herder.sdk.users import TaskUser
 
 __all__ = [
     "EXEC_OUTPUT_LIMIT",
     "SupervisedProcess",
     "UnsafePathError",
+    "TaskUser",
     "clean_env_var",
     "exit_result",
     "format_duration",

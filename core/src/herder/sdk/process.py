@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from herder.objects import EXEC_OUTPUT_LIMIT, ExecResult, ExitResult
+from herder.sdk.users import TaskUser
 
 
 def exit_result(returncode: int) -> ExitResult:
@@ -35,14 +36,17 @@ def kill_group(pgid: int, sig: int) -> bool:
 
 
 def run_capped(argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: Path | None,
-               timeout: float) -> ExecResult:
-    """Run a command to completion, stdout and stderr together, capped at 64 KiB.
+               timeout: float, user: TaskUser | None = None) -> ExecResult:
+    """Run a command to completion, stdout and stderr together, capped at 64 KiB; as ``user``
+    (its uid, groups) when given.
 
     :raises TimeoutError: when it outlives ``timeout`` (its process group is killed).
+    :raises DriverError: it cannot run as ``user``.
     """
+    identity = user.popen_arguments() if user is not None else {}
     proc = subprocess.Popen(list(argv), env=dict(env) if env is not None else None, cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, **identity)
     assert proc.stdout is not None
     chunks: list[bytes] = []
     reader = threading.Thread(target=_drain, args=(proc.stdout, chunks), daemon=True)

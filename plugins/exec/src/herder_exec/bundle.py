@@ -114,12 +114,27 @@ def _in_system_dir(path: Path) -> bool:
 
 def write(bundle: Path, config: Mapping[str, Any]) -> None:
     """Write ``config.json`` and the root filesystem: empty directories for runc to mount onto, and, for the
-    host's system directories that are symlinks (``/bin -> usr/bin`` on a merged-/usr host), the same symlinks."""
-    rootfs = bundle / "rootfs"
-    rootfs.mkdir(parents=True, exist_ok=True)
-    for path in SYSTEM_DIRS:
-        if os.path.islink(path):
-            link = rootfs / path.lstrip("/")
-            if not link.is_symlink():
-                link.symlink_to(os.readlink(path))
-    (bundle / "config.json").write_text(json.dumps(config, indent=1))
+    host's system directories that are symlinks (``/bin -> usr/bin`` on a merged-/usr host), the same symlinks.
+
+    ``config.json`` holds the task's environment, its secrets with it: the bundle is root's alone (0700,
+    the file 0600), whatever the umask, and the file is written through the directory's descriptor,
+    never through a link.
+    """
+    bundle.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory = os.open(bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchmod(directory, 0o700)  # mkdir's mode is filtered by the umask; an earlier run's bundle keeps its own
+        rootfs = bundle / "rootfs"
+        rootfs.mkdir(exist_ok=True)
+        for path in SYSTEM_DIRS:
+            if os.path.islink(path):
+                link = rootfs / path.lstrip("/")
+                if not link.is_symlink():
+                    link.symlink_to(os.readlink(path))
+        fd = os.open("config.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                     dir_fd=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            os.fchmod(file.fileno(), 0o600)  # a config.json an earlier run left
+            file.write(json.dumps(config, indent=1))
+    finally:
+        os.close(directory)

@@ -44,7 +44,7 @@ IGNORED_KEYS = ("cap_add", "cap_drop", "ipc_mode", "pid_mode")
 """Nomad's java keys herder accepts and ignores (with a ``Driver`` event saying so)."""
 
 ISOLATION_MODES = ("auto", "exec", "none")
-PLUGIN_KEYS = ("java", "isolation", "exec")
+PLUGIN_KEYS = ("java", "isolation", "exec", "allow_unisolated")
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,17 @@ class PluginConfig:
     - ``exec``: herder-exec's configuration for the container (the keys of
       ``[plugin.exec]``: ``runc``, ``runc_root``, ``cgroup_parent``,
       ``default_pids_limit``, ``no_pivot``); exec's defaults when absent.
+    - ``allow_unisolated``: whether a JVM may run as a plain process at all,
+      with no more isolation than raw_exec gives. Herder's front ends make
+      the default whether raw_exec is enabled (``herder.app.plugin_tables``),
+      so that a plain JVM runs only where a raw_exec task could; true when
+      the table comes without it.
     """
 
     java: str = ""
     isolation: str = "auto"
     exec: Mapping[str, Any] = field(default_factory=dict)
+    allow_unisolated: bool = True
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PluginConfig:
@@ -82,7 +88,10 @@ class PluginConfig:
         java = raw.get("java", "")
         if not isinstance(java, str):
             raise ValueError(f"[plugin.java] java must be a path, not {java!r}")
-        return cls(java=java, isolation=isolation, exec=dict(exec_config))
+        allow_unisolated = raw.get("allow_unisolated", True)
+        if not isinstance(allow_unisolated, bool):
+            raise ValueError(f"[plugin.java] allow_unisolated must be true or false, not {allow_unisolated!r}")
+        return cls(java=java, isolation=isolation, exec=dict(exec_config), allow_unisolated=allow_unisolated)
 
     def java_binary(self, environ: Mapping[str, str] = os.environ) -> Path | None:
         """The java binary, absolute and with its symlinks resolved (``/usr/bin/java`` is one, into the JDK);

@@ -5,9 +5,10 @@ The command line is ``java [jvm_options] [-Xmx<memory>m] [-cp class_path]
 fingerprint is healthy (and ``[plugin.java] isolation`` is not ``none``),
 the JVM runs inside exec's runc container through herder-exec's public
 isolation API (:mod:`herder_exec.isolation`), with the JDK's directory
-bound read-only beside exec's own set, exec's limits and user; elsewhere
-it runs as a plain process of the host, in its own process group, through
-the supervisor. Either way it outlives herder and is found again through
+bound read-only beside exec's own set, exec's limits and user; elsewhere,
+where plain processes are allowed (``allow_unisolated``: only where raw_exec
+is enabled, in the agent), it runs as a plain process of the host, in its own
+process group, through the supervisor. Either way it outlives herder and is found again through
 ``herder_task_recover``, and SIGTERM stops it by default, so that its
 shutdown hooks run.
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from herder import DriverError, ExecResult, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
-from herder.sdk import SupervisedProcess, inherited_environment, resolve_in_task_dir, run_capped
+from herder.sdk import SupervisedProcess, TaskUser, inherited_environment, resolve_in_task_dir, run_capped
 from herder_java.config import TASK_SCHEMA, PluginConfig, TaskConfig, java_home
 from herder_java.handle import DESCRIPTIONS, JavaHandle, Mode
 from herder_java.version import JavaVersion, parse_version
@@ -70,20 +71,32 @@ class JavaDriver:
     def _mode(self) -> tuple[Mode, str]:
         """How tasks run now, and why; the fingerprint of exec is its own (its probe runs once).
 
-        :raises DriverError: ``isolation = "exec"`` and the container is not available.
+        :raises DriverError: the container is not available, and ``isolation = "exec"`` or plain
+            processes are not allowed (``allow_unisolated``).
         """
         if self.config.isolation == "none":
-            return "none", "[plugin.java] isolation = none"
+            return self._unisolated("[plugin.java] isolation = none")
         if self.isolation is None:
             if self.config.isolation == "exec":
                 raise DriverError(f"isolation = exec, but herder-exec is not installed: {INSTALL_HINT}")
-            return "none", "herder-exec is not installed"
+            return self._unisolated(f"herder-exec is not installed ({INSTALL_HINT})")
         exec_fingerprint = self.isolation.fingerprint()
         if exec_fingerprint.detected and exec_fingerprint.healthy:
             return "exec", "herder-exec is healthy"
         if self.config.isolation == "exec":
             raise DriverError(f"isolation = exec, but herder-exec cannot isolate: {exec_fingerprint.description}")
-        return "none", f"herder-exec cannot isolate: {exec_fingerprint.description}"
+        return self._unisolated(f"herder-exec cannot isolate: {exec_fingerprint.description}")
+
+    def _unisolated(self, why: str) -> tuple[Mode, str]:
+        """Plain processes, because of ``why``, where they are allowed.
+
+        :raises DriverError: they are not (no more isolation than raw_exec's, where raw_exec is disabled).
+        """
+        if not self.config.allow_unisolated:
+            raise DriverError(f"JVMs would run without isolation ({why}), which this client does not allow: "
+                              f"set [plugin.java] allow_unisolated = true (in the agent, enabling raw_exec "
+                              f"does too), or make herder-exec available")
+        return "none", why
 
     # -- driver description ----------------------------------------------------------------------
 
@@ -157,7 +170,7 @@ class JavaDriver:
             argv = self._argv(binary, config, task, ctx, str, None)
             tmp = [] if config.sets("-Djava.io.tmpdir=") else [f"-Djava.io.tmpdir={ctx.task_dir.tmp_dir}"]
             work_dir = self._path(ctx, "work_dir", config.work_dir, str, None) if config.work_dir else None
-            handle = SupervisedProcess.spawn(task, ctx, [argv[0], *tmp, *argv[1:]], env={**self.inherited, **ctx.env},
+            handle = SupervisedProcess.spawn(task, ctx, [argv[0], *tmp, *argv[1:]], env=self._environment(task, ctx),
                                              cwd=Path(work_dir) if work_dir else ctx.task_dir.dir,
                                              user=task.user or None, default_signal=DEFAULT_SIGNAL)
         ctx.emit_event("Driver", DESCRIPTIONS[mode], isolation=mode)
@@ -217,13 +230,20 @@ class JavaDriver:
     @hookimpl
     def herder_task_exec(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
                          timeout: float) -> ExecResult:
-        """In the container when the JVM is isolated, else beside it in the task directory."""
+        """In the container when the JVM is isolated, else beside it in the task directory, as the task's user."""
         if not isinstance(handle, JavaHandle):
             raise DriverError(f"not a task of the java driver: {handle!r}")
         if handle.isolation == "exec":
             assert self.isolation is not None  # recover and start give "exec" handles only with it
             return self.isolation.exec(handle.inner, command, timeout)
-        return run_capped(command, env={**self.inherited, **ctx.env}, cwd=ctx.task_dir.dir, timeout=timeout)
+        user = TaskUser.lookup(task.user) if task.user else None
+        return run_capped(command, env=self._environment(task, ctx), cwd=ctx.task_dir.dir, timeout=timeout,
+                          user=user)
+
+    def _environment(self, task: Task, ctx: TaskContext) -> dict[str, str]:
+        """A plain JVM's environment, as raw_exec's: herder's minus secrets, the user's ``HOME``, the task's."""
+        user = TaskUser.lookup(task.user).environment() if task.user else {}
+        return {**self.inherited, **user, **ctx.env}
 
     @hookimpl
     def herder_task_cleanup(self, task: Task, ctx: TaskContext) -> None:

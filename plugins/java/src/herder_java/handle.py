@@ -11,7 +11,7 @@ Mode = Literal["exec", "none"]
 
 DESCRIPTIONS: dict[Mode, str] = {
     "exec": "JVM isolated in herder-exec's runc container",
-    "none": "JVM as a plain supervised process",
+    "none": "JVM as a plain supervised process, without isolation",
 }
 
 

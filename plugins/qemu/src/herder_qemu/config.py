@@ -43,9 +43,10 @@ class PluginConfig:
     image_paths: tuple[Path, ...] = ()
     """Directories whose images (and kernels, initrds) tasks may name by absolute path, as Nomad's
     ``image_paths``. A task's own directory is always allowed."""
-    args_allowlist: tuple[str, ...] | None = None
-    """The options (``-device``, ...) a task's ``args`` may give QEMU, as Nomad's ``args_allowlist``;
-    None: any (``args`` can then reach host devices)."""
+    args_allowlist: tuple[str, ...] = ()
+    """The options (``-device``, ...) a task's ``args`` may give QEMU, as Nomad's ``args_allowlist``.
+    Unlike Nomad's, none by default: any option could reach the host's devices
+    (``-drive file=/dev/sda``), so a task may give ``args`` only where the operator allowed options."""
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PluginConfig:
@@ -59,12 +60,26 @@ class PluginConfig:
         emulator = raw.get("emulator", DEFAULT_EMULATOR)
         if not isinstance(emulator, str) or not emulator:
             raise ValueError(f"[plugin.qemu] emulator must be a program's name or path, not {emulator!r}")
-        allowlist = raw.get("args_allowlist")
-        if allowlist is not None and (not isinstance(allowlist, list)
-                                      or not all(isinstance(arg, str) for arg in allowlist)):
-            raise ValueError(f"[plugin.qemu] args_allowlist must be a list of QEMU options, not {allowlist!r}")
+        allowlist = raw.get("args_allowlist", [])
+        if not isinstance(allowlist, list) or not all(isinstance(arg, str) and arg.startswith("-")
+                                                      for arg in allowlist):
+            raise ValueError(f"[plugin.qemu] args_allowlist must be a list of QEMU options (-smp ...), "
+                             f"not {allowlist!r}")
         return cls(emulator=emulator, image_paths=tuple(Path(path) for path in paths),
-                   args_allowlist=None if allowlist is None else tuple(allowlist))
+                   args_allowlist=tuple(option_name(arg) for arg in allowlist))
+
+    def refused_args(self, args: tuple[str, ...]) -> list[str]:
+        """The options of ``args`` that ``args_allowlist`` does not allow; every argument when it is empty."""
+        if not self.args_allowlist:
+            return list(args)
+        return [arg for arg in args if arg.strip().startswith("-") and option_name(arg) not in self.args_allowlist]
+
+
+def option_name(arg: str) -> str:
+    """A QEMU option as the allowlist names it: QEMU takes ``--smp`` for ``-smp``, and ``-smp=2`` nowhere,
+    but a word is never let through for its spelling."""
+    name = arg.strip().split("=", 1)[0]
+    return "-" + name.lstrip("-")
 
 
 @dataclass(frozen=True)

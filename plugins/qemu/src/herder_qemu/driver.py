@@ -117,11 +117,14 @@ class QemuDriver:
         if unknown:
             raise DriverError(f"{_path(ctx, 'port_map')}: {', '.join(unknown)} not a port of the task "
                               f"(ports: {', '.join(sorted(labels)) or 'none'})")
-        allowed = self.config.args_allowlist
-        refused = [arg for arg in config.args if arg.startswith("-") and allowed is not None and arg not in allowed]
+        refused = self.config.refused_args(config.args)
+        if refused and not self.config.args_allowlist:
+            raise DriverError(f"{_path(ctx, 'args')}: no QEMU option is allowed in args (they could hand the "
+                              f"guest the host's devices): set [plugin.qemu] args_allowlist to the options tasks "
+                              f"may use")
         if refused:
             raise DriverError(f"{_path(ctx, 'args')}: {', '.join(refused)} not allowed by [plugin.qemu] "
-                              f"args_allowlist ({', '.join(allowed or ()) or 'empty'})")
+                              f"args_allowlist ({', '.join(self.config.args_allowlist)})")
         self._images(config, ctx)
         if config.accelerator == "kvm":
             works, why = self.kvm()

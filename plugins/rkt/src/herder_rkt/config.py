@@ -35,8 +35,8 @@ TASK_SCHEMA: dict[str, Any] = {
 }
 
 DEFAULT_START_TIMEOUT = 5.0
-PLUGIN_KEYS = frozenset({"rkt", "stage1_path", "stage1_name", "volumes_enabled", "start_timeout", "dir",
-                         "local_config", "system_config"})
+PLUGIN_KEYS = frozenset({"rkt", "stage1_path", "stage1_name", "volumes_enabled", "allow_insecure", "start_timeout",
+                         "dir", "local_config", "system_config"})
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,9 @@ class PluginConfig:
     """``rkt run --stage1-name``: a stage1 image by name, from rkt's store."""
     volumes_enabled: bool = False
     """Whether tasks may mount host paths with ``volumes``."""
+    allow_insecure: bool = False
+    """Whether tasks may give ``insecure_options``: run unsigned images, skip TLS, or drop the pod's
+    capability, path and seccomp restrictions (``all-run``)."""
     start_timeout: float = DEFAULT_START_TIMEOUT
     """How long ``rkt run`` has to write the pod's UUID; past it the pod is killed and the start retried."""
     dir: str = ""
@@ -72,9 +75,10 @@ class PluginConfig:
                 raise ValueError(f"[plugin.rkt] {key} must be a string, not {value!r}")
         if strings["stage1_path"] and strings["stage1_name"]:
             raise ValueError("[plugin.rkt] stage1_path and stage1_name exclude each other: give one")
-        volumes = raw.get("volumes_enabled", False)
-        if not isinstance(volumes, bool):
-            raise ValueError(f"[plugin.rkt] volumes_enabled must be true or false, not {volumes!r}")
+        flags = {key: raw.get(key, False) for key in ("volumes_enabled", "allow_insecure")}
+        for key, value in flags.items():
+            if not isinstance(value, bool):
+                raise ValueError(f"[plugin.rkt] {key} must be true or false, not {value!r}")
         try:
             start_timeout = parse_duration(raw.get("start_timeout", DEFAULT_START_TIMEOUT))
         except (TypeError, ValueError) as exc:
@@ -82,7 +86,8 @@ class PluginConfig:
         if start_timeout <= 0:
             raise ValueError("[plugin.rkt] start_timeout must be longer than 0s")
         return cls(rkt=strings["rkt"] or "rkt", stage1_path=strings["stage1_path"],
-                   stage1_name=strings["stage1_name"], volumes_enabled=volumes, start_timeout=start_timeout,
+                   stage1_name=strings["stage1_name"], volumes_enabled=flags["volumes_enabled"],
+                   allow_insecure=flags["allow_insecure"], start_timeout=start_timeout,
                    dir=strings["dir"], local_config=strings["local_config"], system_config=strings["system_config"])
 
 

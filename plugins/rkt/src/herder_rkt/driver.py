@@ -139,8 +139,11 @@ class RktDriver:
 
     @hookimpl
     def herder_task_prestart(self, task: Task, ctx: TaskContext) -> None:
-        """Check ports and volumes, trust ``trust_prefix``, fetch the image."""
+        """Check ports, volumes and insecure options, trust ``trust_prefix``, fetch the image."""
         config = TaskConfig.from_mapping(task.config)
+        if config.insecure_options and not self.config.allow_insecure:
+            raise DriverError(f"config.insecure_options: {', '.join(config.insecure_options)} not allowed: set "
+                              f"[plugin.rkt] allow_insecure = true to let tasks run with rkt's insecure options")
         set_task_dirs(ctx.env, "/alloc", "/local", "/secrets")
         self._check_ports(config, ctx)
         self._volumes(config, ctx)  # refused volumes fail before anything is fetched
@@ -382,9 +385,16 @@ class RktDriver:
     @hookimpl
     def herder_task_exec(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
                          timeout: float) -> ExecResult:
-        """``rkt enter``: the command runs in the pod's app (under fly, chrooted into its root filesystem)."""
+        """``rkt enter``: the command runs in the pod's app (under fly, chrooted into its root filesystem).
+
+        :raises DriverError: the task has a ``user``: ``rkt enter`` has no way to take it, and runs
+            every command as root.
+        """
         if not isinstance(handle, RktHandle):
             raise DriverError(f"not a task of the rkt driver: {handle!r}")
+        if task.user:
+            raise DriverError(f"exec refused: the task runs as user {task.user!r}, and rkt enter would run the "
+                              f"command as root")
         return run_capped(self.rkt().argv("enter", handle.id, *command), env=None, cwd=None, timeout=timeout)
 
     # -- cleanup --------------------------------------------------------------------------------
