@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from herder.client.config import ClientConfig, Config
 from herder.supervisor import Supervisor, SupervisorUnavailable
 from herder.supervisor.protocol import SOCKET_NAME, state_dir
 from tests.docker.conftest import busybox_image, docker_client, docker_driver, jobs  # noqa: F401 (fixtures)
@@ -105,8 +106,8 @@ def assert_attack_failed(output: str, marker: Path, data_dir: Path) -> None:
 def test_a_root_exec_task_cannot_reach_the_supervisor(exec_driver: str, data_dir: Path, tmp_path: Path) -> None:  # noqa: F811
     marker = tmp_path / "pwned"  # on the host: the task cannot see tmp_path
     job = exec_job({"command": HOST_PYTHON, "args": attack_args(data_dir, marker)}, user="root")
-    # needs user_denylist = [] once the denylist lands
-    run = run_job(json.dumps(job), data_dir, fmt="json", timeout=120)
+    allow_root = Config(data_dir=data_dir, client=ClientConfig(user_denylist=frozenset()))  # the attacker's best case
+    run = run_job(json.dumps(job), data_dir, fmt="json", config=allow_root, timeout=120)
     logs = run.runner.allocs[0].tasks[0].ctx.task_dir.logs_dir
     output = (logs / "t.stdout.0").read_text()
     assert_attack_failed(output, marker, data_dir)

@@ -55,8 +55,8 @@ from herder.sdk.users import TaskUser
 __all__ = [
     "EXEC_OUTPUT_LIMIT",
     "SupervisedProcess",
-    "UnsafePathError",
     "TaskUser",
+    "UnsafePathError",
     "clean_env_var",
     "exit_result",
     "format_duration",
