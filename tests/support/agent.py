@@ -104,12 +104,12 @@ class AgentProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def cli(self, *args: str, token: str | None = None, addr: str | None = None,
-            timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        """``herder ARGS...`` against this agent."""
+    def cli(self, *args: str, token: str | None = None, addr: str | None = None, timeout: float = 60.0,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """``herder ARGS...`` against this agent, run in ``cwd`` (by default the test's)."""
         env = {**os.environ, "HERDER_ADDR": addr or self.url, "HERDER_TOKEN": self.token if token is None else token}
         return subprocess.run([sys.executable, "-m", "herder", *args], capture_output=True, text=True, env=env,
-                              timeout=timeout)
+                              timeout=timeout, cwd=cwd)
 
     def submit(self, text: str, fmt: str = "hcl", **variables: str) -> dict[str, Any]:
         with self.http() as http:

@@ -35,6 +35,9 @@ class Config:
     plugin: dict[str, dict[str, Any]] = field(default_factory=dict)
     node_name: str = field(default_factory=lambda: os.uname().nodename)
     datacenter: str = "dc1"
+    allow_file_outside: bool = False
+    """``[client] allow_file_outside``: ``file()`` in a job file read by the command line may read
+    outside the job file's directory (the agent never reads files for a job)."""
     source: Path | None = None
     """The configuration file this was read from, if any."""
 
@@ -55,7 +58,8 @@ def default_data_dir(agent: bool = False) -> Path:
 # The keys each table may have ("" is the top level); [plugin.NAME] tables are the plugins' own.
 _KEYS: dict[str, set[str]] = {
     "": {"data_dir", "bind", "token", "ports", "services", "consul", "plugins", "plugin", "node_name",
-         "datacenter"},
+         "datacenter", "client"},
+    "client": {"allow_file_outside"},
     "ports": {"min", "max", "reserved", "host_ip"},
     "services": {"backend"},
     "consul": {"address", "token"},
@@ -87,6 +91,9 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
            source: Path | None) -> Config:
     _table(raw, "")
     ports, plugins, plugin = _table(raw, "ports"), _table(raw, "plugins"), raw.get("plugin", {})
+    allow_file_outside = _table(raw, "client").get("allow_file_outside", False)
+    if not isinstance(allow_file_outside, bool):
+        raise ConfigError("[client] allow_file_outside must be true or false")
     reserved = ports.get("reserved", "")
     if isinstance(reserved, list):
         reserved = ",".join(str(p) for p in reserved)
@@ -108,6 +115,7 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
         plugin={str(name): dict(table) for name, table in plugin.items()},
         node_name=str(raw.get("node_name", os.uname().nodename)),
         datacenter=str(raw.get("datacenter", "dc1")),
+        allow_file_outside=allow_file_outside,
         source=source.absolute() if source is not None else None,
     )
     if not 0 < config.ports.min <= config.ports.max <= 65535:
