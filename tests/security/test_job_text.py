@@ -209,8 +209,10 @@ def test_a_catastrophic_regex_neither_hangs_nor_freezes_the_agent(agent: AgentPr
     ('format("%999999999d", 1)', "format(): width 999999999 is over"),
     ('join("", formatlist("%-999999999s", ["a"]))', "formatlist(): width 999999999 is over"),
     ('indent(999999999, "a\\nb")', "indent(): the result would be longer than"),
-    ('join("", [for i in range(1024): join("", [for j in range(1024): "xxxxxxxxxxxxxxxx"])])',
+    ('join("", [for i in range(64): join("", [for j in range(1024): "xxxxxxxxxxxxxxxxxxxx"])])',
      "join(): the result would be longer than"),
+    ("length([for a in range(1024): [for b in range(1024): [for c in range(1024): c]]])",
+     "the job's expressions take more than 1000000 steps"),
 ])
 def test_an_amplifying_function_is_refused(expression: str, message: str) -> None:
     started = time.monotonic()

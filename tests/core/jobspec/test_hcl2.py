@@ -88,8 +88,10 @@ def test_functions_and_operators(expression: str, expected: Any) -> None:
      "replace(): the result would be longer than 1048576 characters"),
     (f'replace("{"a" * 25}", "/a/", join("", [for i in range(1024) : "{"x" * 42}"]))',
      "replace(): the result would be longer than 1048576 characters"),
-    ('jsonencode([for i in range(1024) : join("", [for j in range(1024) : "x"])])',
+    ('jsonencode([for i in range(64) : join("", [for j in range(1024) : "xxxxxxxxxxxxxxxxxxxx"])])',
      "jsonencode(): the result would be longer than 1048576 characters"),
+    ('try(length([for a in range(1024) : [for b in range(1024) : [for c in range(1024) : c]]]), 0)',
+     "the job's expressions take more than 1000000 steps to evaluate"),
 ])
 def test_functions_are_bounded(expression: str, message: str) -> None:
     [error] = problems(f'job "web" {{\n task "t" {{\n  driver = "raw_exec"\n  config {{ x = {expression} }}\n }}\n}}\n')

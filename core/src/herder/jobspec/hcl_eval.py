@@ -37,6 +37,8 @@ MAX_STRING = 1 << 20
 functions that multiply their input build anything, and on every result."""
 MAX_WIDTH = 10_000
 """The largest width or precision of a ``format`` verb."""
+MAX_STEPS = 1_000_000
+"""The most expression nodes one job's evaluation may visit (``for`` loops included)."""
 
 
 class HclSyntaxError(Exception):
@@ -45,6 +47,10 @@ class HclSyntaxError(Exception):
 
 class EvalError(Exception):
     """An expression cannot be evaluated; the message says why."""
+
+
+class Exhausted(EvalError):
+    """The evaluation went over :data:`MAX_STEPS`; ``try`` and ``can`` do not hide it."""
 
 
 class UnknownName(EvalError):
@@ -498,6 +504,7 @@ class Evaluator:
     def __init__(self, lookup: Callable[[str, str], Any], files: JobFiles | None) -> None:
         self.lookup = lookup
         self.functions = _functions(files)
+        self.steps = 0
 
     def template_value(self, text: str) -> tuple[Any, bool]:
         """The value of template text, and whether it was one interpolation alone.
@@ -539,6 +546,9 @@ class Evaluator:
 
     def evaluate(self, node: Node, scope: Mapping[str, Any]) -> Any:
         """The value of ``node``; names in ``scope`` are the variables of enclosing ``for`` expressions."""
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise Exhausted(f"the job's expressions take more than {MAX_STEPS} steps to evaluate")
         if isinstance(node, Literal):
             return node.value
         if isinstance(node, Template):
@@ -608,7 +618,7 @@ class Evaluator:
         for arg in node.args:
             try:
                 value = self.evaluate(arg, scope)
-            except UnknownName:
+            except (UnknownName, Exhausted):
                 raise
             except EvalError:
                 continue
