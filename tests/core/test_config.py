@@ -36,6 +36,8 @@ backend = "consul"
 address = "127.0.0.1:8500"
 [plugins]
 disabled = ["rkt"]
+[client]
+allow_file_outside = true
 [plugin.raw_exec]
 enabled = false
 """), disabled=("docker",))
@@ -44,6 +46,7 @@ enabled = false
     assert config.disabled_plugins == {"rkt", "docker"}
     assert config.plugin == {"raw_exec": {"enabled": False}}
     assert config.services_backend == "consul"
+    assert config.allow_file_outside and not load_config(None, data_dir=tmp_path).allow_file_outside
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -56,6 +59,8 @@ enabled = false
     ("ports = 3", "[ports] must be a table"),
     ("[services]\nbackend = 'etcd'", "services.backend"),
     ("plugin = 1", "[plugin.NAME] entries must be tables"),
+    ("[client]\nallow_file_outside = 'yes'", "[client] allow_file_outside must be true or false"),
+    ("[client]\nallow_files = true", "unknown key(s) at [client]: allow_files"),
 ])
 def test_mistakes_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
