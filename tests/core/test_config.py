@@ -20,6 +20,7 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
     config = load_config(None, data_dir=tmp_path)
     assert (config.data_dir, config.ports.min, config.ports.max) == (tmp_path, 20000, 32000)
     assert config.services_backend == "local" and config.plugin == {}
+    assert config.tls.cert_file is None
 
 
 def test_a_full_file(tmp_path: Path) -> None:
@@ -40,8 +41,12 @@ disabled = ["rkt"]
 allow_file_outside = true
 [plugin.raw_exec]
 enabled = false
+[tls]
+cert_file = "{tmp_path}/agent.pem"
+key_file = "~/agent-key.pem"
 """), disabled=("docker",))
     assert config.data_dir == tmp_path / "d"
+    assert (config.tls.cert_file, config.tls.key_file) == (tmp_path / "agent.pem", Path.home() / "agent-key.pem")
     assert config.ports.reserved == {2001, 2010, 2011, 2012}
     assert config.disabled_plugins == {"rkt", "docker"}
     assert config.plugin == {"raw_exec": {"enabled": False}}
@@ -61,6 +66,8 @@ enabled = false
     ("plugin = 1", "[plugin.NAME] entries must be tables"),
     ("[client]\nallow_file_outside = 'yes'", "[client] allow_file_outside must be true or false"),
     ("[client]\nallow_files = true", "unknown key(s) at [client]: allow_files"),
+    ("[tls]\ncert_file = 'a.pem'", "[tls] cert_file and key_file are set together"),
+    ("[tls]\nca_file = 'ca.pem'", "unknown key(s) at [tls]: ca_file"),
 ])
 def test_mistakes_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:

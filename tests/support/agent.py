@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -13,40 +14,49 @@ from typing import Any
 import httpx
 
 from tests.support.consul import free_ports
+from tests.support.tls import Certificates
 
 
 class AgentProcess:
     """An agent on its own data dir under ``root``, listening on a free port in 2000-12000.
 
     Tasks outlive the agent by design, so :meth:`shutdown` drains it: every
-    task is stopped before the agent exits.
+    task is stopped before the agent exits. With ``tls`` it serves HTTPS with
+    that certificate, and the test's clients trust that CA only.
     """
 
     def __init__(self, root: Path, *, token: str = "", host: str = "127.0.0.1", extra: str = "",
-                 raw_exec: bool = True) -> None:
+                 raw_exec: bool = True, tls: Certificates | None = None) -> None:
         self.root = root
         self.data_dir = root / "data"
         self.token = token
         self.host = host
+        self.tls = tls
         self.config = root / "agent.toml"
         self.port = 0
         lines = [f'data_dir = "{self.data_dir}"', f'token = "{token}"', "[ports]", "min = 2000", "max = 12000"]
         if raw_exec:
             lines += ["[plugin.raw_exec]", "enabled = true"]
+        if tls is not None:
+            lines += ["[tls]", f'cert_file = "{tls.cert}"', f'key_file = "{tls.key}"']
         self.config.write_text("\n".join(lines) + "\n" + extra)
         self.proc: subprocess.Popen[str] | None = None
         self.log = root / "agent.log"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    @property
+    def verify(self) -> ssl.SSLContext | bool:
+        return self.tls.client_context() if self.tls else True
 
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def http(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers=self.headers, timeout=30.0, **kwargs)
+        return httpx.Client(base_url=self.url, headers=self.headers, timeout=30.0, verify=self.verify, **kwargs)
 
     def start(self, *args: str, timeout: float = 30.0) -> AgentProcess:
         """Start the agent (on the same port as before, if it ran already) and wait for its API."""
@@ -72,7 +82,7 @@ class AgentProcess:
             if self.proc.poll() is not None:
                 return False
             try:
-                httpx.get(f"{self.url}/v1/health", headers=self.headers, timeout=2.0)
+                httpx.get(f"{self.url}/v1/health", headers=self.headers, timeout=2.0, verify=self.verify)
                 return True
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -97,19 +107,23 @@ class AgentProcess:
         if self.proc.poll() is not None:
             self.start()
         try:
-            httpx.post(f"{self.url}/v1/agent/drain", headers=self.headers, timeout=10.0)
+            httpx.post(f"{self.url}/v1/agent/drain", headers=self.headers, timeout=10.0, verify=self.verify)
         finally:
             try:
                 self.terminate(60.0)
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def cli(self, *args: str, token: str | None = None, addr: str | None = None, timeout: float = 60.0,
-            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-        """``herder ARGS...`` against this agent, run in ``cwd`` (by default the test's)."""
-        env = {**os.environ, "HERDER_ADDR": addr or self.url, "HERDER_TOKEN": self.token if token is None else token}
-        return subprocess.run([sys.executable, "-m", "herder", *args], capture_output=True, text=True, env=env,
-                              timeout=timeout, cwd=cwd)
+    def cli(self, *args: str, token: str | None = None, addr: str | None = None, env: dict[str, str] | None = None,
+            timeout: float = 60.0, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """``herder ARGS...`` against this agent, run in ``cwd`` (by default the test's); ``env`` is
+        set last (an empty value unsets)."""
+        environ = {**os.environ, "HERDER_ADDR": addr or self.url,
+                   "HERDER_TOKEN": self.token if token is None else token}
+        if self.tls is not None:
+            environ["HERDER_CACERT"] = str(self.tls.ca)
+        return subprocess.run([sys.executable, "-m", "herder", *args], capture_output=True, text=True,
+                              env=environ | (env or {}), timeout=timeout, cwd=cwd)
 
     def submit(self, text: str, fmt: str = "hcl", **variables: str) -> dict[str, Any]:
         with self.http() as http:

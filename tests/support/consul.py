@@ -60,10 +60,15 @@ def consul_binary() -> str:
 
 @dataclass
 class ConsulAgent:
-    """One dev-mode agent; :meth:`stop` and :meth:`start` again keep its ports."""
+    """One dev-mode agent; :meth:`stop` and :meth:`start` again keep its ports.
+
+    With a ``data_dir`` it is a single server that keeps its state there, as a
+    production agent does (a dev agent keeps everything in memory).
+    """
 
     workdir: Path
     ports: dict[str, int] = field(default_factory=lambda: agent_ports())
+    data_dir: Path | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -75,7 +80,9 @@ class ConsulAgent:
         return f"http://{self.address}"
 
     def start(self) -> ConsulAgent:
-        argv = [consul_binary(), "agent", "-dev", "-enable-script-checks", "-client", "127.0.0.1",
+        mode = ["-dev"] if self.data_dir is None else \
+            ["-server", "-bootstrap-expect", "1", "-data-dir", str(self.data_dir)]
+        argv = [consul_binary(), "agent", *mode, "-enable-script-checks", "-client", "127.0.0.1",
                 "-bind", "127.0.0.1", "-advertise", "127.0.0.1", "-disable-host-node-id", "-node", "herder-test",
                 "-log-level", "warn"]
         argv += [f"-{name}-port={port}" for name, port in self.ports.items()]

@@ -30,6 +30,8 @@ TASK_HOOK_FAILED = "Task hook failed"
 WAITING_FOR_SHUTDOWN_DELAY = "Waiting for shutdown delay"
 REATTACHED = "Reattached"
 """herder's own: the task was found running after herder started again."""
+UNSAFE_LOG_FILE = "Unsafe Log File"
+"""herder's own: something not a log file (a link, say) was at a log file's name; it was removed, not followed."""
 
 FAILURES = frozenset({
     DRIVER_FAILURE, SETUP_FAILURE, FAILED_VALIDATION, NOT_RESTARTING, TASK_HOOK_FAILED,

@@ -90,7 +90,8 @@ class Template:
     source: str = ""
     change_mode: str = "restart"
     change_signal: str = ""
-    perms: str = "0644"
+    perms: str = "0640"
+    """Octal, at most 0777: not world-readable unless the job says so."""
     left_delimiter: str = "{{"
     right_delimiter: str = "}}"
     splay: float = 5.0

@@ -72,3 +72,13 @@ def test_an_unreachable_agent_is_one_clear_line(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stderr.startswith(f"Error: cannot reach the herder agent at http://127.0.0.1:{port}")
     assert "Traceback" not in result.stderr
+
+
+def test_a_ca_bundle_that_cannot_be_loaded_is_one_clear_line(tmp_path: Path) -> None:
+    agent = AgentProcess(tmp_path)  # never started: the bundle is read first
+    (tmp_path / "not-a-ca.pem").write_text("hello\n")
+    for bundle in (tmp_path / "missing.pem", tmp_path / "not-a-ca.pem"):
+        result = agent.cli("job", "status", env={"HERDER_CACERT": str(bundle)})
+        assert result.returncode == 1
+        assert result.stderr.startswith(f"Error: HERDER_CACERT {bundle}: cannot load a CA bundle")
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -8,6 +8,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from herder.agent.agent import SELF_CHECK_TTL
 from tests.support.agent import AgentProcess
 from tests.support.consul import ConsulAgent
 from tests.support.http import read_url
@@ -129,7 +130,10 @@ def test_the_agent_is_a_service_and_task_services_are_resynced_in_consul(tmp_pat
         wanted = {"herder-client": (agent.port, "passing"), "web": (port, "passing")}
         wait_for(lambda: registered() == wanted, registered)
 
+        # The agent's own check is a heartbeat: a dead agent turns critical once its TTL ran out.
         agent.kill()
+        dead = wanted | {"herder-client": (agent.port, "critical")}
+        wait_for(lambda: registered() == dead, registered, timeout=SELF_CHECK_TTL + 30.0)
         agent.start()
         agent.wait_event(alloc_id, "server", "Reattached")
         wait_for(lambda: registered() == wanted, registered)

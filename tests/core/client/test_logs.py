@@ -204,3 +204,17 @@ def test_invalid_stream_or_limits_are_refused(tmp_path: Path) -> None:
         LogSink(tmp_path, "web", "stdin")
     with pytest.raises(ValueError, match="max_files"):
         LogSink(tmp_path, "web", "stdout", LogConfig(max_files=0))
+
+
+def test_a_planted_link_is_removed_and_reported(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    logs_dir = tmp_path / "logs"
+    logs_dir.mkdir()
+    (logs_dir / "web.stdout.1").symlink_to(target)
+    heard: list[str] = []
+    with LogSink(logs_dir, "web", "stdout", LogConfig(max_files=5, max_file_size=1), on_unsafe=heard.append) as sink:
+        sink.write(b"a" * (MIB + 1))
+    assert not target.exists()
+    assert kept_bytes(logs_dir) == b"a" * (MIB + 1)
+    assert [path.name for path in log_files(logs_dir, "web", "stdout")] == ["web.stdout.0", "web.stdout.2"]
+    assert len(heard) == 1 and "web.stdout.1 was a symbolic link" in heard[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from herder.client.logtail import LogTail
@@ -30,3 +31,26 @@ def test_seek_without_files(tmp_path: Path) -> None:
     assert tail.size() == 0 and tail.seek(5) == 0
     (tmp_path / "t.stderr.0").write_bytes(b"first")
     assert tail.read() == b"first"
+
+
+def test_a_link_among_the_log_files_is_never_read(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"the host's secret")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "t.stdout.0").write_bytes(b"mine\n")
+    (logs / "t.stdout.1").symlink_to(secret)
+    (logs / "t.stdout.2").hardlink_to(secret)  # a file with another name elsewhere: not read either
+    os.mkfifo(logs / "t.stdout.3")  # opening it would block
+    tail = LogTail(logs, "t", "stdout")
+    assert tail.read() == b"mine\n"
+    assert tail.size() == 5 and tail.seek(100) == 5
+
+
+def test_a_link_for_the_log_directory_is_never_followed(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "t.stdout.0").write_bytes(b"not the task's")
+    (tmp_path / "logs").symlink_to(elsewhere)
+    tail = LogTail(tmp_path / "logs", "t", "stdout")
+    assert tail.read() == b"" and tail.size() == 0

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from herder.client.taskdir import build_alloc_dir, build_task_dir
+from herder.client.taskdir import build_alloc_dir, build_task_dir, make_data_dir
 from herder.context import TaskDir
-from herder.sdk import resolve_in_task_dir
+from herder.sdk import UnsafePathError, locate_in_task_dir, resolve_in_task_dir
 
 
 @pytest.fixture
@@ -44,9 +44,49 @@ def test_task_dir_layout_and_modes(tmp_path: Path) -> None:
     for path in (task_dir.local_dir, task_dir.secrets_dir, task_dir.tmp_dir):
         assert path.is_dir()
     assert stat.S_IMODE(task_dir.secrets_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(task_dir.tmp_dir.stat().st_mode) == 0o1777
+    for name in ("data", "tmp"):  # every task of the group writes them, whatever its user
+        assert stat.S_IMODE((root / "alloc" / name).stat().st_mode) == 0o1777
+    assert stat.S_IMODE((root / "alloc" / "logs").stat().st_mode) == 0o755
+    assert stat.S_IMODE(root.stat().st_mode) == stat.S_IMODE(root.parent.stat().st_mode) == 0o711
     task_dir.secrets_dir.chmod(0o755)
     build_task_dir(root, "web")
     assert stat.S_IMODE(task_dir.secrets_dir.stat().st_mode) == 0o700
+
+
+def test_task_dirs_belong_to_the_task_user(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving directories away needs root")
+    task_dir = build_task_dir(build_alloc_dir(tmp_path, "abc123"), "web", owner=(65534, 65534))
+    for path in (task_dir.local_dir, task_dir.secrets_dir, task_dir.tmp_dir):
+        assert (path.stat().st_uid, path.stat().st_gid) == (65534, 65534), path
+    assert task_dir.dir.stat().st_uid == 0
+
+
+@pytest.mark.parametrize("planted", ["web/secrets", "web/local", "alloc/tmp", "alloc/data"])
+def test_a_planted_link_is_refused_not_followed(tmp_path: Path, planted: str) -> None:
+    root = build_alloc_dir(tmp_path, "abc123")
+    build_task_dir(root, "web")
+    host = tmp_path / "host"
+    host.mkdir(mode=0o755)
+    os.chmod(host, 0o755)
+    (root / planted).rmdir()
+    (root / planted).symlink_to(host)
+    with pytest.raises(UnsafePathError) as caught:
+        build_task_dir(build_alloc_dir(tmp_path, "abc123"), "web")
+    assert str(caught.value) == f"{root / planted}: a link; not followed"
+    assert stat.S_IMODE(host.stat().st_mode) == 0o755
+
+
+def test_the_data_dir_is_private(tmp_path: Path) -> None:
+    make_data_dir(tmp_path / "a" / "data")
+    assert stat.S_IMODE((tmp_path / "a" / "data").stat().st_mode) == 0o700
+    (tmp_path / "a" / "data").chmod(0o755)
+    make_data_dir(tmp_path / "a" / "data")
+    assert stat.S_IMODE((tmp_path / "a" / "data").stat().st_mode) == 0o700
+    (tmp_path / "a" / "data").chmod(0o711)  # made traversable for a task: kept
+    make_data_dir(tmp_path / "a" / "data")
+    assert stat.S_IMODE((tmp_path / "a" / "data").stat().st_mode) == 0o711
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "alloc", "a/b"])
@@ -107,3 +147,30 @@ def test_symlink_loop_is_refused(task_dir: TaskDir) -> None:
     (task_dir.local_dir / "loop").symlink_to(task_dir.local_dir / "loop")
     with pytest.raises(ValueError):
         resolve_in_task_dir(task_dir, "local/loop/x")
+
+
+@pytest.mark.parametrize(
+    ("relative", "root", "rest"),
+    [
+        ("local/app.conf", "web", "local/app.conf"),
+        ("local/", "web", "local"),
+        ("", "web", ""),
+        ("alloc/data/x", "alloc", "data/x"),
+        ("../alloc/data/x", "alloc", "data/x"),
+        ("local/../../alloc/logs", "alloc", "logs"),
+        ("local/link/../x", "web", "local/x"),
+    ],
+)
+def test_locate_splits_by_text_alone(task_dir: TaskDir, relative: str, root: str, rest: str) -> None:
+    assert locate_in_task_dir(task_dir, relative) == (task_dir.dir.parent / root, rest)
+
+
+def test_locate_absolute_paths_inside(task_dir: TaskDir) -> None:
+    assert locate_in_task_dir(task_dir, str(task_dir.local_dir / "x")) == (task_dir.dir, "local/x")
+    assert locate_in_task_dir(task_dir, str(task_dir.alloc_dir / "data")) == (task_dir.alloc_dir, "data")
+
+
+@pytest.mark.parametrize("relative", ["../../etc/passwd", "/etc/passwd", "..", "../other/local/x"])
+def test_locate_refuses_escapes(task_dir: TaskDir, relative: str) -> None:
+    with pytest.raises(ValueError, match="escapes"):
+        locate_in_task_dir(task_dir, relative)

@@ -8,6 +8,8 @@ implementations are tested against a real Consul agent in
 
 from __future__ import annotations
 
+import os
+import pwd
 import threading
 from pathlib import Path
 
@@ -207,9 +209,45 @@ def test_a_destination_through_a_link_out_is_refused(plugin: TemplatesPlugin, co
     outside = tmp_path / "outside"
     outside.mkdir()
     (context.task_dir / "local/conf").symlink_to(outside)
-    with pytest.raises(TemplateRenderError, match="escapes the task directory"):
+    with pytest.raises(TemplateRenderError, match=r"local/conf/app\.conf: local/conf: a link; not followed"):
         prestart(plugin, context, Template(destination="local/conf/app.conf", data="x"))
     assert list(outside.iterdir()) == []
+
+
+def test_a_link_inside_the_task_dir_is_not_followed_either(plugin: TemplatesPlugin, context: Context) -> None:
+    (context.task_dir / "local/conf").symlink_to(context.task_dir / "secrets")
+    with pytest.raises(TemplateRenderError, match="local/conf: a link"):
+        prestart(plugin, context, Template(destination="local/conf/app.conf", data="x"))
+    assert list((context.task_dir / "secrets").iterdir()) == []
+
+
+def test_a_source_or_file_through_a_link_is_not_read(plugin: TemplatesPlugin, context: Context,
+                                                     tmp_path: Path) -> None:
+    (tmp_path / "host.tpl").write_text("host secret")
+    (context.task_dir / "local/app.tpl").symlink_to(tmp_path / "host.tpl")
+    with pytest.raises(TemplateRenderError, match=r"source\(local/app.tpl\): local/app.tpl: a link"):
+        prestart(plugin, context, Template(destination="local/a", source="local/app.tpl"))
+    with pytest.raises(TemplateRenderError, match=r"file\(local/app.tpl\): local/app.tpl: a link"):
+        prestart(plugin, context, Template(destination="local/b", data='{{ file "local/app.tpl" }}'))
+    assert not (context.task_dir / "local/a").exists() and not (context.task_dir / "local/b").exists()
+
+
+def test_a_link_at_the_destination_is_replaced_not_written_through(plugin: TemplatesPlugin, context: Context,
+                                                                   tmp_path: Path) -> None:
+    (tmp_path / "host.conf").write_text("host")
+    (context.task_dir / "local/app.conf").symlink_to(tmp_path / "host.conf")
+    prestart(plugin, context, Template(destination="local/app.conf", data="rendered"))
+    assert (tmp_path / "host.conf").read_text() == "host"
+    assert not (context.task_dir / "local/app.conf").is_symlink()
+    assert (context.task_dir / "local/app.conf").read_text() == "rendered"
+
+
+def test_default_perms_are_not_world_readable_and_special_bits_never_applied(plugin: TemplatesPlugin,
+                                                                             context: Context) -> None:
+    prestart(plugin, context, Template(destination="local/default", data="x"),
+             Template(destination="local/sneaky", data="x", perms="4755"))  # past validation somehow
+    assert (context.task_dir / "local/default").stat().st_mode & 0o7777 == 0o640
+    assert (context.task_dir / "local/sneaky").stat().st_mode & 0o7777 == 0o755
 
 
 def test_timestamp_layouts() -> None:
@@ -251,3 +289,15 @@ def test_a_task_found_running_is_watched_from_poststart(plugin: TemplatesPlugin,
         threading.Event().wait(0.05)
     assert runner.restarts == ["Template with change_mode restart re-rendered: local/out"]
     assert (context.task_dir / "local/out").read_text() == "two"
+
+
+def test_rendered_files_belong_to_the_task_user(plugin: TemplatesPlugin, context: Context) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving files to another user needs root")
+    nobody = pwd.getpwnam("nobody")
+    task = Task(name="t", driver="raw_exec", user="nobody",
+                templates=(Template(destination="local/new/app.conf", data="x"),))
+    plugin.herder_task_prestart(task, context.ctx)
+    for path in ("local/new", "local/new/app.conf"):
+        info = (context.task_dir / path).stat()
+        assert (info.st_uid, info.st_gid) == (nobody.pw_uid, nobody.pw_gid), path

@@ -17,7 +17,6 @@ import herder.supervisor
 from herder.supervisor import ProcInfo, Supervisor
 from herder.supervisor.logfiles import RotatingFile, log_files
 from herder.supervisor.protocol import (
-    address,
     log_path,
     peer_allowed,
     peer_credentials,
@@ -42,15 +41,6 @@ def test_peer_credentials_are_the_kernels() -> None:
 )
 def test_only_the_same_user_or_root_may_talk(peer: int, own: int, allowed: bool) -> None:
     assert peer_allowed(peer, own) is allowed
-
-
-def test_the_address_is_abstract_and_names_the_real_path(tmp_path: Path) -> None:
-    (tmp_path / "dir").mkdir()
-    (tmp_path / "link").symlink_to(tmp_path / "dir")
-    long = tmp_path / ("x" * 200)  # longer than a socket path may be: no matter, it is hashed
-    assert address(tmp_path / "dir") == address(tmp_path / "link") == address(tmp_path / "dir" / ".")
-    assert address(tmp_path / "dir").startswith(b"\0herder-supervisor-")
-    assert address(long) != address(tmp_path / "dir") and len(address(long)) < 108
 
 
 def test_process_identity() -> None:

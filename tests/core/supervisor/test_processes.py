@@ -250,3 +250,15 @@ def test_a_fifo_nobody_reads_is_refused_at_once(connect: Callable[..., Superviso
     with pytest.raises(SupervisorError, match="cannot start"):
         spawn(supervisor, "t1", ["true"], output_paths=(fifo, tmp_path / "stderr.log"))
     assert supervisor.list() == []
+
+
+def test_an_output_path_swapped_for_a_link_is_not_followed(connect: Callable[..., Supervisor], spawn: Spawn,
+                                                           tmp_path: Path) -> None:
+    """Nomad's log FIFOs are in the task's log directory: a link put in place of one is refused."""
+    target = tmp_path / "host-file"
+    target.write_bytes(b"host\n")
+    (tmp_path / "stdout.fifo").symlink_to(target)
+    supervisor = connect()
+    with pytest.raises(SupervisorError, match="cannot start"):
+        spawn(supervisor, "t1", ["echo", "out"], output_paths=(tmp_path / "stdout.fifo", tmp_path / "stderr.log"))
+    assert target.read_bytes() == b"host\n"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from herder import DriverError, ExitResult, RecoverableError, TaskHandle
+from herder import DriverError, ExitResult, RecoverableError, TaskEvent, TaskHandle, events
 from herder.model import LogConfig, Task
 from herder.sdk.supervised import SupervisedProcess
 from herder.supervisor import ProcInfo, Supervisor, SupervisorUnavailable
@@ -199,3 +199,18 @@ def test_threads_waiting_together_all_see_the_exit(connect: Callable[..., Superv
     for waiter in waiters:
         waiter.join()
     assert results == [ExitResult(exit_code=5)] * 10
+
+
+def test_a_planted_log_link_is_told_to_the_task_in_an_event(connect: Callable[..., Supervisor], task: Task,
+                                                            tmp_path: Path, task_env: dict[str, str]) -> None:
+    ctx = make_ctx(tmp_path, connect())
+    told: list[TaskEvent] = []
+    ctx.emitter = told.append
+    target = tmp_path / "host-file"
+    (ctx.task_dir.logs_dir / "web.stderr.0").symlink_to(target)
+    handle = SupervisedProcess.spawn(task, ctx, ["sh", "-c", "echo oops >&2"], env=task_env, cwd=ctx.task_dir.dir)
+    assert handle.wait() == ExitResult(exit_code=0)
+    assert not target.exists()
+    assert (ctx.task_dir.logs_dir / "web.stderr.1").read_bytes() == b"oops\n"
+    assert [event.type for event in told] == [events.UNSAFE_LOG_FILE]
+    assert "web.stderr.0 was a symbolic link" in told[0].message

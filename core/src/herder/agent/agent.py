@@ -26,7 +26,7 @@ from herder.client.task_runner import TaskRunner
 from herder.errors import HerderError
 from herder.objects import parse_signal
 from herder.plugins.hooks import Hooks
-from herder.services import CheckRegistration, ServiceRegistration
+from herder.services import PASSING, CheckRegistration, CheckStatus, ServiceRegistration
 
 log = logging.getLogger("herder.agent")
 
@@ -36,6 +36,9 @@ EVENT_BUFFER = 10_000
 SELF_SERVICE = "herder-client"
 SELF_OWNER = "agent"
 SELF_CHECK_INTERVAL = 10.0
+"""How often the agent passes its own check."""
+SELF_CHECK_TTL = 3 * SELF_CHECK_INTERVAL
+"""How long the check stays passing without a heartbeat: two may be missed under load."""
 
 
 class NotFound(HerderError):
@@ -67,6 +70,7 @@ class Agent:
         self._seq = 0
         self._events_changed = threading.Condition()
         self._submit_lock = threading.Lock()
+        self._self_check: str | None = None
         self.client = Client(config, hooks, keep=True, on_event=self._on_event, on_health=self._on_health)
 
     # -- lifetime ------------------------------------------------------------
@@ -112,16 +116,28 @@ class Agent:
             return
         host, _, port = address.rpartition(":")
         host = host.strip("[]")
-        check_host = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
-        header = {"Authorization": (f"Bearer {self.config.token}",)} if self.config.token else {}
-        url_host = f"[{check_host}]" if ":" in check_host else check_host
+        advertised = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
         service_id = f"_herder-agent-{self.config.node_name}-{port}"  # two agents on one host differ by port
-        check = CheckRegistration(id=f"{service_id}-health", name="herder-client health",
-                                  kind="http", interval=SELF_CHECK_INTERVAL, timeout=2.0,
-                                  target=f"http://{url_host}:{port}/v1/health", header=header)
+        # A TTL check the agent keeps passing itself (heartbeat): a check the registry ran
+        # against the API would need the token, and the registry would keep it for anyone to read.
+        check = CheckRegistration(id=f"{service_id}-alive", name="herder-client alive", kind="ttl",
+                                  ttl=SELF_CHECK_TTL)
         services.sync.set(SELF_OWNER, [ServiceRegistration(
-            id=service_id, name=SELF_SERVICE, address=check_host, port=int(port),
+            id=service_id, name=SELF_SERVICE, address=advertised, port=int(port),
             tags=("http",), checks=(check,))])
+        self._self_check = check.id
+
+    def heartbeat(self) -> None:
+        """Pass the agent's own check (once its registration is in the registry): called
+        every :data:`SELF_CHECK_INTERVAL` by the loop that serves the API, so an agent
+        that died or stopped answering turns critical when the TTL runs out."""
+        services = self._services()
+        if services is None or self._self_check is None:
+            return
+        services.sync.flush(SELF_CHECK_INTERVAL)
+        running = sum(alloc.status == "running" for alloc in self.client.allocs)
+        services.sync.report(self._self_check, CheckStatus(
+            PASSING, f"herder agent {self.version} serving, {running} allocation(s) running"))
 
     # -- events --------------------------------------------------------------
 

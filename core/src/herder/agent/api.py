@@ -8,8 +8,8 @@ cannot understand is a 4xx, never a 500.
 
 
 import asyncio
+import contextlib
 import hmac
-import ipaddress
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from herder import app
 from herder.agent import models
-from herder.agent.agent import Agent, Conflict, NotFound, logs_dir, sse
+from herder.agent.agent import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound, logs_dir, sse
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.logtail import LogTail
 from herder.errors import JobError, PlacementError
@@ -121,21 +121,10 @@ class Guard:
         await self.inner(scope, replay, send)
 
 
-def is_loopback(bind: str) -> bool:
-    host = bind.rpartition(":")[0].strip("[]") if ":" in bind else bind
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": models.Error, "description": text} for status, text in (
         (400, "Invalid request (an invalid job lists each problem with its path)"),
         (401, "Missing or wrong token"),
-        (403, "Refused"),
         (404, "Not found"),
         (409, "Conflict with the current state"),
         (413, "Request body too large"),
@@ -149,10 +138,17 @@ _SSE_EVENT: dict[str, Any] = {
                    "data": {"type": "string"}}}
 
 
-def create_app(agent: Agent, bind: str) -> FastAPI:
-    """The ASGI application of ``agent``, served on ``bind``."""
+async def heartbeat(agent: Agent) -> None:
+    """Pass the agent's own service check, from the event loop that serves the API:
+    a loop that stops answering stops passing it."""
+    while True:
+        await asyncio.to_thread(agent.heartbeat)
+        await asyncio.sleep(SELF_CHECK_INTERVAL)
+
+
+def create_app(agent: Agent) -> FastAPI:
+    """The ASGI application of ``agent``."""
     token = agent.config.token
-    loopback = is_loopback(bind)
     bearer = HTTPBearer(auto_error=False, description="The agent's `token`, when it has one.")
 
     def authorize(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
@@ -160,8 +156,16 @@ def create_app(agent: Agent, bind: str) -> FastAPI:
         if token and not token_matches(token, request.headers.get("authorization")):
             raise ApiError(401, UNAUTHORIZED)
 
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        beating = asyncio.create_task(heartbeat(agent))
+        try:
+            yield
+        finally:
+            beating.cancel()
+
     api = FastAPI(title="herder agent", version=agent.version, openapi_url="/v1/openapi.json", docs_url=None,
-                  redoc_url=None, dependencies=[Depends(authorize)], responses=_ERRORS)
+                  redoc_url=None, dependencies=[Depends(authorize)], responses=_ERRORS, lifespan=lifespan)
 
     @api.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -323,9 +327,6 @@ def create_app(agent: Agent, bind: str) -> FastAPI:
 
     @api.post("/v1/allocations/{alloc_id}/exec", response_model=models.ExecResponse, tags=["allocations"])
     def exec_(alloc_id: AllocId, body: models.ExecRequest) -> models.ExecResponse:
-        if not token and not loopback:
-            raise ApiError(403, "exec is refused without a token when the agent listens beyond loopback "
-                                "(set token in the configuration)")
         alloc = find(alloc_id)
         code, output = acting(lambda: agent.exec(alloc, body.task, body.command, body.timeout))
         return models.ExecResponse(exit_code=code, output=output.decode("utf-8", "replace"))
@@ -345,9 +346,9 @@ def create_app(agent: Agent, bind: str) -> FastAPI:
     return api
 
 
-def asgi(agent: Agent, bind: str) -> ASGIApp:
+def asgi(agent: Agent) -> ASGIApp:
     """The application with its guard in front."""
-    return Guard(create_app(agent, bind), agent.config.token)
+    return Guard(create_app(agent), agent.config.token)
 
 
 # -- shapes ------------------------------------------------------------------

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import signal
 import socket
+import ssl
 import sys
 import time
 from collections.abc import Iterator
@@ -14,10 +16,11 @@ from types import FrameType
 
 import uvicorn
 
+from herder import app
 from herder.agent.agent import Agent
 from herder.agent.api import asgi
-from herder.client.config import Config
-from herder.plugins.hooks import Hooks
+from herder.client.config import Config, TlsConfig
+from herder.errors import ConfigError
 
 log = logging.getLogger("herder.agent")
 
@@ -57,6 +60,52 @@ def parse_bind(bind: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is loopback (127.0.0.0/8, ::1) only: a name counts by every
+    address it resolves to, and one that does not resolve is not loopback."""
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return False
+    return all(ipaddress.ip_address(str(info[4][0]).partition("%")[0]).is_loopback for info in found)
+
+
+def check_exposure(config: Config) -> None:
+    """Refuse a bind beyond loopback without a token: whoever reaches the agent could
+    run jobs on this host as root. (With a token, every route needs it.)
+
+    :raises ConfigError: the bind is malformed, or open without a token.
+    """
+    try:
+        host, _ = parse_bind(config.bind)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if is_loopback(host):
+        return
+    if not config.token:
+        raise ConfigError(f"refusing to listen on {config.bind} without a token: whoever can reach it could run "
+                          "jobs on this host; set token in the configuration, or bind to 127.0.0.1")
+    if config.tls.cert_file is None:
+        log.warning("listening on %s without TLS: the token crosses the network in the clear "
+                    "(set [tls] cert_file and key_file)", config.bind)
+
+
+def tls_context(tls: TlsConfig) -> ssl.SSLContext | None:
+    """The server's TLS context (Python's secure defaults: TLS 1.2 or later), or None for plain HTTP.
+
+    :raises ConfigError: naming the files that cannot be loaded.
+    """
+    if tls.cert_file is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+    except OSError as exc:  # ssl.SSLError is one
+        raise ConfigError(f"[tls] cert_file {tls.cert_file}, key_file {tls.key_file}: cannot load: "
+                          f"{exc.strerror or exc}") from None
+    return context
+
+
 def listen(bind: str) -> socket.socket:
     host, port = parse_bind(bind)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -84,17 +133,31 @@ class _Server(uvicorn.Server):
         yield
 
 
-def run(config: Config, hooks: Hooks, *, drain: bool = False) -> int:
+def run(config: Config, *, drain: bool = False) -> int:
     """Serve until SIGINT or SIGTERM; tasks are left running for the next agent
-    unless ``drain``. Returns the exit code."""
+    unless ``drain``. Returns the exit code.
+
+    Whether the agent may listen where it is told, and with what certificate,
+    is settled before anything is bound or started.
+    """
+    try:
+        check_exposure(config)
+        tls = tls_context(config.tls)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 1
     try:
         sock = listen(config.bind)
     except (OSError, ValueError) as exc:
         log.error("cannot listen on %s: %s", config.bind, exc)
         return 1
+    hooks = app.load_hooks(config)
+    for warning in app.failed_plugins(hooks):
+        log.warning("%s", warning)
     agent = Agent(config, hooks)
-    server = _Server(uvicorn.Config(asgi(agent, config.bind), log_config=None, access_log=False, lifespan="off",
-                                    timeout_graceful_shutdown=SHUTDOWN_GRACE))
+    server = _Server(uvicorn.Config(asgi(agent), log_config=None, access_log=False, lifespan="on",
+                                    timeout_graceful_shutdown=SHUTDOWN_GRACE,
+                                    ssl_context_factory=None if tls is None else lambda _config, _default: tls))
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: %s", signal.Signals(signum).name,

@@ -225,10 +225,7 @@ def agent(bind: str | None, drain: bool, config_path: Path | None, data_dir: Pat
     config = agent_config(config)
     if bind:
         config = dataclasses.replace(config, bind=bind)
-    hooks = app.load_hooks(config)
-    for warning in app.failed_plugins(hooks):
-        logging.getLogger("herder.agent").warning("%s", warning)
-    sys.exit(daemon.run(config, hooks, drain=drain))
+    sys.exit(daemon.run(config, drain=drain))
 
 
 cli.add_command(job)

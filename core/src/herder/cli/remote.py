@@ -1,14 +1,18 @@
 """``herder job ...`` and ``herder alloc ...``: the command line against a running agent.
 
 The agent is at ``HERDER_ADDR`` (default ``http://127.0.0.1:4646``) and
-``HERDER_TOKEN`` is its bearer token. Every failure to talk to it is one
-clear line on stderr and exit 1, never a traceback.
+``HERDER_TOKEN`` is its bearer token. An ``https://`` agent's certificate is
+verified against ``HERDER_CACERT`` (a CA bundle) if set, else the system's
+store; ``HERDER_SKIP_VERIFY=true`` skips that (tests only: the token then goes
+to whoever answers). Every failure to talk to it is one clear line on stderr
+and exit 1, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,7 +54,7 @@ class Agent:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if "://" not in self.addr:
             self.addr = "http://" + self.addr
-        self.http = httpx.Client(base_url=self.addr, headers=headers, timeout=TIMEOUT)
+        self.http = httpx.Client(base_url=self.addr, headers=headers, timeout=TIMEOUT, verify=tls_verify())
 
     def _check(self, response: httpx.Response) -> None:
         if response.is_success:
@@ -85,8 +89,35 @@ class Agent:
     def unreachable(self, exc: httpx.HTTPError) -> NoReturn:
         if isinstance(exc, httpx.TimeoutException):
             fail(f"the agent at {self.addr} did not answer in time: {exc}")
+        tls = _ssl_error(exc)
+        if isinstance(tls, ssl.SSLCertVerificationError):
+            fail(f"the certificate of the agent at {self.addr} is not trusted ({tls.verify_message}); "
+                 "set HERDER_CACERT to the CA bundle that signed it")
+        if tls is not None:
+            fail(f"no TLS with the agent at {self.addr} ({tls.reason or tls}); does it serve HTTPS?")
+        https = " (https:// if it serves TLS)" if self.addr.startswith("http://") else ""
         fail(f"cannot reach the herder agent at {self.addr} ({exc or type(exc).__name__}); "
-             "is `herder agent` running, and is HERDER_ADDR right?")
+             f"is `herder agent` running, and is HERDER_ADDR right{https}?")
+
+
+def tls_verify() -> ssl.SSLContext | bool:
+    """How an https agent's certificate is verified: against HERDER_CACERT, else the system's store."""
+    if os.environ.get("HERDER_SKIP_VERIFY", "").lower() in ("1", "true", "yes"):
+        return False
+    cacert = os.environ.get("HERDER_CACERT") or None
+    try:
+        return ssl.create_default_context(cafile=cacert)
+    except OSError as exc:  # ssl.SSLError is one
+        fail(f"HERDER_CACERT {cacert}: cannot load a CA bundle: "
+             f"{exc.strerror or exc}")
+
+
+def _ssl_error(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS failure under an HTTP error, if that is what it is."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ssl.SSLError):
+        cause = cause.__cause__ or cause.__context__
+    return cause
 
 
 def events(agent: Agent, alloc_ids: set[str]) -> Iterator[dict[str, Any]]:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from herder import events
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.config import Config
 from herder.client.deferred import DeferredCleanups
@@ -28,11 +29,14 @@ from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
 from herder.client.sessions import SessionLock, is_alive
 from herder.client.task_runner import TaskRunner
+from herder.client.taskdir import make_data_dir
 from herder.context import AllocatedPort, TaskContext
 from herder.errors import HerderError, JobError, PlacementError
 from herder.jobspec import interpolate_task, load_job_text
 from herder.model import Group, Job, Task
+from herder.objects import TaskEvent
 from herder.plugins.hooks import Hooks
+from herder.sdk import UnsafePathError
 from herder.state import AllocRecord, JobRecord, PortRecord, Store, TaskRecord, job_id
 from herder.supervisor import Supervisor
 
@@ -74,7 +78,7 @@ class Client:
         self.keep = keep
         self.session = uuid.uuid4().hex
         self.data_dir = config.data_dir
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        make_data_dir(self.data_dir)
         self._session_lock = SessionLock(self.data_dir, self.session)
         self.store = Store(self.data_dir / STATE_FILE)
         self.supervisor = Supervisor(self.data_dir, session=self.session, keep=keep, on_lost=on_lost)
@@ -184,6 +188,9 @@ class Client:
             except HerderError as exc:
                 log.warning("allocation %s cannot be restored: %s", record.name, exc)
                 self.store.update_alloc(record.id, status="failed")
+                for task in self.store.tasks(record.id):  # told where its tasks' events are read
+                    self.store.add_event(record.id, task.name, TaskEvent(
+                        type=events.SETUP_FAILURE, message=f"the allocation cannot be restored: {exc}"))
                 continue
             tasks = {task.name: task for task in self.store.tasks(record.id)}
             restored.append(self._adopt(placed, record.job_id, tasks))
@@ -221,7 +228,11 @@ class Client:
             log.warning("allocation %s: %s", record.name, exc)
             return None
         created = {task.name: task.created for task in self.store.tasks(alloc_id)}
-        placed = self.placement.rebuild(job, group, alloc_id, record.index, self.node(), created)
+        try:
+            placed = self.placement.rebuild(job, group, alloc_id, record.index, self.node(), created)
+        except UnsafePathError as exc:  # a task left a link where its directories were
+            log.warning("allocation %s: %s", record.name, exc)
+            return None
         found = next((t for t in placed.tasks if t.task.name == task_name), None)
         if found is None:
             return None

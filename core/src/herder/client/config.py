@@ -24,10 +24,20 @@ class PortsConfig:
 
 
 @dataclass(frozen=True)
+class TlsConfig:
+    """The agent's HTTPS (``[tls]``): a certificate (chain) and its key, PEM
+    files. Without them the agent serves plain HTTP."""
+
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+
+@dataclass(frozen=True)
 class Config:
     data_dir: Path
     bind: str = "127.0.0.1:4646"
     token: str = ""
+    tls: TlsConfig = field(default_factory=TlsConfig)
     ports: PortsConfig = field(default_factory=PortsConfig)
     services_backend: str = "local"
     consul: dict[str, Any] = field(default_factory=dict)
@@ -57,8 +67,9 @@ def default_data_dir(agent: bool = False) -> Path:
 
 # The keys each table may have ("" is the top level); [plugin.NAME] tables are the plugins' own.
 _KEYS: dict[str, set[str]] = {
-    "": {"data_dir", "bind", "token", "ports", "services", "consul", "plugins", "plugin", "node_name",
+    "": {"data_dir", "bind", "token", "tls", "ports", "services", "consul", "plugins", "plugin", "node_name",
          "datacenter", "client"},
+    "tls": {"cert_file", "key_file"},
     "client": {"allow_file_outside"},
     "ports": {"min", "max", "reserved", "host_ip"},
     "services": {"backend"},
@@ -103,6 +114,7 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
         data_dir=Path(data_dir or raw.get("data_dir") or default_data_dir(agent)),
         bind=str(raw.get("bind", "127.0.0.1:4646")),
         token=str(raw.get("token", "")),
+        tls=_tls(_table(raw, "tls")),
         ports=PortsConfig(
             min=int(ports.get("min", DEFAULT_MIN_PORT)),
             max=int(ports.get("max", DEFAULT_MAX_PORT)),
@@ -122,6 +134,15 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
         raise ConfigError("ports.min and ports.max must satisfy 0 < min <= max <= 65535")
     check_backend(config.services_backend)
     return config
+
+
+def _tls(table: dict[str, Any]) -> TlsConfig:
+    cert_file, key_file = table.get("cert_file"), table.get("key_file")
+    if bool(cert_file) != bool(key_file):
+        raise ConfigError("[tls] cert_file and key_file are set together, or neither")
+    if not cert_file:
+        return TlsConfig()
+    return TlsConfig(Path(str(cert_file)).expanduser().absolute(), Path(str(key_file)).expanduser().absolute())
 
 
 def load_config(path: Path | None, *, data_dir: Path | None = None, agent: bool = False,

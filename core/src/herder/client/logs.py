@@ -23,6 +23,7 @@ import os
 import select
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -54,7 +55,8 @@ class LogSink(io.RawIOBase, BinaryIO):
     """
 
     def __init__(
-        self, logs_dir: Path, task_name: str, stream: str, config: LogConfig | None = None
+        self, logs_dir: Path, task_name: str, stream: str, config: LogConfig | None = None,
+        on_unsafe: Callable[[str], None] | None = None,
     ) -> None:
         if stream not in STREAMS:
             raise ValueError(f"unknown log stream {stream!r}, expected one of {STREAMS}")
@@ -63,6 +65,7 @@ class LogSink(io.RawIOBase, BinaryIO):
         self.task_name = task_name
         self.stream = stream
         self.config = config or LogConfig()
+        self.on_unsafe = on_unsafe
         if self.config.max_files < 1 or self.config.max_file_size < 1:
             raise ValueError("logs need max_files >= 1 and max_file_size >= 1")
         self._read_fd = self._write_fd = -1
@@ -77,7 +80,7 @@ class LogSink(io.RawIOBase, BinaryIO):
         """Open the pipe and start the reader, on first use: most tasks' processes
         write through the supervisor, and never touch their sink."""
         self._file = RotatingFile(self.logs_dir, self.task_name, self.stream, self.config.max_files,
-                                  self.config.max_file_size)
+                                  self.config.max_file_size, self.on_unsafe)
         self._read_fd, self._write_fd = os.pipe()
         self._pipe_size = enlarge_pipe(self._write_fd)
         os.set_blocking(self._read_fd, False)
@@ -246,11 +249,16 @@ class TaskLogs:
     stderr: LogSink
 
     @classmethod
-    def open(cls, logs_dir: Path, task_name: str, config: LogConfig | None = None) -> TaskLogs:
-        """Start capturing both streams of ``task_name`` into ``logs_dir``."""
-        stdout = LogSink(logs_dir, task_name, "stdout", config)
+    def open(cls, logs_dir: Path, task_name: str, config: LogConfig | None = None,
+             on_unsafe: Callable[[str], None] | None = None) -> TaskLogs:
+        """Start capturing both streams of ``task_name`` into ``logs_dir``.
+
+        ``on_unsafe`` hears (in the sink's thread) of anything planted at a log
+        file's name, which was removed rather than followed.
+        """
+        stdout = LogSink(logs_dir, task_name, "stdout", config, on_unsafe)
         try:
-            stderr = LogSink(logs_dir, task_name, "stderr", config)
+            stderr = LogSink(logs_dir, task_name, "stderr", config, on_unsafe)
         except BaseException:
             stdout.close()
             raise

@@ -1,10 +1,19 @@
-"""Reading a task's rotating log files as one stream, as they grow."""
+"""Reading a task's rotating log files as one stream, as they grow.
+
+The task can write its log directory: every file is opened through a
+descriptor of the directory, never through a link, and anything at a log
+file's name that is not a file of its own (a link to a file of the host, a
+FIFO...) is taken for missing, never read.
+"""
 
 from __future__ import annotations
 
+import errno
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
-from herder.supervisor.logfiles import log_files
+from herder.supervisor.logfiles import UnsafeFile, indexed_names, open_log_dir, open_log_file
 
 
 class LogTail:
@@ -26,18 +35,12 @@ class LogTail:
     def read(self, limit: int = 1 << 20) -> bytes:
         chunks: list[bytes] = []
         size = 0
-        for path in log_files(self.logs_dir, self.task, self.stream):
-            index = int(path.name.rsplit(".", 1)[1])
+        for index, fd in self._files():
             if index < self._index:
                 continue
             if index > self._index:
                 self._index, self._offset = index, 0
-            try:
-                with path.open("rb") as f:
-                    f.seek(self._offset)
-                    data = f.read(limit - size)
-            except FileNotFoundError:
-                continue
+            data = os.pread(fd, limit - size, self._offset)
             self._offset += len(data)
             chunks.append(data)
             size += len(data)
@@ -51,12 +54,8 @@ class LogTail:
         now reached."""
         start = 0
         last: tuple[int, int] | None = None
-        for path in log_files(self.logs_dir, self.task, self.stream):
-            index = int(path.name.rsplit(".", 1)[1])
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                continue
+        for index, fd in self._files():
+            size = os.fstat(fd).st_size
             if offset < start + size:
                 self._index, self._offset = index, offset - start
                 return offset
@@ -67,10 +66,30 @@ class LogTail:
 
     def size(self) -> int:
         """The bytes in the files still there."""
-        total = 0
-        for path in log_files(self.logs_dir, self.task, self.stream):
-            try:
-                total += path.stat().st_size
-            except FileNotFoundError:
-                continue
-        return total
+        return sum(os.fstat(fd).st_size for _, fd in self._files())
+
+    def _files(self) -> Iterator[tuple[int, int]]:
+        """The number and an open descriptor of each log file there, oldest first.
+
+        Each descriptor is closed when the next is asked for. A file removed
+        meanwhile (rotated away) is skipped; so is a directory that is not
+        one any more (a link put in its place): no file then.
+        """
+        try:
+            dir_fd = open_log_dir(self.logs_dir)
+        except OSError as err:
+            if err.errno in (errno.ENOENT, errno.ENOTDIR):
+                return
+            raise
+        try:
+            for index, name in indexed_names(dir_fd, self.task, self.stream):
+                try:
+                    fd = open_log_file(dir_fd, name, os.O_RDONLY)
+                except (FileNotFoundError, UnsafeFile):
+                    continue
+                try:
+                    yield index, fd
+                finally:
+                    os.close(fd)
+        finally:
+            os.close(dir_fd)

@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from herder import events
 from herder.client.env import task_environment
 from herder.client.logs import TaskLogs
 from herder.client.node import Node
 from herder.client.ports import PortAllocator
-from herder.client.taskdir import build_alloc_dir, build_task_dir
+from herder.client.taskdir import allow_traversal, build_alloc_dir, build_task_dir, task_owner
 from herder.context import AllocatedPort, CreatedResources, TaskContext
 from herder.jobspec import task_lookup
 from herder.model import Group, Job, Task
@@ -118,8 +119,15 @@ class Placement:
     def _task(self, placed: PlacedAlloc, task: Task, ports: list[AllocatedPort], node: Node,
               created: Sequence[tuple[str, str]]) -> PlacedTask:
         alloc = placed.alloc
-        task_dir = build_task_dir(alloc.dir, task.name)
-        logs = TaskLogs.open(task_dir.logs_dir, task.name, task.logs)
+        owner = task_owner(task.user)
+        if owner is not None and owner[0] != 0:
+            allow_traversal(self.data_dir)  # its process reaches its task dir by the host's path
+        task_dir = build_task_dir(alloc.dir, task.name, owner)
+
+        def report_unsafe(message: str) -> None:
+            ctx.emit_event(events.UNSAFE_LOG_FILE, message)  # ctx is made below, before any output is written
+
+        logs = TaskLogs.open(task_dir.logs_dir, task.name, task.logs, on_unsafe=report_unsafe)
         env = task_environment(job=placed.job, group=placed.group, task=task, alloc_id=alloc.id,
                                alloc_index=alloc.index, task_dir=task_dir, ports=ports, datacenter=node.datacenter)
         ctx = TaskContext(

@@ -1,4 +1,4 @@
-"""Allocation and task directories on the host.
+"""Allocation and task directories on the host, and who owns them.
 
 Under the data dir::
 
@@ -9,31 +9,109 @@ Inside isolating drivers these appear as ``/alloc``, ``/local`` and
 ``/secrets``. Nomad also gives each task directory an ``alloc`` entry showing
 the shared directory; herder does not create one on the host (isolating
 drivers mount the shared directory themselves), but job-file paths may still
-reach it as ``alloc/...``: see :func:`herder.sdk.resolve_in_task_dir`.
+reach it as ``alloc/...``: see :func:`herder.sdk.paths.locate_in_task_dir`.
+
+Tasks write into these directories, and an allocation restored after herder
+restarted may find a link where a directory was: every directory here is
+made and opened through :mod:`herder.sdk.safefs`, so a link is refused
+(:class:`~herder.sdk.UnsafePathError`, naming it), never followed.
+
+Modes: ``alloc/data`` and ``alloc/tmp`` are 1777 like ``/tmp``, so the
+group's tasks can write them whatever user each runs as, but not remove
+each other's files; ``alloc/logs`` is herder's (0755). A task's ``local``
+(0755), ``secrets`` (0700) and ``tmp`` (1777) belong to the task's user when
+it has one this host knows. ``allocs`` and each allocation directory are
+0711: not listable by other users even where the data dir must be
+traversable (:func:`allow_traversal`).
 """
 
 from __future__ import annotations
 
 import os
+import pwd
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from herder.context import TaskDir
 from herder.sdk.paths import ALLOC_SHARED
+from herder.sdk.safefs import UnsafePathError, open_dir, safe_root, set_mode
+
+Owner = tuple[int, int]
+"""A ``(uid, gid)``."""
+
+DATA_DIR_MODE = 0o700
+TRAVERSABLE_DATA_DIR_MODE = 0o711
+ALLOCS_MODE = 0o711
+SHARED_DIRS = {"data": 0o1777, "logs": 0o755, "tmp": 0o1777}
+TASK_DIRS = {"local": 0o755, "secrets": 0o700, "tmp": 0o1777}
+
+
+def task_owner(user: str) -> Owner | None:
+    """The owner herder gives a task's own files: its ``user``'s uid and primary gid.
+
+    None when the task names no user, when this host does not know it (a
+    docker task's user is the image's, not the host's) and when herder is
+    not root (it could not give files away).
+    """
+    if not user or os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return None
+    return entry.pw_uid, entry.pw_gid
+
+
+def make_data_dir(data_dir: Path) -> None:
+    """Create the data dir 0700 (its parents as usual); an existing one is made 0700 unless 0700 or 0711.
+
+    0711 is kept: :func:`allow_traversal` set it for a task that needs it, and
+    a restored allocation may still run one.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with safe_root(data_dir) as fd:
+        if os.fstat(fd).st_mode & 0o7777 not in (DATA_DIR_MODE, TRAVERSABLE_DATA_DIR_MODE):
+            os.fchmod(fd, DATA_DIR_MODE)
+
+
+def allow_traversal(data_dir: Path) -> None:
+    """Make the data dir 0711: other users may pass through it to a path they know, not list it.
+
+    Needed by a task that runs as a user of the host on the host's paths
+    (``raw_exec`` with ``user``): its process opens ``$NOMAD_TASK_DIR/...``
+    as that user. Drivers that mount the task's directories (exec, docker)
+    do not need it: their mounts are made by root.
+    """
+    with safe_root(data_dir) as fd:
+        os.fchmod(fd, TRAVERSABLE_DATA_DIR_MODE)
 
 
 def build_alloc_dir(data_dir: Path, alloc_id: str) -> Path:
-    """Create ``allocs/<alloc_id>`` with its shared ``alloc/{data,logs,tmp}``; return it."""
+    """Create ``allocs/<alloc_id>`` with its shared ``alloc/{data,logs,tmp}``; return it.
+
+    :raises UnsafePathError: a link or a file where one of these directories should be.
+    """
+    if alloc_id in ("", ".", "..") or "/" in alloc_id:
+        raise ValueError(f"invalid allocation id for a directory: {alloc_id!r}")
     root = data_dir / "allocs" / alloc_id
-    shared = root / ALLOC_SHARED
-    for name in ("data", "logs", "tmp"):
-        (shared / name).mkdir(parents=True, exist_ok=True)
+    with (safe_root(data_dir) as data,
+          _directory(data, data_dir, f"allocs/{alloc_id}", ALLOCS_MODE) as alloc,
+          _directory(alloc, root, ALLOC_SHARED, 0o755) as shared):
+        for name, mode in SHARED_DIRS.items():
+            with _directory(shared, root / ALLOC_SHARED, name, mode):
+                pass
     return root
 
 
-def build_task_dir(alloc_dir_root: Path, task_name: str) -> TaskDir:
+def build_task_dir(alloc_dir_root: Path, task_name: str, owner: Owner | None = None) -> TaskDir:
     """Create ``<task>/{local,secrets,tmp}`` in an allocation directory.
 
-    ``alloc_dir_root`` is what :func:`build_alloc_dir` returned.
+    ``alloc_dir_root`` is what :func:`build_alloc_dir` returned; ``owner``
+    (see :func:`task_owner`) is given the three directories. Their modes are
+    set again on existing directories: a task may have changed them.
+
+    :raises UnsafePathError: a link or a file where one of these directories should be.
     """
     if task_name in ("", ".", "..", ALLOC_SHARED) or "/" in task_name:
         raise ValueError(f"invalid task name for a directory: {task_name!r}")
@@ -46,8 +124,23 @@ def build_task_dir(alloc_dir_root: Path, task_name: str) -> TaskDir:
         alloc_dir=shared,
         logs_dir=shared / "logs",
     )
-    for path in (task_dir.local_dir, task_dir.secrets_dir, task_dir.tmp_dir):
-        path.mkdir(parents=True, exist_ok=True)
-    # mkdir's mode is filtered by the umask, and an existing dir keeps its own.
-    os.chmod(task_dir.secrets_dir, 0o700)
+    with safe_root(alloc_dir_root) as alloc, _directory(alloc, alloc_dir_root, task_name, 0o755) as task:
+        for name, mode in TASK_DIRS.items():
+            with _directory(task, task_dir.dir, name, mode, owner):
+                pass
     return task_dir
+
+
+@contextmanager
+def _directory(parent: int, where: Path, relative: str, mode: int, owner: Owner | None = None) -> Iterator[int]:
+    """Open ``relative`` beneath ``parent`` (the directory at ``where``), made if missing; the last
+    component gets ``mode`` and ``owner`` even if it existed. Errors name the whole host path."""
+    try:
+        fd = open_dir(parent, relative, create=mode, owner=owner)
+    except UnsafePathError as exc:
+        raise UnsafePathError(str(where / exc.path), exc.reason) from None
+    try:
+        set_mode(fd, mode, owner)
+        yield fd
+    finally:
+        os.close(fd)

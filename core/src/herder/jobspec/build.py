@@ -364,7 +364,7 @@ class _Builder:
             source=spec.get("source", ""),
             change_mode=spec.get("change_mode", "restart"),
             change_signal=spec.get("change_signal", ""),
-            perms=spec.get("perms", "0644"),
+            perms=spec.get("perms", "0640"),
             left_delimiter=spec.get("left_delimiter", "{{"),
             right_delimiter=spec.get("right_delimiter", "}}"),
             splay=_duration(spec, "splay", 5.0),

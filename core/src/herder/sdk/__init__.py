@@ -12,7 +12,14 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
   :func:`set_port_vars`, :func:`set_task_dirs`, :func:`clean_env_var`,
   :func:`inherited_environment`.
 - :func:`resolve_in_task_dir`: a job-file path inside the task directory,
-  never outside it.
+  never outside it (as a path string, for display or a driver's mount);
+  :func:`locate_in_task_dir`: the same path as a root and a relative path
+  for the safefs functions.
+- Files in directories a task can write, reached through directory
+  descriptors without following links (:mod:`herder.sdk.safefs`):
+  :func:`safe_root`, :func:`open_beneath`, :func:`open_dir`,
+  :func:`open_file`, :func:`read_file`, :func:`write_atomic`,
+  :func:`set_mode`, :class:`UnsafePathError`.
 - :func:`parse_duration`, :func:`format_duration`, :func:`parse_signal`.
 """
 
@@ -28,24 +35,43 @@ from herder.sdk.env import (
     set_task_dirs,
     set_var,
 )
-from herder.sdk.paths import resolve_in_task_dir
+from herder.sdk.paths import locate_in_task_dir, resolve_in_task_dir
 from herder.sdk.process import exit_result, kill_group, run_capped
+from herder.sdk.safefs import (
+    UnsafePathError,
+    open_beneath,
+    open_dir,
+    open_file,
+    read_file,
+    safe_root,
+    set_mode,
+    write_atomic,
+)
 from herder.sdk.supervised import SupervisedProcess
 
 __all__ = [
     "EXEC_OUTPUT_LIMIT",
     "SupervisedProcess",
+    "UnsafePathError",
     "clean_env_var",
     "exit_result",
     "format_duration",
     "get_var",
     "inherited_environment",
     "kill_group",
+    "locate_in_task_dir",
+    "open_beneath",
+    "open_dir",
+    "open_file",
     "parse_duration",
     "parse_signal",
+    "read_file",
     "resolve_in_task_dir",
     "run_capped",
+    "safe_root",
+    "set_mode",
     "set_port_vars",
     "set_task_dirs",
     "set_var",
+    "write_atomic",
 ]

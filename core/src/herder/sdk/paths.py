@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path, PurePosixPath
 
 from herder.context import TaskDir
@@ -19,6 +20,11 @@ def resolve_in_task_dir(task_dir: TaskDir, relative: str) -> Path:
     (``../alloc/data/x``). An absolute path is accepted only if it lies in
     one of those two. Symlinks are resolved; anything that ends up outside
     both directories raises :class:`ValueError`.
+
+    The answer is a path string, true when it was checked: to open or write
+    a file there on the task's behalf, use :func:`locate_in_task_dir` and
+    :mod:`herder.sdk.safefs` instead, which the task cannot redirect with a
+    link planted after the check.
     """
     path = PurePosixPath(relative)
     if path.parts[:1] == (ALLOC_SHARED,):
@@ -35,3 +41,29 @@ def resolve_in_task_dir(task_dir: TaskDir, relative: str) -> Path:
         if resolved.is_relative_to(root.resolve()):
             return resolved
     raise ValueError(f"path {relative!r} escapes the task directory")
+
+
+def locate_in_task_dir(task_dir: TaskDir, relative: str) -> tuple[Path, str]:
+    """Where a job-file path is, as a directory herder made and a path beneath it, for :mod:`herder.sdk.safefs`.
+
+    The same paths as :func:`resolve_in_task_dir` are accepted, decided by
+    the text alone: ``alloc/x`` and ``../alloc/x`` are ``(alloc_dir, "x")``,
+    ``local/x`` is ``(task_dir.dir, "local/x")``, an absolute path inside one
+    of the two directories is the rest of it. Nothing is resolved, so a link
+    in the path is not followed here but refused when the path is opened.
+    Raises :class:`ValueError` for a path that leaves both directories.
+    """
+    if PurePosixPath(relative).is_absolute():
+        absolute = PurePosixPath(posixpath.normpath(relative))
+        for root in (task_dir.dir, task_dir.alloc_dir):
+            if absolute.is_relative_to(root):
+                return root, str(absolute.relative_to(root))
+        raise ValueError(f"path {relative!r} escapes the task directory")
+    normal = PurePosixPath(posixpath.normpath(relative))
+    if normal.parts[:1] == (ALLOC_SHARED,):
+        return task_dir.alloc_dir, "/".join(normal.parts[1:])
+    if normal.parts[:2] == ("..", ALLOC_SHARED):
+        return task_dir.alloc_dir, "/".join(normal.parts[2:])
+    if normal.parts[:1] == ("..",):
+        raise ValueError(f"path {relative!r} escapes the task directory")
+    return task_dir.dir, "/".join(normal.parts)

@@ -11,16 +11,18 @@ what :meth:`SupervisedProcess.recover` needs to find it again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import select
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from herder import events
 from herder.context import TaskContext
 from herder.errors import DriverError, RecoverableError
 from herder.model import Task
@@ -81,7 +83,7 @@ class SupervisedProcess:
             info = supervisor.spawn(
                 id, argv, env=env, cwd=cwd, user=user, logs_dir=ctx.task_dir.logs_dir, task=ctx.task_name,
                 max_files=task.logs.max_files, max_file_size=task.logs.max_file_size, stop_signal=stop_signal,
-                kill_timeout=task.kill_timeout, output_paths=ctx.output_paths,
+                kill_timeout=task.kill_timeout, output_paths=ctx.output_paths, on_unsafe_log=_reporter(ctx),
             )
         except SupervisorUnavailable as err:
             _abandon(supervisor, id)
@@ -103,7 +105,7 @@ class SupervisedProcess:
         if not isinstance(saved, Mapping):
             return None
         supervisor = _supervisor_of(ctx)
-        info = supervisor.attach(saved["id"])
+        info = supervisor.attach(saved["id"], on_unsafe_log=_reporter(ctx))
         if info is None:
             _kill_orphan(saved["pid"], saved["start_time"])
             return None
@@ -203,6 +205,11 @@ def _supervisor_of(ctx: TaskContext) -> Supervisor:
     if not isinstance(ctx.supervisor, Supervisor):
         raise DriverError("no process supervisor in the task's context")
     return ctx.supervisor
+
+
+def _reporter(ctx: TaskContext) -> Callable[[str], None]:
+    """What tells the task, in an event, of something it planted among its log files."""
+    return functools.partial(ctx.emit_event, events.UNSAFE_LOG_FILE)
 
 
 def _abandon(supervisor: Supervisor, id: str) -> None:

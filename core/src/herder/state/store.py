@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -67,11 +68,12 @@ class Store:
         self._lock = threading.RLock()
         self._depth = 0  # how many transaction() blocks are open
         try:
+            _make_private(path)
             # isolation_level=None: the sqlite3 module opens no transaction
             # behind our back; transaction() issues BEGIN and COMMIT itself.
             self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None,
                                        check_same_thread=False)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StateError(f"{path}: {exc}") from exc
         try:
             # The first statement to read the file: a file that is not a
@@ -475,3 +477,24 @@ def _encode_deferred(work: Deferred) -> dict[str, Any]:
 def _decode_deferred(row: tuple[Any, ...]) -> Deferred:
     values = _decode(Deferred, row)
     return Deferred(**{**values, "payload": json.loads(values["payload"])})
+
+
+def _make_private(path: Path) -> None:
+    """Create the database file 0600, or make an existing one (and its WAL files) 0600.
+
+    SQLite creates ``-wal`` and ``-shm`` with the database file's mode, so a
+    private database file keeps them private too; those an earlier version
+    left readable are fixed here. No link is followed.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    for name, create in ((str(path), os.O_CREAT), (f"{path}-wal", 0), (f"{path}-shm", 0)):
+        try:
+            fd = os.open(name, flags | create, 0o600)
+        except FileNotFoundError:
+            continue
+        try:
+            info = os.fstat(fd)
+            if info.st_mode & 0o7777 != 0o600 and info.st_uid == os.geteuid():  # another's: theirs to fix
+                os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)

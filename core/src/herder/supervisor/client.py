@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import os
 import secrets
 import socket
@@ -18,14 +19,25 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from herder.errors import HerderError
-from herder.supervisor.protocol import address, encode, log_path, peer_allowed, peer_credentials
+from herder.supervisor.protocol import (
+    Squatted,
+    check_socket_name,
+    encode,
+    log_path,
+    open_state_dir,
+    peer_allowed,
+    peer_credentials,
+    socket_address,
+)
+
+log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 5.0
 """How long :meth:`Supervisor.connect` tries, starting the supervisor if need be."""
@@ -122,6 +134,7 @@ class Supervisor:
         self._owners: dict[str, _Connection] = {}  # process id -> the connection it is watched through
         self._exits: dict[str, ExitInfo] = {}
         self._exited: dict[str, threading.Event] = {}  # set when the exit is in, or its connection is lost
+        self._on_unsafe_log: dict[str, Callable[[str], None]] = {}  # process id -> who hears of planted log files
 
     def __repr__(self) -> str:
         return f"<Supervisor {self.data_dir} session={self.session}>"
@@ -147,7 +160,8 @@ class Supervisor:
 
     def spawn(self, id: str, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | str | None,
               user: str | None = None, logs_dir: Path, task: str, max_files: int, max_file_size: int,
-              stop_signal: int, kill_timeout: float, output_paths: Sequence[Path] | None = None) -> ProcInfo:
+              stop_signal: int, kill_timeout: float, output_paths: Sequence[Path] | None = None,
+              on_unsafe_log: Callable[[str], None] | None = None) -> ProcInfo:
         """Start ``argv`` as process ``id`` (unique in the supervisor), owned by this client.
 
         It leads its own process group; its stdout and stderr go to
@@ -156,6 +170,9 @@ class Supervisor:
         supervisor stops it if this client goes away and ``keep`` is false.
         With ``output_paths`` (a stdout and a stderr file, FIFOs of another
         program's log collector, say) its output goes straight there instead.
+        ``on_unsafe_log`` is called (in a thread of this client) with a message
+        whenever the supervisor finds something the task planted at a log
+        file's name (a link, say), which it removes without following it.
 
         :raises SupervisorError: when it cannot start (no such command, bad
             ``cwd``, unknown user, ...), with the reason.
@@ -164,14 +181,24 @@ class Supervisor:
                                 "max_file_size": max_file_size}
         if output_paths is not None:
             logs["paths"] = [str(path) for path in output_paths]
-        reply = self._request(
-            "spawn", claim=id, id=id, argv=list(argv), env=dict(env), cwd=None if cwd is None else str(cwd),
-            user=user or None, stop_signal=int(stop_signal), kill_timeout=float(kill_timeout), logs=logs,
-        )
+        self._listen_unsafe_log(id, on_unsafe_log)  # before: the files are opened before the reply
+        try:
+            reply = self._request(
+                "spawn", claim=id, id=id, argv=list(argv), env=dict(env), cwd=None if cwd is None else str(cwd),
+                user=user or None, stop_signal=int(stop_signal), kill_timeout=float(kill_timeout), logs=logs,
+            )
+        except SupervisorError:
+            with self._lock:
+                self._on_unsafe_log.pop(id, None)
+            raise
         return ProcInfo(id=id, pid=reply["pid"], start_time=reply["start_time"])
 
-    def attach(self, id: str) -> ProcInfo | None:
-        """Take over process ``id`` (its exit is reported here from now on); None if unknown."""
+    def attach(self, id: str, on_unsafe_log: Callable[[str], None] | None = None) -> ProcInfo | None:
+        """Take over process ``id`` (its exit is reported here from now on); None if unknown.
+
+        ``on_unsafe_log``: as in :meth:`spawn` (None keeps the one given before, if any).
+        """
+        self._listen_unsafe_log(id, on_unsafe_log)
         try:
             reply = self._request("attach", claim=id, id=id)
         except _UnknownProcess:
@@ -225,6 +252,7 @@ class Supervisor:
             self._exits.pop(id, None)
             self._owners.pop(id, None)
             self._exited.pop(id, None)
+            self._on_unsafe_log.pop(id, None)
 
     def list(self) -> list[ProcStatus]:
         """Every process the supervisor knows, running or exited and not forgotten."""
@@ -251,6 +279,11 @@ class Supervisor:
                 conn.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader
             if conn.reader is not None:
                 conn.reader.join()  # which closes the socket
+
+    def _listen_unsafe_log(self, id: str, on_unsafe_log: Callable[[str], None] | None) -> None:
+        if on_unsafe_log is not None:
+            with self._lock:
+                self._on_unsafe_log[id] = on_unsafe_log
 
     # -- the connection ---------------------------------------------------------------------------
 
@@ -309,23 +342,34 @@ class Supervisor:
         while True:
             try:
                 return self._dial(deadline)
+            except Squatted as err:
+                raise SupervisorUnavailable(f"cannot reach the supervisor of {self.data_dir}: {err}") from None
             except OSError as err:
                 error = err
             if time.monotonic() >= deadline:
                 raise SupervisorUnavailable(
                     f"cannot reach the supervisor of {self.data_dir}: {error} (see {log_path(self.data_dir)})"
                 )
-            if isinstance(error, ConnectionRefusedError):  # nothing listens
+            if isinstance(error, (ConnectionRefusedError, FileNotFoundError)):  # nothing listens, or no socket
                 self._launch(deadline)
             else:
                 # The supervisor was exiting, idle, as we connected, or it is slow: try again.
                 time.sleep(0.02)
 
     def _dial(self, deadline: float) -> tuple[_Connection, bytes]:
+        """Connect and say hello.
+
+        :raises Squatted: when a name of the supervisor is not this user's own (which no retry mends).
+        """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(max(0.05, deadline - time.monotonic()))
-            sock.connect(address(self.data_dir))
+            dir_fd = open_state_dir(self.data_dir)
+            try:
+                check_socket_name(dir_fd, self.data_dir)
+                sock.connect(socket_address(dir_fd))
+            finally:
+                os.close(dir_fd)
             _, uid, _ = peer_credentials(sock)
             if not peer_allowed(uid, os.geteuid()):
                 raise SupervisorUnavailable(
@@ -350,19 +394,22 @@ class Supervisor:
 
     def _launch(self, deadline: float) -> None:
         """Start the supervisor; returns once it listens (or another one does)."""
-        path = log_path(self.data_dir)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = log_path(self.data_dir)  # its directory is there: _dial made it
         command = [sys.executable, "-m", "herder.supervisor", str(self.data_dir)]
         with path.open("ab") as output:
             try:
-                subprocess.run(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, cwd="/",
-                               start_new_session=True, timeout=max(0.1, deadline - time.monotonic()), check=True)
-            except subprocess.CalledProcessError as err:
-                raise SupervisorUnavailable(
-                    f"the supervisor of {self.data_dir} did not start (exit status {err.returncode}); see {path}"
-                ) from None
+                done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.PIPE,
+                                      cwd="/", start_new_session=True,
+                                      timeout=max(0.1, deadline - time.monotonic()), check=False)
             except subprocess.TimeoutExpired:
                 raise SupervisorUnavailable(f"the supervisor of {self.data_dir} did not start in time") from None
+            output.write(done.stderr)  # what it said goes to its log too
+        if done.returncode:
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            raise SupervisorUnavailable(
+                f"the supervisor of {self.data_dir} did not start (exit status {done.returncode}): "
+                f"{said[-1] if said else 'it said nothing'}; see {path}"
+            )
 
     def _read(self, conn: _Connection, pending: bytes) -> None:
         """The reader thread: hand out replies and record exits until the connection ends."""
@@ -383,6 +430,15 @@ class Supervisor:
             conn.sock.close()
 
     def _dispatch(self, conn: _Connection, message: dict[str, Any]) -> None:
+        if message.get("event") == "unsafe_log_file":
+            with self._lock:
+                listener = self._on_unsafe_log.get(message["id"])
+            if listener is not None:
+                try:
+                    listener(str(message["message"]))
+                except Exception:  # the listener's bug must not end the connection
+                    log.exception("reporting an unsafe log file of %s failed", message["id"])
+            return
         with self._lock:
             if message.get("event") == "exit":
                 id = message["id"]

@@ -20,13 +20,13 @@ process stays small for as long as any task runs.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import functools
 import heapq
 import itertools
 import json
 import logging
+import logging.handlers
 import os
 import pwd
 import resource
@@ -34,13 +34,27 @@ import selectors
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from herder.supervisor.logfiles import PIPE_SIZE, STREAMS, RotatingFile, enlarge_pipe
-from herder.supervisor.protocol import address, encode, log_path, peer_allowed, peer_credentials, process_start_time
+from herder.supervisor.protocol import (
+    LOCK_NAME,
+    SOCKET_NAME,
+    Squatted,
+    check_socket_name,
+    encode,
+    log_path,
+    open_state_dir,
+    peer_allowed,
+    peer_credentials,
+    process_start_time,
+    socket_address,
+    state_dir,
+)
 
 log = logging.getLogger("herder.supervisor")
 
@@ -56,8 +70,20 @@ START_GRACE = 1.0
 MAX_LINE = 16 * 1024 * 1024
 """The longest request accepted; a client sending more is disconnected."""
 
-MAX_LOG_SIZE = 10 * 1024 * 1024
-"""The size past which a new supervisor starts its log afresh (keeping one old one)."""
+MAX_LOG_SIZE = 1024 * 1024
+"""The size at which the supervisor's log is rotated (to ``supervisor.log.1``, and so on)."""
+
+LOG_BACKUPS = 2
+"""How many rotated supervisor logs are kept."""
+
+REFUSAL_LOG_BURST = 5
+"""How many refused connections are logged one by one in :data:`REFUSAL_LOG_INTERVAL`; the rest are counted."""
+
+REFUSAL_LOG_INTERVAL = 60
+"""Seconds: the refused connections beyond the first :data:`REFUSAL_LOG_BURST` are logged as one count per interval."""
+
+STALE_PROBE_TIMEOUT = 1.0
+"""How long a supervisor starting waits for a socket left at its name to answer (a dead one's refuses at once)."""
 
 _FD_LIMIT = 1 << 16
 """The soft limit on open files asked for: each task holds five (two pipes, two log files, a pidfd)."""
@@ -69,6 +95,39 @@ class _Refused(Exception):
     def __init__(self, message: str, **extra: Any) -> None:
         super().__init__(message)
         self.extra = extra
+
+
+class Refusals:
+    """Which refused connections are logged: the first :data:`REFUSAL_LOG_BURST` of each interval.
+
+    A process of another user knocking in a loop must not fill the disk.
+    """
+
+    __slots__ = ("hidden", "logged", "since")
+
+    def __init__(self) -> None:
+        self.since = -float(REFUSAL_LOG_INTERVAL)
+        self.logged = 0
+        self.hidden = 0  # refused since the interval began, and not logged
+
+    def note(self, now: float) -> bool:
+        """Count a refusal at ``now``; whether to log it."""
+        if now - self.since >= REFUSAL_LOG_INTERVAL and not self.hidden:
+            self.since, self.logged = now, 0
+        if self.logged < REFUSAL_LOG_BURST:
+            self.logged += 1
+            return True
+        self.hidden += 1
+        return False
+
+    def remaining(self, now: float) -> float:
+        """Seconds to the end of the interval."""
+        return max(0.0, self.since + REFUSAL_LOG_INTERVAL - now)
+
+    def take_hidden(self) -> int:
+        """The refusals not logged: the summary of the interval, which ends here."""
+        hidden, self.hidden = self.hidden, 0
+        return hidden
 
 
 class _Timer:
@@ -149,32 +208,87 @@ class _Proc:
         return {"pid": self.pid, "start_time": self.start_time, "exit": self.exit}
 
 
-def bind(data_dir: Path) -> socket.socket | None:
-    """Listen on ``data_dir``'s supervisor address; None when another supervisor already does.
+class Listener:
+    """The supervisor's listening socket, with the lock and the directory that go with it."""
 
-    Binding the address is the lock that makes the supervisor a singleton.
+    def __init__(self, sock: socket.socket, dir_fd: int, lock_fd: int) -> None:
+        self.sock = sock
+        self._dir_fd = dir_fd
+        self._lock_fd = lock_fd
+
+    def close(self) -> None:
+        """Stop listening and remove the socket, while the lock still keeps any other supervisor away."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(SOCKET_NAME, dir_fd=self._dir_fd)
+        self.sock.close()
+        os.close(self._lock_fd)
+        os.close(self._dir_fd)
+
+
+def bind(data_dir: Path) -> Listener | None:
+    """Listen on ``data_dir``'s supervisor socket; None when another supervisor of it runs.
+
+    The lock file, locked for as long as the supervisor lives (a killed one
+    lets go of it with its last descriptor), makes it a singleton. A socket
+    found at the name with the lock free is a dead supervisor's, and is
+    replaced; anything else there is refused.
+
+    :raises Squatted: when the directory or the socket's name is not this user's own, or something
+        that is not a supervisor of the data dir listens there.
     """
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dir_fd = open_state_dir(data_dir)
+    lock_fd = -1
     try:
-        sock.bind(address(data_dir))
-    except OSError as err:
-        sock.close()
-        if err.errno == errno.EADDRINUSE:
+        lock_fd = os.open(LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock_fd)
+            os.close(dir_fd)
             return None
+        if check_socket_name(dir_fd, data_dir):
+            _remove_stale_socket(dir_fd, data_dir)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(socket_address(dir_fd))
+            sock.listen(128)
+        except BaseException:
+            sock.close()
+            raise
+    except BaseException:
+        if lock_fd >= 0:
+            os.close(lock_fd)
+        os.close(dir_fd)
         raise
-    sock.listen(128)
     sock.setblocking(False)
-    return sock
+    return Listener(sock, dir_fd, lock_fd)
+
+
+def _remove_stale_socket(dir_fd: int, data_dir: Path) -> None:
+    """Remove the socket a dead supervisor left, unless something listens on it all the same."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(STALE_PROBE_TIMEOUT)
+        try:
+            probe.connect(socket_address(dir_fd))
+        except ConnectionRefusedError:
+            os.unlink(SOCKET_NAME, dir_fd=dir_fd)
+            return
+        except TimeoutError:  # a backlog full of connections nobody accepts: a listener all the same
+            pid = uid = None
+        else:
+            pid, uid, _ = peer_credentials(probe)
+    raise Squatted(f"process {pid} of uid {uid} listens on {state_dir(data_dir) / SOCKET_NAME}, but it is not "
+                   "the supervisor of this data dir (which holds its lock file): stop it or remove the socket")
 
 
 class Server:
     """The supervisor's event loop and state. :meth:`run` returns once it is idle."""
 
-    def __init__(self, data_dir: Path, listener: socket.socket) -> None:
+    def __init__(self, data_dir: Path, listener: Listener) -> None:
         self._data_dir = data_dir
         self._listener = listener
         self._selector = selectors.DefaultSelector()
-        self._selector.register(listener, selectors.EVENT_READ, self._accept)
+        self._selector.register(listener.sock, selectors.EVENT_READ, self._accept)
         self._procs: dict[str, _Proc] = {}
         self._conns: set[_Conn] = set()
         self._timers: list[tuple[float, int, _Timer]] = []
@@ -185,6 +299,7 @@ class Server:
         self._child_fd_limit = _raise_fd_limit()
         self._started = time.monotonic()
         self._done = False
+        self._refusals = Refusals()
         self._ops: dict[str, Callable[[_Conn, dict[str, Any]], dict[str, Any] | None]] = {
             "hello": self._hello, "spawn": self._spawn, "attach": self._attach, "signal": self._signal,
             "stop": self._stop, "forget": self._forget, "list": self._list, "bye": self._bye,
@@ -200,6 +315,7 @@ class Server:
                 except Exception:  # a bug must not take every task down with the supervisor
                     log.exception("unexpected error")
             self._run_timers()
+        self._summarize_refusals()
         self._selector.close()
         self._listener.close()
         os.close(self._devnull)
@@ -238,18 +354,27 @@ class Server:
 
     def _accept(self, _events: int) -> None:
         try:
-            sock, _ = self._listener.accept()
+            sock, _ = self._listener.sock.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
             return
         pid, uid, _ = peer_credentials(sock)
         if not peer_allowed(uid, self._uid):
-            log.warning("refused a connection from pid %d of uid %d", pid, uid)
             sock.close()
+            if self._refusals.note(time.monotonic()):
+                log.warning("refused a connection from pid %d of uid %d", pid, uid)
+            elif self._refusals.hidden == 1:  # the first one left out: its summary is due at the interval's end
+                self._arm(self._refusals.remaining(time.monotonic()), self._summarize_refusals)
             return
         sock.setblocking(False)
         conn = _Conn(sock)
         self._conns.add(conn)
         self._selector.register(sock, selectors.EVENT_READ, functools.partial(self._on_conn, conn))
+
+    def _summarize_refusals(self) -> None:
+        hidden = self._refusals.take_hidden()
+        if hidden:
+            log.warning("refused %d more connection(s) in the last %d s (not logged one by one)",
+                        hidden, REFUSAL_LOG_INTERVAL)
 
     def _on_conn(self, conn: _Conn, events: int) -> None:
         if conn.closed:
@@ -410,9 +535,10 @@ class Server:
         logs_dir, task = Path(_field(logs, "dir", str)), _field(logs, "task", str)
         max_files, max_file_size = _field(logs, "max_files", int), _field(logs, "max_file_size", int)
         files: list[RotatingFile] = []
+        on_unsafe = functools.partial(self._unsafe_log_file, id, conn)
         try:
             for stream in STREAMS:
-                files.append(RotatingFile(logs_dir, task, stream, max_files, max_file_size))
+                files.append(RotatingFile(logs_dir, task, stream, max_files, max_file_size, on_unsafe))
         except (OSError, ValueError) as err:
             for file in files:
                 file.close()
@@ -420,6 +546,13 @@ class Server:
         proc = self._start(id, argv, env, cwd, user, files, stop_signal, kill_timeout, conn)
         self._procs[id] = proc
         return {"pid": proc.pid, "start_time": proc.start_time}
+
+    def _unsafe_log_file(self, id: str, spawner: _Conn, message: str) -> None:
+        """Tell process ``id``'s owner that its log files held something planted (which was not followed)."""
+        proc = self._procs.get(id)
+        owner = spawner if proc is None else proc.owner  # None: it is being spawned
+        if owner is not None:
+            self._send(owner, {"event": "unsafe_log_file", "id": id, "message": message})
 
     def _start(self, id: str, argv: list[str], env: dict[str, str], cwd: str | None, user: str | None,
                files: list[RotatingFile], stop_signal: int, kill_timeout: float, owner: _Conn) -> _Proc:
@@ -468,7 +601,7 @@ class Server:
         fds: list[int] = []
         try:
             for path in outputs:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK)
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
                 fds.append(fd)
                 os.set_blocking(fd, True)
             popen = subprocess.Popen(
@@ -735,10 +868,15 @@ def serve(data_dir: Path) -> int:
 
     Returns once the socket listens (a detached child serves from then on),
     or at once, with 0, when another supervisor of ``data_dir`` is running:
-    whoever started it can connect as soon as this returns.
+    whoever started it can connect as soon as this returns. Returns 1, saying
+    why on stderr, when a name of the supervisor is squatted.
     """
     data_dir = data_dir.resolve()
-    listener = bind(data_dir)
+    try:
+        listener = bind(data_dir)
+    except Squatted as err:
+        print(f"herder supervisor: {err}", file=sys.stderr)
+        return 1
     if listener is None:
         return 0
     if os.fork() > 0:
@@ -761,22 +899,30 @@ def _ignore_signal(signum: int, _frame: object) -> None:
     log.info("ignored signal %d", signum)
 
 
-def _setup_logging(data_dir: Path) -> None:
-    """Log to the data dir's supervisor log, with stdin from /dev/null and stdout, stderr to the log too.
+class LogFile(logging.handlers.RotatingFileHandler):
+    """The supervisor's log, rotated at :data:`MAX_LOG_SIZE`, :data:`LOG_BACKUPS` old ones kept.
 
-    A log past :data:`MAX_LOG_SIZE` is moved to ``supervisor.log.1`` first, so
-    that it does not grow forever across supervisors.
+    The descriptors ``follow`` (stdout and stderr: what Python prints of a
+    crash goes there) are pointed at each new file, so that no output goes
+    on growing a rotated one.
     """
-    path = log_path(data_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        if path.stat().st_size > MAX_LOG_SIZE:
-            path.replace(path.with_name(path.name + ".1"))
+
+    def __init__(self, path: Path, follow: tuple[int, ...] = ()) -> None:
+        self._follow = follow
+        super().__init__(path, maxBytes=MAX_LOG_SIZE, backupCount=LOG_BACKUPS)
+
+    def _open(self) -> Any:
+        stream = super()._open()
+        for fd in self._follow:
+            os.dup2(stream.fileno(), fd)
+        return stream
+
+
+def _setup_logging(data_dir: Path) -> None:
+    """Log to the data dir's supervisor log, with stdin from /dev/null and stdout, stderr to the log too."""
     null = os.open(os.devnull, os.O_RDONLY)
-    output = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(null, 0)
-    os.dup2(output, 1)
-    os.dup2(output, 2)
     os.close(null)
-    os.close(output)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor[%(process)d] %(levelname)s %(message)s")
+    handler = LogFile(log_path(data_dir), follow=(1, 2))
+    handler.setFormatter(logging.Formatter("%(asctime)s supervisor[%(process)d] %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])

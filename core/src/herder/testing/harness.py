@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import signal
 import socket
 import threading
@@ -43,7 +44,7 @@ from herder.plugins.loader import load_plugins
 from herder.sdk import get_var
 from herder.supervisor import Supervisor
 from herder.supervisor.logfiles import log_files
-from herder.supervisor.protocol import address
+from herder.supervisor.protocol import Squatted, open_state_dir, socket_address
 from herder.testing import processes
 
 PORT_RANGE = (2000, 12000)
@@ -252,11 +253,17 @@ class DriverHarness:
         A driver that lost track of a process (no kill, no wait) would keep the
         supervisor alive. Nothing is started when no supervisor listens.
         """
+        try:
+            dir_fd = open_state_dir(self.data_dir)
+        except (OSError, Squatted):
+            return
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             try:
-                probe.connect(address(self.data_dir))
+                probe.connect(socket_address(dir_fd))
             except OSError:
                 return
+            finally:
+                os.close(dir_fd)
         supervisor = self._session.supervisor
         for proc in supervisor.list():
             if supervisor.attach(proc.id) is None:

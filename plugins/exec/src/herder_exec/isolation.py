@@ -335,11 +335,19 @@ class Isolation:
 
 
 def _chown_tree(root: Path, user: bundle.User) -> None:
-    """Give ``root`` and everything in it to the task's user, so that it can write /local and read /secrets."""
+    """Give ``root`` and everything in it to the task's user, so that it can write /local and read /secrets.
+
+    The task can write this tree (on a restart, it already did): a directory
+    swapped for a link while it is walked must not lead root's ``chown`` out of
+    it. :func:`os.fwalk` opens each directory relative to its parent's
+    descriptor and checks it is the one listed; each entry is changed relative
+    to that descriptor, never through a path.
+    """
     os.chown(root, user.uid, user.gid, follow_symlinks=False)
-    for directory, dirs, files in os.walk(root):
+    for _, dirs, files, dir_fd in os.fwalk(root):
         for name in (*dirs, *files):
-            os.chown(os.path.join(directory, name), user.uid, user.gid, follow_symlinks=False)
+            with contextlib.suppress(FileNotFoundError):  # removed by the task meanwhile
+                os.chown(name, user.uid, user.gid, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def _kill_pid_in(pid_file: Path) -> None:

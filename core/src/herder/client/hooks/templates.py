@@ -8,8 +8,16 @@ and consul-template's functions (``env``, ``file``, ``key``,
 ``toLower``, ``toTitle``, ``toJSON``, ``split``, ``join``, ``replaceAll``,
 ``trimSpace``, ``contains``, ``parseInt``, ``parseFloat``, ``parseBool``,
 ``base64Encode``, ``base64Decode``, ``timestamp``), written atomically with
-its ``perms``; with ``env = true`` its ``KEY=value`` lines join the task's
+its ``perms`` (default 0640; never setuid, setgid or sticky) and owned by the
+task's user; with ``env = true`` its ``KEY=value`` lines join the task's
 environment.
+
+The task can write the directories templates are read from and rendered
+into: every file is reached through :mod:`herder.sdk.safefs`, and a link on
+the way (``local/d`` swapped for a link to ``/etc``) is refused, never
+followed. In prestart that fails the task with the path named; in a
+re-render it is a ``Template`` event, the template is left as it was and the
+task runs on.
 
 A template that refers to something not there yet (a key, a file, a service
 without healthy instances) is not rendered empty: prestart waits, with a
@@ -31,12 +39,10 @@ import logging
 import os
 import random
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 from herder import hookimpl
@@ -53,13 +59,15 @@ from herder.client.hooks.template_sources import (
     ServiceCatalog,
     SourceError,
 )
+from herder.client.taskdir import Owner, task_owner
 from herder.context import TaskContext
 from herder.errors import ConfigError, HerderError, RecoverableError
 from herder.jobspec.goregexp import compile_go, replace_all
 from herder.model import Task, Template
 from herder.objects import ExitResult, TaskHandle, parse_signal
 from herder.sdk.durations import parse_duration
-from herder.sdk.paths import resolve_in_task_dir
+from herder.sdk.paths import locate_in_task_dir
+from herder.sdk.safefs import UnsafePathError, open_beneath, open_file, read_file, safe_root, write_atomic
 from herder.services import Backend
 from herder.services.local import LocalRegistry
 
@@ -128,6 +136,8 @@ class _Watched:
     rendered: list[_Rendered]
     running: bool = False
     timers: list[threading.Timer] = field(default_factory=list)
+    failure: str = ""
+    """The last re-render failure told in an event: the same one is not told again every poll."""
 
 
 class _Reader:
@@ -374,10 +384,12 @@ class TemplatesPlugin:
             return None
         if kind in ("file", "source"):
             try:
-                return resolve_in_task_dir(ctx.task_dir, arg).read_text(encoding="utf-8")
-            except ValueError as exc:
+                root, relative = locate_in_task_dir(ctx.task_dir, arg)
+                with safe_root(root) as fd:
+                    return read_file(fd, relative).decode("utf-8")
+            except (ValueError, UnsafePathError) as exc:  # UnicodeDecodeError is a ValueError
                 raise TemplateRenderError(f"{kind}({arg}): {exc}") from None
-            except (OSError, UnicodeDecodeError):
+            except OSError:
                 return None
         raise ValueError(f"unknown dependency kind {kind!r}")
 
@@ -414,27 +426,31 @@ class TemplatesPlugin:
                 self._cache[key] = parsed
         return parsed
 
-    def _write(self, template: Template, content: str, ctx: TaskContext) -> bool:
-        """Write the rendered file atomically; False when it already had this content."""
-        try:
-            destination = resolve_in_task_dir(ctx.task_dir, template.destination)
-        except ValueError as exc:
-            raise TemplateRenderError(f"template destination: {exc}") from None
+    def _write(self, template: Template, content: str, ctx: TaskContext, owner: Owner | None) -> bool:
+        """Write the rendered file atomically; False when it already had this content.
+
+        Missing directories on the way are made 0755 for ``owner``. The file
+        belongs to ``owner`` (the task's user) or, for a task without one, to
+        the owner of the directory it is in: a driver that gave the task its
+        directories (exec's ``nobody``) keeps the task able to read it.
+
+        :raises TemplateRenderError: the destination leaves the task directory,
+            or a link or a file is in its way.
+        """
         data = content.encode()
-        mode = int(template.perms, 8)
-        if (destination.is_file() and not destination.is_symlink() and destination.read_bytes() == data
-                and (destination.stat().st_mode & 0o7777) == mode):
-            return False
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=".herder-template-", dir=destination.parent)
+        mode = int(template.perms, 8) & 0o777  # validation refuses more; never apply setuid, setgid or sticky
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.chmod(temp, mode)
-            os.replace(temp, destination)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+            root, relative = locate_in_task_dir(ctx.task_dir, template.destination)
+            directory, _, name = relative.rpartition("/")
+            with safe_root(root) as root_fd, open_beneath(root_fd, directory, create=0o755, owner=owner) as fd:
+                if owner is None and os.geteuid() == 0:
+                    info = os.fstat(fd)
+                    owner = (info.st_uid, info.st_gid)
+                if _has_content(fd, name, data, mode, owner):
+                    return False
+                write_atomic(fd, name, data, mode=mode, owner=owner)
+        except (ValueError, UnsafePathError) as exc:
+            raise TemplateRenderError(f"template {template.destination}: {exc}") from None
         return True
 
     # -- hooks ---------------------------------------------------------------------
@@ -459,8 +475,9 @@ class TemplatesPlugin:
             runner = self.runners(ctx)
             if self._closed.wait(self.config.poll_interval) or (runner is not None and runner.stopping):
                 raise RecoverableError("stopped while templates waited for: " + ", ".join(missing))
+        owner = task_owner(task.user)
         for entry in rendered:
-            self._write(entry.template, entry.content, ctx)
+            self._write(entry.template, entry.content, ctx, owner)
             if entry.template.env:
                 ctx.env.update(parse_env_file(entry.content, f"template {entry.template.destination}"))
         with self._lock:
@@ -509,7 +526,12 @@ class TemplatesPlugin:
                 try:
                     self._check(entry)
                 except Exception as exc:  # one task's template must not stop the others' watching
-                    entry.ctx.emit_event(TEMPLATE_EVENT, f"Template failed to re-render: {exc}")
+                    failure = f"Template failed to re-render: {exc}"
+                    if failure != entry.failure:
+                        entry.ctx.emit_event(TEMPLATE_EVENT, failure)
+                        entry.failure = failure
+                else:
+                    entry.failure = ""
 
     def _check(self, entry: _Watched) -> None:
         changed: list[Template] = []
@@ -520,7 +542,7 @@ class TemplatesPlugin:
             if missing:
                 continue  # keep the last good file until what it needs is back
             entry.rendered[index] = _Rendered(rendered.template, content, deps)
-            if self._write(rendered.template, content, entry.ctx):
+            if self._write(rendered.template, content, entry.ctx, task_owner(entry.task.user)):
                 changed.append(rendered.template)
         if not changed:
             return
@@ -562,4 +584,17 @@ def template_sources(config: Config, backend: Backend) -> tuple[KeyValueStore, S
 
 def _key(ctx: TaskContext) -> tuple[str, str]:
     return (ctx.alloc_id, ctx.task_name)
+
+
+def _has_content(dir_fd: int, name: str, data: bytes, mode: int, owner: Owner | None) -> bool:
+    """Whether ``name`` in ``dir_fd`` is already a regular file with ``data``, ``mode`` and ``owner``."""
+    try:
+        fd = open_file(dir_fd, name)
+    except (OSError, UnsafePathError):  # missing, or a link or directory the write replaces or refuses
+        return False
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if info.st_mode & 0o7777 != mode or (owner is not None and (info.st_uid, info.st_gid) != owner):
+            return False
+        return file.read(len(data) + 1) == data
 

@@ -1,0 +1,264 @@
+"""Files in directories someone else can write, reached without following a link.
+
+herder runs as root and writes into directories a task can write (its task
+directory, the shared ``alloc`` directory). Checking a path and then using it
+by name is not safe there: between the two, the task can replace a directory
+with a link to ``/etc`` and root writes the host's files. Everything here
+works relative to an open directory descriptor instead, one path component at
+a time, and opens every component with ``O_NOFOLLOW``: a link or a swapped
+directory is refused (:class:`UnsafePathError`), never followed.
+
+A typical write::
+
+    with safe_root(task_dir.dir) as root, open_beneath(root, "local/conf", create=0o755) as fd:
+        write_atomic(fd, "app.conf", data, mode=0o640, owner=(uid, gid))
+
+Only portable ``os`` calls with ``dir_fd`` are used (no ``openat2``), so the
+guarantee does not depend on the kernel's ``RESOLVE_*`` flags.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path, PurePosixPath
+
+from herder.errors import HerderError
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+# A write through a link is refused with one of these; which one depends on the flags.
+_LINK_ERRNOS = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)
+
+
+class UnsafePathError(HerderError):
+    """A path component is a link, or not what it must be (a directory, a regular file).
+
+    ``path`` is the path as the caller named it (relative to its root) up to
+    and including the offending component; ``reason`` says what it is.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}; not followed")
+        self.path = path
+        self.reason = reason
+
+
+def components(relative: str | PurePosixPath) -> list[str]:
+    """The names in a relative path, without empty or ``.`` parts.
+
+    ``..`` and absolute paths are refused: a path must stay beneath the
+    directory it is opened from, and that is decided here, not by resolving it.
+    """
+    text = str(relative)
+    if text.startswith("/"):
+        raise UnsafePathError(text, "an absolute path, where a path relative to its directory is needed")
+    parts = [part for part in text.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise UnsafePathError(text, "'..' leaves the directory it is relative to")
+    return parts
+
+
+def _explain(dir_fd: int, name: str, shown: str, expected: str) -> UnsafePathError:
+    """The error for ``name`` in ``dir_fd`` not opening as ``expected``, saying what it is instead."""
+    try:
+        mode = os.lstat(name, dir_fd=dir_fd).st_mode
+    except OSError:
+        return UnsafePathError(shown, f"not {expected} (it changed while being opened)")
+    if stat.S_ISLNK(mode):
+        return UnsafePathError(shown, "a link")
+    return UnsafePathError(shown, f"not {expected}")
+
+
+def open_root(path: Path | str) -> int:
+    """Open a directory herder itself named (a task or allocation directory) as a root.
+
+    The path's last component must be a directory, not a link to one. The
+    caller closes the descriptor; the context manager :func:`safe_root` does it in a ``with``.
+    """
+    try:
+        return os.open(path, _DIR_FLAGS)
+    except OSError as err:
+        if err.errno in _LINK_ERRNOS:
+            parent, name = os.path.split(os.path.abspath(path))
+            fd = os.open(parent, _DIR_FLAGS & ~os.O_NOFOLLOW)
+            try:
+                raise _explain(fd, name, str(path), "a directory") from None
+            finally:
+                os.close(fd)
+        raise
+
+
+def open_dir(dir_fd: int, relative: str | PurePosixPath, *, create: int | None = None,
+             owner: tuple[int, int] | None = None) -> int:
+    """Open the directory ``relative`` beneath ``dir_fd``, component by component, following no link.
+
+    With ``create`` (a mode such as ``0o755``), missing directories are made
+    with that mode, set exactly (the umask does not apply) and, with
+    ``owner``, owned by that ``(uid, gid)``. Directories that already exist
+    keep their mode and owner. An empty path opens ``dir_fd``'s directory
+    again. Raises :class:`UnsafePathError` if a component is a link or not a
+    directory, :class:`FileNotFoundError` if one is missing and ``create`` is
+    not given. The caller closes the returned descriptor.
+    """
+    parts = components(relative)
+    fd = os.open(".", _DIR_FLAGS, dir_fd=dir_fd)
+    for index, name in enumerate(parts):
+        try:
+            child = _open_child_dir(fd, name, "/".join(parts[: index + 1]), create, owner)
+        finally:
+            os.close(fd)
+        fd = child
+    return fd
+
+
+def _open_child_dir(dir_fd: int, name: str, shown: str, create: int | None,
+                    owner: tuple[int, int] | None) -> int:
+    """Open one directory component, making it first if asked to and missing."""
+    made: int | None = None
+    if create is not None:
+        try:
+            os.mkdir(name, create, dir_fd=dir_fd)
+            made = create
+        except FileExistsError:
+            pass
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno in _LINK_ERRNOS:
+            raise _explain(dir_fd, name, shown, "a directory") from None
+        raise
+    if made is not None:
+        # Set through the descriptor, opened without following: mkdir's mode went through the umask.
+        try:
+            set_mode(fd, made, owner)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+@contextmanager
+def safe_root(path: Path | str) -> Iterator[int]:
+    """:func:`open_root` in a ``with``: the descriptor is closed on leaving it."""
+    fd = open_root(path)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def open_beneath(dir_fd: int, relative: str | PurePosixPath, *, create: int | None = None,
+                 owner: tuple[int, int] | None = None) -> Iterator[int]:
+    """:func:`open_dir` in a ``with``: the descriptor is closed on leaving it."""
+    fd = open_dir(dir_fd, relative, create=create, owner=owner)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_file(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
+    """Open or create the file ``name`` directly in ``dir_fd`` without following a link.
+
+    ``flags`` are ``os.open`` flags (``O_NOFOLLOW`` and ``O_CLOEXEC`` are
+    added); ``mode`` applies to a file this call creates, through the umask
+    as usual (set it exactly with :func:`set_mode`). The opened file must be
+    a regular file: a FIFO or device a task planted is refused without
+    blocking on it. The caller closes the returned descriptor.
+    """
+    if name in ("", ".", "..") or "/" in name:
+        raise UnsafePathError(name, "not a file name (a single path component is needed)")
+    try:
+        fd = os.open(name, flags | _FILE_FLAGS | os.O_NONBLOCK, mode, dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno in _LINK_ERRNOS:
+            raise _explain(dir_fd, name, name, "a regular file") from None
+        if err.errno in (errno.EISDIR, errno.ENXIO):
+            raise UnsafePathError(name, "not a regular file") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafePathError(name, "not a regular file")
+        if not flags & os.O_NONBLOCK:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_file(dir_fd: int, relative: str | PurePosixPath, limit: int | None = None) -> bytes:
+    """The content of the regular file ``relative`` beneath ``dir_fd``, no link followed.
+
+    With ``limit``, a file larger than ``limit`` bytes raises :class:`ValueError`
+    rather than being read into memory.
+    """
+    parts = components(relative)
+    if not parts:
+        raise UnsafePathError(str(relative), "not a file name")
+    with open_beneath(dir_fd, "/".join(parts[:-1])) as parent:
+        try:
+            fd = open_file(parent, parts[-1])
+        except UnsafePathError as err:
+            raise UnsafePathError("/".join(parts), err.reason) from None
+        with os.fdopen(fd, "rb") as file:
+            data = file.read() if limit is None else file.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise ValueError(f"{'/'.join(parts)}: larger than {limit} bytes")
+    return data
+
+
+def set_mode(fd: int, mode: int, owner: tuple[int, int] | None = None) -> None:
+    """Set an open file's owner (``(uid, gid)``, if given) and then its mode, through the descriptor.
+
+    The owner is set first because changing it clears setuid and setgid bits.
+    """
+    if owner is not None:
+        os.fchown(fd, *owner)
+    os.fchmod(fd, mode)
+
+
+def write_atomic(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600,
+                 owner: tuple[int, int] | None = None) -> None:
+    """Replace (or create) the file ``name`` in ``dir_fd`` with ``data``, all at once.
+
+    The data goes to a new file with a random name in the same directory,
+    created with ``O_EXCL`` (so never through a link), given ``mode`` and
+    ``owner``, written and synced, then renamed over ``name`` within the
+    directory. A reader sees the old content or the new, never a part. A link
+    at ``name`` is replaced, not followed; a directory there is an
+    :class:`UnsafePathError`.
+    """
+    if name in ("", ".", "..") or "/" in name:
+        raise UnsafePathError(name, "not a file name (a single path component is needed)")
+    temp = f".{name}.{secrets.token_hex(6)}.tmp"
+    fd = open_file(dir_fd, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        try:
+            set_mode(fd, mode, owner)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except IsADirectoryError:
+            raise UnsafePathError(name, "a directory, where a file is to be written") from None
+    except BaseException:
+        _unlink_quietly(dir_fd, temp)
+        raise
+    os.fsync(dir_fd)
+
+
+def _unlink_quietly(dir_fd: int, name: str) -> None:
+    """Remove a temporary file this module made, if it is still there."""
+    with suppress(OSError):
+        os.unlink(name, dir_fd=dir_fd)

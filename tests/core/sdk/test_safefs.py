@@ -1,0 +1,192 @@
+"""The dir-fd file primitives: nothing reached through a link, modes set exactly."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from herder.sdk import (
+    UnsafePathError,
+    open_beneath,
+    open_dir,
+    open_file,
+    read_file,
+    safe_root,
+    set_mode,
+    write_atomic,
+)
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    """A root with ``local/conf`` and, beside it, a host directory a link could point at."""
+    (tmp_path / "root" / "local" / "conf").mkdir(parents=True)
+    (tmp_path / "host").mkdir()
+    (tmp_path / "host" / "secret").write_text("host data")
+    return tmp_path
+
+
+def test_opens_nested_directory(base: Path) -> None:
+    (base / "root" / "local" / "conf" / "a").write_text("x")
+    with safe_root(base / "root") as root, open_beneath(root, "local/./conf/") as fd:
+        assert os.listdir(fd) == ["a"]
+
+
+def test_empty_path_reopens_the_root(base: Path) -> None:
+    with safe_root(base / "root") as root, open_beneath(root, "") as fd:
+        assert os.listdir(fd) == ["local"]
+
+
+@pytest.mark.parametrize("relative", ["../host", "local/../../host", "/etc"])
+def test_leaving_the_root_is_refused(base: Path, relative: str) -> None:
+    with safe_root(base / "root") as root, pytest.raises(UnsafePathError) as err:
+        open_dir(root, relative)
+    assert relative in str(err.value)
+
+
+def test_link_at_any_component_is_refused_and_named(base: Path) -> None:
+    (base / "root" / "local" / "conf").rmdir()
+    (base / "root" / "local" / "conf").symlink_to(base / "host")
+    with safe_root(base / "root") as root, pytest.raises(UnsafePathError) as err:
+        open_dir(root, "local/conf/deeper", create=0o755)
+    assert err.value.path == "local/conf"
+    assert str(err.value) == "local/conf: a link; not followed"
+    assert sorted(os.listdir(base / "host")) == ["secret"]
+
+
+def test_link_to_a_directory_inside_is_refused_too(base: Path) -> None:
+    (base / "root" / "alias").symlink_to("local")
+    with safe_root(base / "root") as root, pytest.raises(UnsafePathError, match="alias: a link"):
+        open_dir(root, "alias/conf")
+
+
+def test_file_where_a_directory_is_needed(base: Path) -> None:
+    (base / "root" / "local" / "file").write_text("")
+    with safe_root(base / "root") as root, pytest.raises(UnsafePathError, match="local/file: not a directory"):
+        open_dir(root, "local/file/x")
+
+
+def test_missing_directory_without_create(base: Path) -> None:
+    with safe_root(base / "root") as root, pytest.raises(FileNotFoundError):
+        open_dir(root, "local/missing")
+
+
+def test_create_sets_exact_mode_and_owner_on_new_directories_only(base: Path) -> None:
+    os.chmod(base / "root" / "local", 0o750)
+    old = os.umask(0o077)
+    try:
+        with safe_root(base / "root") as root, open_beneath(root, "local/a/b", create=0o1777,
+                                                            owner=(65534, 65534)):
+            pass
+    finally:
+        os.umask(old)
+    for name in ("local/a", "local/a/b"):
+        st = (base / "root" / name).stat()
+        assert stat.S_IMODE(st.st_mode) == 0o1777, name
+        if os.geteuid() == 0:
+            assert (st.st_uid, st.st_gid) == (65534, 65534)
+    assert stat.S_IMODE((base / "root" / "local").stat().st_mode) == 0o750
+
+
+def test_root_that_is_a_link_is_refused(base: Path) -> None:
+    (base / "alias").symlink_to(base / "root")
+    with pytest.raises(UnsafePathError, match="a link"), safe_root(base / "alias"):
+        pass
+
+
+def test_write_atomic_replaces_content_with_mode(base: Path) -> None:
+    target = base / "root" / "local" / "conf" / "app.conf"
+    target.write_text("old")
+    with safe_root(base / "root") as root, open_beneath(root, "local/conf") as fd:
+        write_atomic(fd, "app.conf", b"new", mode=0o640)
+    assert target.read_text() == "new"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert os.listdir(target.parent) == ["app.conf"]
+
+
+def test_write_atomic_replaces_a_planted_link_instead_of_following_it(base: Path) -> None:
+    target = base / "root" / "local" / "conf" / "app.conf"
+    target.symlink_to(base / "host" / "secret")
+    with safe_root(base / "root") as root, open_beneath(root, "local/conf") as fd:
+        write_atomic(fd, "app.conf", b"rendered")
+    assert (base / "host" / "secret").read_text() == "host data"
+    assert not target.is_symlink()
+    assert target.read_text() == "rendered"
+
+
+def test_write_atomic_over_a_directory_is_refused_and_leaves_no_temp(base: Path) -> None:
+    (base / "root" / "local" / "conf" / "app.conf").mkdir()
+    with (safe_root(base / "root") as root, open_beneath(root, "local/conf") as fd,
+          pytest.raises(UnsafePathError, match=r"app\.conf: a directory")):
+        write_atomic(fd, "app.conf", b"x")
+    assert os.listdir(base / "root" / "local" / "conf") == ["app.conf"]
+
+
+def test_write_atomic_sets_owner(base: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("changing a file's owner needs root")
+    with safe_root(base / "root") as root:
+        write_atomic(root, "owned", b"x", mode=0o600, owner=(65534, 65534))
+    st = (base / "root" / "owned").stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65534, 0o600)
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", ""])
+def test_file_names_are_single_components(base: Path, name: str) -> None:
+    with safe_root(base / "root") as root, pytest.raises(UnsafePathError):
+        write_atomic(root, name, b"x")
+
+
+def test_read_file_follows_no_link(base: Path) -> None:
+    (base / "root" / "local" / "conf" / "in.tpl").write_text("{{ . }}")
+    (base / "root" / "local" / "leak").symlink_to(base / "host" / "secret")
+    with safe_root(base / "root") as root:
+        assert read_file(root, "local/conf/in.tpl") == b"{{ . }}"
+        with pytest.raises(UnsafePathError) as err:
+            read_file(root, "local/leak")
+    assert str(err.value) == "local/leak: a link; not followed"
+
+
+def test_read_file_refuses_a_fifo_without_blocking(base: Path) -> None:
+    os.mkfifo(base / "root" / "local" / "pipe")
+    result: list[BaseException] = []
+
+    def read() -> None:
+        with safe_root(base / "root") as root:
+            try:
+                read_file(root, "local/pipe")
+            except UnsafePathError as err:
+                result.append(err)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(30)
+    assert [str(e) for e in result] == ["local/pipe: not a regular file; not followed"]
+
+
+def test_read_file_limit(base: Path) -> None:
+    (base / "root" / "big").write_bytes(b"x" * 11)
+    with safe_root(base / "root") as root:
+        assert read_file(root, "big", limit=11) == b"x" * 11
+        with pytest.raises(ValueError, match="big: larger than 10 bytes"):
+            read_file(root, "big", limit=10)
+
+
+def test_open_file_creates_without_following(base: Path) -> None:
+    (base / "root" / "out").symlink_to(base / "host" / "new")
+    with safe_root(base / "root") as root:
+        with pytest.raises(UnsafePathError, match="out: a link"):
+            open_file(root, "out", os.O_WRONLY | os.O_CREAT)
+        fd = open_file(root, "fresh", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        try:
+            set_mode(fd, 0o644)
+            os.write(fd, b"ok")
+        finally:
+            os.close(fd)
+    assert not (base / "host" / "new").exists()
+    assert (base / "root" / "fresh").read_text() == "ok"
+    assert stat.S_IMODE((base / "root" / "fresh").stat().st_mode) == 0o644
