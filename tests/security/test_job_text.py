@@ -103,9 +103,8 @@ def test_the_source_field_does_not_choose_where_file_reads(agent: AgentProcess, 
     assert any(REFUSED in error for error in response.json()["errors"]), response.text
 
 
-def herder(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "herder", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+def herder(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "herder", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_validate_keeps_file_inside_the_job_files_directory(tmp_path: Path) -> None:
