@@ -37,6 +37,8 @@ backend = "consul"
 address = "127.0.0.1:8500"
 [plugins]
 disabled = ["rkt"]
+[client]
+allow_file_outside = true
 [plugin.raw_exec]
 enabled = false
 [tls]
@@ -49,6 +51,7 @@ key_file = "~/agent-key.pem"
     assert config.disabled_plugins == {"rkt", "docker"}
     assert config.plugin == {"raw_exec": {"enabled": False}}
     assert config.services_backend == "consul"
+    assert config.client.allow_file_outside and not load_config(None, data_dir=tmp_path).client.allow_file_outside
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -61,6 +64,8 @@ key_file = "~/agent-key.pem"
     ("ports = 3", "[ports] must be a table"),
     ("[services]\nbackend = 'etcd'", "services.backend"),
     ("plugin = 1", "[plugin.NAME] entries must be tables"),
+    ("[client]\nallow_file_outside = 'yes'", "[client] allow_file_outside must be true or false"),
+    ("[client]\nallow_files = true", "unknown key(s) at [client]: allow_files"),
     ("[tls]\ncert_file = 'a.pem'", "[tls] cert_file and key_file are set together"),
     ("[tls]\nca_file = 'ca.pem'", "unknown key(s) at [tls]: ca_file"),
     ("[client]\nmax_kill_timeout = 'forever'", "[client] max_kill_timeout 'forever' is not a duration"),

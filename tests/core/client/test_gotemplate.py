@@ -8,6 +8,7 @@ range over maps in key order, printf through fmt, printing of values).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -197,3 +198,35 @@ def test_errors_are_named_as_go_names_them(template: str, message: str) -> None:
 
 def test_sprintf_padding_and_flags() -> None:
     assert go_sprintf("%+d|% d|%8.3f|%-8s|", 5, 5, 3.14159, "ab") == "+5| 5|   3.142|ab      |"
+
+
+@pytest.mark.parametrize(("format", "args", "expected"), [
+    ("%999999999d", (1,), "%!(NOVERB)%!(EXTRA int=1)"),
+    ("a%.99999999fb", (1.5,), "a%!(NOVERB)%!(EXTRA float64=1.5)"),
+    ("%*d", (10_000_000, 7), "%!(BADWIDTH)7"),
+    ("%.*f", (10_000_000, 1.5), "%!(BADPREC)1.500000"),
+    ("%*d|", (3, 7), "  7|"),
+])
+def test_sprintf_refuses_widths_as_go_does(format: str, args: tuple[Any, ...], expected: str) -> None:
+    assert go_sprintf(format, *args) == expected
+
+
+NESTED = '{{define "t0"}}xxxxxxxxxxxxxxxx{{end}}' + "".join(
+    f'{{{{define "t{n}"}}}}{{{{template "t{n - 1}" .}}}}{{{{template "t{n - 1}" .}}}}{{{{end}}}}' for n in range(1, 60))
+
+
+@pytest.mark.parametrize(("template", "message"), [
+    (NESTED + '{{template "t59" .}}', "template output exceeds 1048576 bytes"),
+    ('{{ range 100000 }}{{ printf "%999999d" 1 }}{{ end }}', "template output exceeds 1048576 bytes"),
+    ("{{ range 1000000000 }}{{ end }}", "template execution exceeds 1000000 steps"),
+    ('{{define "r"}}{{template "r" .}}{{end}}{{template "r" .}}', "exceeded maximum template depth (100)"),
+])
+def test_execution_is_bounded(template: str, message: str) -> None:
+    with pytest.raises(TemplateError, match=re.escape(message)):
+        render(template)
+
+
+def test_the_output_limit_counts_bytes_as_written() -> None:
+    assert Template("{{ range 4 }}é{{ end }}").execute(limit=8) == "éééé"
+    with pytest.raises(TemplateError, match="template output exceeds 7 bytes"):
+        Template("{{ range 4 }}é{{ end }}").execute(limit=7)

@@ -119,6 +119,14 @@ def test_consul_template_functions(plugin: TemplatesPlugin, context: Context, kv
         "shop dflt true", "10.0.0.1:5432 10.0.0.2:5433 ", "db-2", "db=primary,replica", "hello a+b 007 x", "2 x 42"]
 
 
+def test_regular_expressions_are_go_s(plugin: TemplatesPlugin, context: Context) -> None:
+    data = ('{{ regexMatch "^a+$" "aaa" }} {{ regexMatch "^a+$" "aaa\\n" }} '
+            '{{ "web-42" | regexReplaceAll "([a-z]+)-(?P<n>\\\\d+)" "${n}:$1$$" }} '
+            '{{ regexReplaceAll "(a+)+$" "" "' + "a" * 40 + '!" }}')  # no backtracking: linear time
+    prestart(plugin, context, Template(destination="local/out", data=data))
+    assert (context.task_dir / "local/out").read_text() == "true false 42:web$ " + "a" * 40 + "!"
+
+
 def test_env_true_adds_the_rendered_variables(plugin: TemplatesPlugin, context: Context) -> None:
     data = '# settings\nexport GREETING="hi\\tthere"\nPORT={{ env "NOMAD_PORT_http" }}\n\nEMPTY=\n'
     prestart(plugin, context, Template(destination="secrets/app.env", data=data, env=True))
@@ -182,6 +190,12 @@ def test_a_closed_plugin_stops_waiting(plugin: TemplatesPlugin, context: Context
     (Template(destination="local/x", data='{{ nosuch "a" }}'), 'function "nosuch" not defined'),
     (Template(destination="local/x", data='{{ file "../../../etc/passwd" }}'), "escapes the task directory"),
     (Template(destination="../../x", data="x"), "escapes the task directory"),
+    (Template(destination="local/x", data='{{ regexMatch "(a)\\\\1" "aa" }}'),
+     "error calling regexMatch: invalid regular expression '(a)\\\\1': invalid escape sequence"),
+    (Template(destination="local/x", data='{{ range 2000000 }}xxxxxxxxxx{{ end }}'),
+     "template local/x: template output exceeds 1048576 bytes"),
+    (Template(destination="local/x", data="{{ if 1 }}" * 5000 + "{{ end }}" * 5000),
+     "template local/x: the template is nested too deeply"),
 ])
 def test_errors_name_the_template(plugin: TemplatesPlugin, context: Context, template: Template,
                                   message: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from herder.errors import JobError
 from herder.jobspec import load_job
 
-from .helpers import load, problems
+from .helpers import load, problems, task_hcl
 
 
 def meta_of(expression: str, prelude: str = "", variables: dict[str, str] | None = None) -> Any:
@@ -47,6 +48,13 @@ job "web" {{
     ('trimspace("  a b \\n")', "a b"),
     ('replace("a-b-c", "-", "_")', "a_b_c"),
     ('replace("a1b22", "/[0-9]+/", "#")', "a#b#"),
+    ('replace("a1b22", "/([a-z])(?P<digit>\\\\d)/", "${digit}$1$$")', "1a$2b$2"),
+    ('replace("aaaa!", "/(a+)+$/", "")', "aaaa!"),
+    ('regex("([a-z]+)-(\\\\d+)", "web-42")', ["web", "42"]),
+    ('regex("(?P<name>[a-z]+)-(?P<n>\\\\d+)", "web-42")', {"name": "web", "n": "42"}),
+    ('regex("\\\\d+", "web-42")', "42"),
+    ('regexall("\\\\d", "a1b2")', ["1", "2"]),
+    ('regexall("x", "a1b2")', []),
     ('length(["a", "b"])', 2),
     ('length({a = 1})', 1),
     ("tostring(5)", "5"),
@@ -66,6 +74,28 @@ job "web" {{
 ])
 def test_functions_and_operators(expression: str, expected: Any) -> None:
     assert meta_of(expression) == expected
+
+
+@pytest.mark.parametrize(("expression", "message"), [
+    ('regex("(a)\\\\1", "aa")', "regex(): invalid regular expression '(a)\\\\1': invalid escape sequence"),
+    ('replace("ab", "/(?=a)/", "")', "replace(): invalid regular expression '(?=a)': invalid perl operator"),
+    ('regex("b", "aa")', "regex(): the pattern did not match any part of the string"),
+    ('regex("(?P<x>a)(b)", "ab")', "regex(): a pattern cannot mix named and unnamed capture groups"),
+    ('format("%10001s", "a")', "format(): width 10001 is over the limit of 10000"),
+    ('format("%.10001f", 1)', "format(): precision 10001 is over the limit of 10000"),
+    # 25 replacements of 1024 * 42 characters: just over 1 MiB
+    (f'replace("{"a" * 25}", "a", join("", [for i in range(1024) : "{"x" * 42}"]))',
+     "replace(): the result would be longer than 1048576 characters"),
+    (f'replace("{"a" * 25}", "/a/", join("", [for i in range(1024) : "{"x" * 42}"]))',
+     "replace(): the result would be longer than 1048576 characters"),
+    ('jsonencode([for i in range(64) : join("", [for j in range(1024) : "xxxxxxxxxxxxxxxxxxxx"])])',
+     "jsonencode(): the result would be longer than 1048576 characters"),
+    ('try(length([for a in range(1024) : [for b in range(1024) : [for c in range(1024) : c]]]), 0)',
+     "the job's expressions take more than 1000000 steps to evaluate"),
+])
+def test_functions_are_bounded(expression: str, message: str) -> None:
+    [error] = problems(f'job "web" {{\n task "t" {{\n  driver = "raw_exec"\n  config {{ x = {expression} }}\n }}\n}}\n')
+    assert message in error, error
 
 
 def test_locals_chain_across_blocks_and_refer_to_variables() -> None:
@@ -171,30 +201,66 @@ EOH
     assert task.config["args"] == ['A "B"\n']
 
 
-def test_file_reads_relative_to_the_job_file(tmp_path: Path) -> None:
-    (tmp_path / "conf").mkdir()
-    (tmp_path / "conf" / "app.conf").write_text('listen "0.0.0.0"\n')
-    (tmp_path / "jobs").mkdir()
+def test_file_reads_relative_to_the_job_file_inside_its_directory(tmp_path: Path) -> None:
+    (tmp_path / "jobs" / "conf").mkdir(parents=True)
+    (tmp_path / "jobs" / "conf" / "app.conf").write_text('listen "0.0.0.0"\n')
+    (tmp_path / "outside.conf").write_text("outside\n")
     job_file = tmp_path / "jobs" / "web.hcl"
-    job_file.write_text(textwrap.dedent("""
-        job "web" {
-          task "t" {
-            driver = "raw_exec"
-            config { conf = file("../conf/app.conf") }
-          }
-        }
-    """))
-    assert load_job(job_file).groups[0].tasks[0].config["conf"] == 'listen "0.0.0.0"\n'
-    job_file.write_text(job_file.read_text().replace("../conf/app.conf", "missing.conf"))
+
+    def load_with(path: str, allow_file_outside: bool = False) -> str:
+        job_file.write_text(textwrap.dedent(f"""
+            job "web" {{
+              task "t" {{
+                driver = "raw_exec"
+                config {{ conf = file("{path}") }}
+              }}
+            }}
+        """))
+        return str(load_job(job_file, allow_file_outside=allow_file_outside).groups[0].tasks[0].config["conf"])
+
+    assert load_with("conf/app.conf") == 'listen "0.0.0.0"\n'
+    assert load_with("./conf/../conf/app.conf") == 'listen "0.0.0.0"\n'
     with pytest.raises(JobError) as caught:
-        load_job(job_file)
+        load_with("missing.conf")
     assert caught.value.errors == [
         f"{job_file}:5: job.groups[0].tasks[0].config.conf: file(): no such file {tmp_path / 'jobs' / 'missing.conf'}"
     ]
-    job_file.write_text(job_file.read_text().replace("missing.conf", "../nowhere.conf"))
-    with pytest.raises(JobError) as caught:
-        load_job(job_file)
-    assert "outside the job file's directory" in caught.value.errors[0]
+    for outside in ("../outside.conf", str(tmp_path / "outside.conf"), "conf/../../outside.conf"):
+        with pytest.raises(JobError) as caught:
+            load_with(outside)
+        assert "is outside the job file's directory" in caught.value.errors[0]
+        assert "--allow-file-outside" in caught.value.errors[0]
+    assert load_with("../outside.conf", allow_file_outside=True) == "outside\n"
+
+
+def test_file_follows_no_link_and_reads_regular_files_of_bounded_size(tmp_path: Path) -> None:
+    (tmp_path / "outside.conf").write_text("outside\n")
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "link.conf").symlink_to(tmp_path / "outside.conf")
+    (tmp_path / "jobs" / "dir").symlink_to(tmp_path)
+    (tmp_path / "jobs" / "big.conf").write_bytes(b"x" * ((1 << 20) + 1))
+    os.mkfifo(tmp_path / "jobs" / "fifo")
+    job_file = tmp_path / "jobs" / "web.hcl"
+    expected = {
+        "link.conf": f"{tmp_path / 'jobs' / 'link.conf'} is a symbolic link",
+        "dir/outside.conf": f"{tmp_path / 'jobs' / 'dir'} is a symbolic link",
+        "big.conf": f"{tmp_path / 'jobs' / 'big.conf'} is larger than 1048576 bytes",
+        "fifo": f"{tmp_path / 'jobs' / 'fifo'} is not a regular file",
+    }
+    for path, message in expected.items():
+        job_file.write_text(f'job "web" {{\n task "t" {{\n  driver = "raw_exec"\n  config {{ conf = file("{path}") }}'
+                            "\n }\n}\n")
+        with pytest.raises(JobError) as caught:
+            load_job(job_file)
+        assert message in caught.value.errors[0]
+    job_file.write_text(job_file.read_text().replace("fifo", "link.conf"))
+    assert load_job(job_file, allow_file_outside=True).groups[0].tasks[0].config["conf"] == "outside\n"
+
+
+def test_file_is_refused_in_text_that_comes_from_no_file() -> None:
+    assert problems(task_hcl('config { conf = file("/etc/hostname") }')) == [
+        "job.hcl:7: job.groups[0].tasks[0].config.conf: file() is not available to jobs submitted to the agent: "
+        "use `herder job run`, which reads files on your side"]
 
 
 VALIDATED = """

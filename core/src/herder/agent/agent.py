@@ -168,10 +168,11 @@ class Agent:
 
     # -- jobs ----------------------------------------------------------------
 
-    def submit(self, text: str, fmt: str, variables: dict[str, str], source: str) -> tuple[str, list[AllocRunner],
-                                                                                          list[str]]:
+    def submit(self, text: str, fmt: str, variables: dict[str, str], source: str,
+               lines: dict[str, int] | None = None) -> tuple[str, list[AllocRunner], list[str]]:
         """Run a job: validated, placed and started. The same job submitted
         again changes nothing; a changed job replaces the running one.
+        ``source`` and ``lines`` only place messages: no file is read for a job.
 
         :raises JobError: the job is invalid, each problem with its path.
         :raises PlacementError: it cannot be placed; the running version stays.
@@ -179,7 +180,7 @@ class Agent:
         if self.draining:
             raise Conflict("the agent is draining: it takes no new job")
         job_source = JobSource(text=text, format=fmt, source=source, variables=variables)
-        job = app.load_submitted(job_source, self.hooks)
+        job = app.load_submitted(job_source, self.hooks, lines)
         with self._submit_lock:
             current = [a for a in self.client.allocs
                        if a.job.name == job.name and a.status in ("pending", "running") and not a.stopping]

@@ -234,7 +234,7 @@ def create_app(agent: Agent) -> FastAPI:
             raise ApiError(400, "give either text (a job file, with its format) or job (canonical JSON)")
         text, fmt = (body.text, body.format) if body.text is not None else (json.dumps(body.job), "json")
         try:
-            name, allocs, warnings = agent.submit(text, fmt, body.variables, body.source)
+            name, allocs, warnings = agent.submit(text, fmt, body.variables, body.source, body.lines)
         except JobError as exc:
             raise ApiError(400, "invalid job", exc.errors) from None
         except PlacementError as exc:

@@ -63,7 +63,11 @@ class JobSubmit(_Model):
     format: Literal["hcl", "json", "yaml"] = "hcl"
     job: dict[str, Any] | None = Field(default=None, description="The job as canonical JSON, instead of text.")
     variables: dict[str, str] = Field(default_factory=dict, description="Job variables, as --var KEY=VALUE.")
-    source: str = Field(default="api", max_length=4096, description="Where the job came from, for messages.")
+    source: str = Field(default="api", max_length=4096,
+                        description="Where the job came from, for messages only: the agent reads no file for a job.")
+    lines: dict[str, int] = Field(default_factory=dict, max_length=100_000,
+                                  description="For a job evaluated from a file (``herder job run``): the line of "
+                                              "each path (``job.groups[0].name``) in that file, for messages.")
 
 
 class TaskSummary(_Model):

@@ -62,11 +62,16 @@ def setup(config_path: Path | None, data_dir: Path | None, disabled: tuple[str, 
     return config, app.load_hooks(config)
 
 
-def read_job(path: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
-             hooks: Hooks) -> tuple[Job, JobSource]:
+ALLOW_FILE_OUTSIDE_HELP = ("Let file() in the job file read outside the job file's directory "
+                           "(the default with [client] allow_file_outside = true).")
+
+
+def read_job(path: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], hooks: Hooks,
+             allow_file_outside: bool) -> tuple[Job, JobSource]:
     """Parse and validate a job file, task configs included; exits 2 on any error."""
     try:
-        job, source = app.read_job(path, app.parse_variables(variables), hooks, var_files)
+        job, source = app.read_job(path, app.parse_variables(variables), hooks, var_files,
+                                   allow_file_outside=allow_file_outside)
     except JobError as exc:
         say(f"Error: {path} is not a valid job file:")
         for message in exc.errors:
@@ -89,12 +94,13 @@ def cli() -> None:
 @click.option("--var", "variables", multiple=True, metavar="KEY=VALUE", help="Set a job variable.")
 @click.option("--var-file", "var_files", multiple=True, type=click.Path(path_type=Path), metavar="FILE",
               help="Set job variables from an .hcl or .json file (repeatable; --var wins).")
+@click.option("--allow-file-outside", is_flag=True, help=ALLOW_FILE_OUTSIDE_HELP)
 @plugin_options
-def validate(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], config_path: Path | None,
-             data_dir: Path | None, disabled: tuple[str, ...]) -> None:
+def validate(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], allow_file_outside: bool,
+             config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
     """Parse and validate FILE; print each error with its path."""
-    _, hooks = setup(config_path, data_dir, disabled)
-    job, _ = read_job(file, variables, var_files, hooks)
+    config, hooks = setup(config_path, data_dir, disabled)
+    job, _ = read_job(file, variables, var_files, hooks, allow_file_outside or config.client.allow_file_outside)
     click.echo(f"Job validation successful: {job.name} ({sum(len(g.tasks) for g in job.groups)} tasks)")
 
 
@@ -107,14 +113,15 @@ def validate(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...]
 @click.option("--logs", "show_logs", is_flag=True, help="Show the tasks' output too.")
 @click.option("--keep", is_flag=True,
               help="If herder dies, leave the tasks running for the next 'herder run' of this job to reattach.")
+@click.option("--allow-file-outside", is_flag=True, help=ALLOW_FILE_OUTSIDE_HELP)
 @plugin_options
 def run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], as_json: bool, show_logs: bool, keep: bool,
-        config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
+        allow_file_outside: bool, config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
     """Run the job in FILE in the foreground until its tasks finish or it is interrupted."""
     config, hooks = setup(config_path, data_dir, disabled)
     for warning in app.failed_plugins(hooks):
         say(f"Warning: {warning}")
-    job, source = read_job(file, variables, var_files, hooks)
+    job, source = read_job(file, variables, var_files, hooks, allow_file_outside or config.client.allow_file_outside)
     view = make_view(as_json)
     foreground = app.ForegroundRun(config, hooks, job, source, on_event=view.show, on_health=view.health,
                                        keep=keep)

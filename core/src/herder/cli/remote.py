@@ -23,7 +23,6 @@ import httpx
 
 from herder import app
 from herder.errors import JobError
-from herder.jobspec.formats import format_of, read_text, read_var_file
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 DEFAULT_ADDR = "http://127.0.0.1:4646"
@@ -37,6 +36,13 @@ def say(text: str) -> None:
 def fail(text: str, code: int = EXIT_FAILED) -> NoReturn:
     say(f"Error: {text}")
     sys.exit(code)
+
+
+def invalid(errors: list[str]) -> NoReturn:
+    say("Error: the job is invalid:")
+    for error in errors:
+        say(f"  * {error}")
+    sys.exit(EXIT_INVALID)
 
 
 class Agent:
@@ -61,10 +67,7 @@ class Agent:
         if response.status_code == 401:
             fail(f"the agent at {self.addr} refused the request: {message} (is HERDER_TOKEN right?)")
         if errors and message == "invalid job":
-            say("Error: the job is invalid:")
-            for error in errors:
-                say(f"  * {error}")
-            sys.exit(EXIT_INVALID)
+            invalid(errors)
         fail(message or f"HTTP {response.status_code}" + "".join(f"\n  * {e}" for e in errors))
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -150,20 +153,29 @@ def job() -> None:
 @click.option("--var-file", "var_files", multiple=True, type=click.Path(path_type=Path), metavar="FILE",
               help="Set job variables from an .hcl or .json file (repeatable; --var wins).")
 @click.option("--detach", is_flag=True, help="Return once the job is placed, without following its events.")
-def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], detach: bool) -> None:
-    """Submit the job in FILE; show its events until every task runs, or one fails."""
+@click.option("--allow-file-outside", is_flag=True,
+              help="Let file() in the job file read outside the job file's directory.")
+def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], detach: bool,
+            allow_file_outside: bool) -> None:
+    """Submit the job in FILE; show its events until every task runs, or one fails.
+
+    The file is evaluated here, as Nomad's CLI does: its variables, and
+    file() relative to its directory. The agent gets the evaluated job and
+    never reads a file of yours (nor one of its own) for it.
+    """
     try:
-        given: dict[str, str] = {}
-        for var_file in var_files:
-            given |= read_var_file(var_file)
-        given |= app.parse_variables(variables)
-        body = {"text": read_text(file), "format": format_of(file), "variables": given, "source": str(file)}
+        job, source = app.evaluate_job(file, app.parse_variables(variables), var_files,
+                                       allow_file_outside=allow_file_outside)
     except JobError as exc:
-        fail("; ".join(exc.errors), EXIT_INVALID)
+        invalid(exc.errors)
+    for warning in job.warnings:
+        say(f"Warning: {warning}")
+    body = {"job": json.loads(source.text), "source": source.source, "lines": job.lines}
     agent = Agent()
     submitted = agent.request("POST", "/v1/jobs", json=body)
     for warning in submitted.get("warnings", []):
-        say(f"Warning: {warning}")
+        if warning not in job.warnings:
+            say(f"Warning: {warning}")
     current = [a for a in submitted["allocations"] if a.get("status") in ("pending", "running")] or \
         submitted["allocations"]
     ids = {a["id"] for a in current}

@@ -50,6 +50,9 @@ class ClientConfig:
     max_kill_timeout: float = DEFAULT_MAX_KILL_TIMEOUT
     user_denylist: frozenset[str] = frozenset(DEFAULT_USER_DENYLIST)
     user_checked_drivers: frozenset[str] = frozenset(DEFAULT_USER_CHECKED_DRIVERS)
+    allow_file_outside: bool = False
+    """``file()`` in a job file read by the command line may read outside the job
+    file's directory (the agent never reads files for a job)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ _KEYS: dict[str, set[str]] = {
     "": {"data_dir", "bind", "token", "tls", "ports", "services", "consul", "plugins", "plugin", "node_name",
          "datacenter", "client"},
     "tls": {"cert_file", "key_file"},
-    "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers"},
+    "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside"},
     "ports": {"min", "max", "reserved", "host_ip"},
     "services": {"backend"},
     "consul": {"address", "token"},
@@ -129,7 +132,10 @@ def _client(raw: dict[str, Any]) -> ClientConfig:
         max_kill_timeout = parse_duration(table.get("max_kill_timeout", DEFAULT_MAX_KILL_TIMEOUT))
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"[client] max_kill_timeout {exc}") from None
-    return ClientConfig(max_kill_timeout=max_kill_timeout,
+    allow_file_outside = table.get("allow_file_outside", False)
+    if not isinstance(allow_file_outside, bool):
+        raise ConfigError("[client] allow_file_outside must be true or false")
+    return ClientConfig(max_kill_timeout=max_kill_timeout, allow_file_outside=allow_file_outside,
                         user_denylist=_names(table, "user_denylist", DEFAULT_USER_DENYLIST),
                         user_checked_drivers=_names(table, "user_checked_drivers", DEFAULT_USER_CHECKED_DRIVERS))
 

@@ -18,6 +18,11 @@ from herder.jobspec.paths import Path as DocPath
 from herder.jobspec.paths import render_path
 
 FORMATS = {".hcl": "hcl", ".nomad": "hcl", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+MAX_JOB_SIZE = 4 << 20
+"""The largest job file read (bytes), as the agent's largest request: a job file is a few KiB."""
+MAX_ALIAS_NODES = 10_000
+"""How many nodes YAML aliases may add to a document, all repetitions counted: enough to
+share a block of settings, far too few for an alias bomb (nine levels of nine aliases)."""
 
 
 def format_of(path: Path) -> str:
@@ -32,9 +37,12 @@ def format_of(path: Path) -> str:
 def read_text(path: Path) -> str:
     """The text of a job file, with every failure reported as JobError."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:
+            data = file.read(MAX_JOB_SIZE + 1)
     except OSError as exc:
         raise JobError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    if len(data) > MAX_JOB_SIZE:
+        raise JobError([f"{path}: the job file is larger than {MAX_JOB_SIZE} bytes"])
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -65,6 +73,8 @@ def _parse_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _check_aliases(node, source)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -78,6 +88,38 @@ def _parse_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
     if node is not None:
         _yaml_lines(node, (), lines)
     return _string_keys(data), lines
+
+
+def _check_aliases(root: yaml.Node, source: str) -> None:
+    """Refuse a document whose aliases expand it by more than :data:`MAX_ALIAS_NODES`.
+
+    An alias is the very node its anchor names, so the composed document is a
+    graph as small as the text; what grows exponentially is every walk that
+    expands it. Its expanded size is counted here on the graph, once per node.
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in open_nodes:
+            raise JobError([f"{source}: invalid YAML: an alias refers to a node that contains it"])
+        open_nodes.add(id(node))
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        total = 1 + sum(size(child) for child in children)
+        open_nodes.discard(id(node))
+        sizes[id(node)] = total
+        return total
+
+    if size(root) - len(sizes) > MAX_ALIAS_NODES:
+        raise JobError([f"{source}: YAML aliases expand the document by more than {MAX_ALIAS_NODES} nodes "
+                        "(write the repeated values out, or use HCL variables and locals)"])
 
 
 def _yaml_lines(node: yaml.Node, path: DocPath, lines: dict[str, int]) -> None:

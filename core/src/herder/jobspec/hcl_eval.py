@@ -24,8 +24,18 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from herder.jobspec.files import REFUSED, JobFileError, JobFiles
+from herder.jobspec.goregexp import RegexpError, groups, matches, replace_all
+
+MAX_STRING = 1 << 20
+"""The longest string a function may produce (characters): checked before the
+functions that multiply their input build anything, and on every result."""
+MAX_WIDTH = 10_000
+"""The largest width or precision of a ``format`` verb."""
+MAX_STEPS = 1_000_000
+"""The most expression nodes one job's evaluation may visit (``for`` loops included)."""
 
 
 class HclSyntaxError(Exception):
@@ -34,6 +44,10 @@ class HclSyntaxError(Exception):
 
 class EvalError(Exception):
     """An expression cannot be evaluated; the message says why."""
+
+
+class Exhausted(EvalError):
+    """The evaluation went over :data:`MAX_STEPS`; ``try`` and ``can`` do not hide it."""
 
 
 class UnknownName(EvalError):
@@ -140,14 +154,14 @@ class Evaluator:
     """Evaluates expressions against variables and locals.
 
     ``lookup(root, name)`` gives the value of ``var.NAME`` / ``local.NAME``
-    (raising :class:`EvalError` with a message when it has none); ``base_dir``
-    is where ``file()`` reads relative paths from.
+    (raising :class:`EvalError` with a message when it has none); ``files``
+    is what ``file()`` may read (None: nothing, as for text sent to the agent).
     """
 
-    def __init__(self, lookup: Callable[[str, str], Any], base_dir: Path) -> None:
+    def __init__(self, lookup: Callable[[str, str], Any], files: JobFiles | None) -> None:
         self.lookup = lookup
-        self.base_dir = base_dir
-        self.functions = _functions(base_dir)
+        self.functions = _functions(files)
+        self.steps = 0
 
     def template(self, template: Template, scope: Mapping[str, Any]) -> tuple[Any, bool]:
         parts = template.parts
@@ -167,10 +181,14 @@ class Evaluator:
                 if isinstance(value, (list, dict)):
                     raise EvalError(f"{part.source} is {describe(value)} and cannot be part of a string")
                 out.append(to_text(value))
+        _check_size(sum(map(len, out)))
         return "".join(out), False
 
     def evaluate(self, node: Node, scope: Mapping[str, Any]) -> Any:
         """The value of ``node``; names in ``scope`` are the variables of enclosing ``for`` expressions."""
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise Exhausted(f"the job's expressions take more than {MAX_STEPS} steps to evaluate")
         if isinstance(node, Literal):
             return node.value
         if isinstance(node, Template):
@@ -225,9 +243,12 @@ class Evaluator:
         except TypeError:
             raise EvalError(f"{node.name}(): wrong number of arguments ({len(args)})") from None
         try:
-            return function(*args)
-        except EvalError as exc:
-            raise EvalError(f"{node.name}(): {exc}") from None
+            result = function(*args)
+            _check_size(_text_size(result))
+            return result
+        except (EvalError, RegexpError) as exc:
+            message = str(exc)
+            raise EvalError(message if message.startswith(f"{node.name}()") else f"{node.name}(): {message}") from None
         except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError) as exc:
             raise EvalError(f"{node.name}(): invalid arguments ({exc})") from None
 
@@ -237,7 +258,7 @@ class Evaluator:
         for arg in node.args:
             try:
                 value = self.evaluate(arg, scope)
-            except UnknownName:
+            except (UnknownName, Exhausted):
                 raise
             except EvalError:
                 continue
@@ -445,6 +466,9 @@ def _format(spec: str, *args: Any) -> str:
         flags, width, precision, verb = match.groups()
         if verb == "%":
             return "%"
+        for what, number in (("width", width), ("precision", precision)):
+            if number is not None and int(number) > MAX_WIDTH:
+                raise EvalError(f"{what} {int(number)} is over the limit of {MAX_WIDTH}")
         if not remaining:
             raise EvalError(f"too few arguments for the format {spec!r}")
         value = remaining.pop(0)
@@ -490,7 +514,10 @@ def _map(value: Any, name: str = "argument") -> dict[str, Any]:
 
 
 def _join(separator: Any, *lists: Any) -> str:
-    return to_text(separator).join(to_text(item) for items in lists for item in _list(items))
+    items = [to_text(item) for items in lists for item in _list(items)]
+    separator = to_text(separator)
+    _check_size(sum(map(len, items)) + len(separator) * max(len(items) - 1, 0))
+    return separator.join(items)
 
 
 def _lookup(mapping: Any, key: Any, *default: Any) -> Any:
@@ -503,10 +530,58 @@ def _lookup(mapping: Any, key: Any, *default: Any) -> Any:
 
 
 def _replace(text: Any, search: Any, replacement: Any) -> str:
+    """A ``/regex/`` search is Go's (RE2); the result is checked as it is built."""
     text, search, replacement = to_text(text), to_text(search), to_text(replacement)
     if len(search) > 1 and search.startswith("/") and search.endswith("/"):
-        return re.sub(search[1:-1], re.sub(r"\$\{?(\w+)\}?", r"\\g<\1>", replacement), text)
+        return replace_all(search[1:-1], text, replacement, MAX_STRING)
+    if search:
+        _check_size(len(text) + text.count(search) * (len(replacement) - len(search)))
+    else:  # Python and Go put the replacement between every character and at both ends
+        _check_size(len(text) + (len(text) + 1) * len(replacement))
     return text.replace(search, replacement)
+
+
+def _regex(pattern: Any, text: Any) -> Any:
+    found = next(matches(to_text(pattern), to_text(text)), None)
+    if found is None:
+        raise EvalError("the pattern did not match any part of the string")
+    return groups(found)
+
+
+def _regexall(pattern: Any, text: Any) -> list[Any]:
+    return [groups(found) for found in matches(to_text(pattern), to_text(text))]
+
+
+def _indent(spaces: Any, text: Any) -> str:
+    text, width = to_text(text), int(_number(spaces))
+    _check_size(len(text) + text.count("\n") * width)
+    return text.replace("\n", "\n" + " " * width)
+
+
+def _jsonencode(value: Any) -> str:
+    _check_size(_text_size(value))  # its strings at least: checked before encoding
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _text_size(value: Any) -> int:
+    """The characters of the strings in ``value``, counted until they pass :data:`MAX_STRING`."""
+    pending, size = [value], 0
+    while pending and size <= MAX_STRING:
+        item = pending.pop()
+        if isinstance(item, str):
+            size += len(item)
+        elif isinstance(item, dict):
+            size += sum(map(len, item))
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            size += len(item)
+            pending.extend(item)
+    return size
+
+
+def _check_size(size: int) -> None:
+    if size > MAX_STRING:
+        raise EvalError(f"the result would be longer than {MAX_STRING} characters")
 
 
 def _coalesce(*values: Any) -> Any:
@@ -584,23 +659,18 @@ def _range(*bounds: Any) -> list[int | float]:
     return out
 
 
-def _file(base_dir: Path) -> Callable[[Any], str]:
+def _file(files: JobFiles | None) -> Callable[[Any], str]:
     def read(name: Any) -> str:
-        target = (base_dir / to_text(name)).resolve()
-        outside = "" if target.is_relative_to(base_dir.resolve()) else \
-            f", outside the job file's directory {base_dir.resolve()}"
+        if files is None:
+            raise EvalError(REFUSED)
         try:
-            return target.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise EvalError(f"no such file {target}{outside}") from None
-        except UnicodeDecodeError:
-            raise EvalError(f"{target} is not UTF-8 text") from None
-        except OSError as exc:
-            raise EvalError(f"cannot read {target}{outside}: {exc.strerror or exc}") from None
+            return files.read(to_text(name))
+        except JobFileError as exc:
+            raise EvalError(str(exc)) from None
     return read
 
 
-def _functions(base_dir: Path) -> dict[str, Callable[..., Any]]:
+def _functions(files: JobFiles | None) -> dict[str, Callable[..., Any]]:
     def text(function: Callable[[str], Any]) -> Callable[[Any], Any]:
         return lambda value: function(to_text(value))
 
@@ -622,13 +692,15 @@ def _functions(base_dir: Path) -> dict[str, Callable[..., Any]]:
         "endswith": lambda value, suffix: to_text(value).endswith(to_text(suffix)),
         "substr": lambda value, offset, length: to_text(value)[int(_number(offset)):][
             :None if _number(length) < 0 else int(_number(length))],
-        "indent": lambda spaces, value: to_text(value).replace("\n", "\n" + " " * int(_number(spaces))),
+        "indent": _indent,
         "replace": _replace,
+        "regex": _regex,
+        "regexall": _regexall,
         "concat": lambda *lists: [item for items in lists for item in _list(items)],
         "merge": _merge,
         "lookup": _lookup,
-        "file": _file(base_dir),
-        "jsonencode": lambda value: json.dumps(value, separators=(",", ":")),
+        "file": _file(files),
+        "jsonencode": _jsonencode,
         "jsondecode": lambda value: json.loads(to_text(value)),
         "base64encode": lambda value: base64.b64encode(to_text(value).encode()).decode(),
         "base64decode": lambda value: base64.b64decode(to_text(value)).decode(),

@@ -14,7 +14,8 @@ from typing import Any
 
 from herder.errors import JobError
 from herder.jobspec.build import build_job
-from herder.jobspec.formats import format_of, parse_text, read_text
+from herder.jobspec.files import JobFiles
+from herder.jobspec.formats import MAX_JOB_SIZE, format_of, parse_text, read_text
 from herder.jobspec.nomad_json import from_nomad, is_nomad_json
 from herder.jobspec.paths import Locator, renumber
 from herder.jobspec.paths import Path as DocPath
@@ -24,26 +25,46 @@ from herder.jobspec.variables import apply_variables
 from herder.model import Job
 
 
-def load_job(path: Path, variables: Mapping[str, str] | None = None) -> Job:
+def load_job(path: Path, variables: Mapping[str, str] | None = None, *, allow_file_outside: bool = False) -> Job:
     """Load the job file at ``path``; its extension names the format.
 
     ``variables`` (``--var NAME=VALUE``) override the job file's variable
-    defaults. Raises :class:`JobError` listing every problem found.
+    defaults; ``file()`` reads relative to the file's directory, inside it
+    unless ``allow_file_outside``. Raises :class:`JobError` listing every
+    problem found.
     """
-    return load_job_text(read_text(path), format_of(path), str(path), variables)
+    files = JobFiles(path.parent, allow_file_outside)
+    return load_job_text(read_text(path), format_of(path), str(path), variables, files)
 
 
-def load_job_text(text: str, fmt: str, source_name: str = "<job>", variables: Mapping[str, str] | None = None) -> Job:
+def load_job_text(text: str, fmt: str, source_name: str = "<job>", variables: Mapping[str, str] | None = None,
+                  files: JobFiles | None = None) -> Job:
     """Load a job from ``text`` in ``fmt`` (``hcl``, ``json`` or ``yaml``);
-    ``source_name`` names it in messages, and ``file()`` reads paths relative
-    to its directory."""
+    ``source_name`` names it in messages (and nothing else). ``file()`` reads
+    through ``files``: without them, as for text sent to the agent, it is an
+    error."""
+    return evaluate_job_text(text, fmt, source_name, variables, files)[0]
+
+
+def evaluate_job_text(text: str, fmt: str, source_name: str = "<job>", variables: Mapping[str, str] | None = None,
+                      files: JobFiles | None = None) -> tuple[Job, dict[str, Any]]:
+    """As :func:`load_job_text`, with the evaluated canonical document beside the job.
+
+    The document has every variable, local and function evaluated, and its
+    strings written so that evaluating it again changes nothing: loaded as
+    JSON, it rebuilds the same job with no variables and no files. ``herder
+    job run`` submits it, so that the agent never reads the user's files.
+    """
     try:
-        return _load(text, fmt, source_name, variables)
+        return _load(text, fmt, source_name, variables, files)
     except RecursionError:
         raise JobError([f"{source_name}: the job file is nested too deeply"]) from None
 
 
-def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None) -> Job:
+def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None,
+          files: JobFiles | None) -> tuple[Job, dict[str, Any]]:
+    if len(text) > MAX_JOB_SIZE:
+        raise JobError([f"{source}: the job file is larger than {MAX_JOB_SIZE} bytes"])
     if not text.strip():
         raise JobError([f"{source}: the job file is empty"])
     document, lines = parse_text(text, fmt, source)
@@ -62,10 +83,11 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None)
         raise JobError([locator.format(("job", "groups"), "holds only Connect gateway groups, which herder "
                                                           "does not run")])
     dropped = drop_unimplemented(document)
-    problems, coercible = apply_variables(document, variables, Path(source).parent)
+    problems, coercible = apply_variables(document, variables, files)
     _raise_if(problems, locator)
     modes = host_networking(document)
     _raise_if(validate_job_document(document, coercible, everywhere=fmt == "hcl"), locator)
+    canonical = {"job": _as_written(document["job"])}
     job, problems = build_job(document)
     _raise_if(problems, locator)
     job.source, job.lines = source, lines
@@ -77,7 +99,20 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None)
     if modes:
         job.warnings.append(f"network mode {', '.join(modes)} runs as host networking "
                             "(herder has no network namespaces outside its drivers)")
-    return job
+    return job, canonical
+
+
+def _as_written(value: Any) -> Any:
+    """``value`` with every string escaped as a template of itself (``${`` as
+    ``$${``, ``%{`` as ``%%{``): evaluating it gives ``value`` back. A runtime
+    reference stays one: ``$${NOMAD_PORT_http}`` evaluates to ``${NOMAD_PORT_http}``."""
+    if isinstance(value, dict):
+        return {key: _as_written(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_written(item) for item in value]
+    if isinstance(value, str):
+        return value.replace("${", "$${").replace("%{", "%%{")
+    return value
 
 
 def _raise_if(problems: list[tuple[DocPath, str]], locator: Locator) -> None:

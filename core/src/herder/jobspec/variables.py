@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from pathlib import Path as FilePath
 from typing import Any
 
 from herder.jobspec.hcl import DynamicBlock
+from herder.jobspec.files import JobFiles
 from herder.jobspec.hcl_eval import (
     Call,
     EvalError,
@@ -46,16 +46,15 @@ class _Reported(EvalError):
 
 
 def apply_variables(
-    document: dict[str, Any], given: Mapping[str, str] | None, base_dir: FilePath
+    document: dict[str, Any], given: Mapping[str, str] | None, files: JobFiles | None
 ) -> tuple[list[tuple[Path, str]], set[str]]:
     """Evaluate the templates of ``document["job"]`` in place.
 
-    ``base_dir`` is where ``file()`` reads relative paths from (the job
-    file's directory). Returns the problems found and the rendered paths where
+    ``files`` is what ``file()`` may read (None: nothing). Returns the problems found and the rendered paths where
     a whole string was replaced by a string value (the places validation may
     convert).
     """
-    scope = _Scope(document.get("variables"), document.get("locals"), base_dir)
+    scope = _Scope(document.get("variables"), document.get("locals"), files)
     for name, text in (given or {}).items():
         scope.give(name, text)
     scope.validate_declarations()
@@ -68,7 +67,7 @@ def apply_variables(
 
 
 class _Scope:
-    def __init__(self, declared: Any, local_values: Any, base_dir: FilePath) -> None:
+    def __init__(self, declared: Any, local_values: Any, files: JobFiles | None) -> None:
         self.declarations: dict[str, Any] = declared if isinstance(declared, dict) else {}
         self.locals: dict[str, Any] = local_values if isinstance(local_values, dict) else {}
         self.values: dict[str, Any] = {}
@@ -77,7 +76,7 @@ class _Scope:
         self.local_state: dict[str, str] = {}  # "evaluating" or "failed"
         self.problems: list[tuple[Path, str]] = []
         self.coercible: set[str] = set()
-        self.evaluator = Evaluator(self.lookup, base_dir)
+        self.evaluator = Evaluator(self.lookup, files)
         for name, declaration in self.declarations.items():
             if isinstance(declaration, dict):
                 self.declare(name, declaration)

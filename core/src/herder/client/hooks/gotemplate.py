@@ -26,6 +26,12 @@ covered, with Go's semantics (``text/template`` package documentation):
 Truth is Go's: false, 0, nil and empty strings, lists and maps are false.
 A map's missing key gives ``<no value>``; a missing attribute of any other
 value is an error, as a missing struct field is in Go.
+
+A template is text from a job, so executing one is bounded: its output
+(:data:`MAX_OUTPUT`, counted as it is written), the depth of ``template``
+calls (:data:`MAX_TEMPLATE_DEPTH`) and the work it does (:data:`MAX_STEPS`);
+``printf`` refuses widths and precisions as Go's ``fmt`` does (over a
+million: ``%!(NOVERB)``, ``%!(BADWIDTH)``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,13 @@ from typing import Any
 from urllib.parse import quote_plus
 
 MAX_TEMPLATE_DEPTH = 100
+"""How deep ``template`` calls may nest (Go allows 100000; a config file needs a handful)."""
+MAX_OUTPUT = 1 << 20
+"""The most one render may write, in bytes."""
+MAX_STEPS = 1_000_000
+"""The most actions, text pieces and loop iterations one render may execute."""
+_MAX_FMT_NUMBER = 1_000_000
+"""Go's ``fmt`` refuses a width or precision beyond this (its ``tooLarge``)."""
 
 
 class TemplateError(Exception):
@@ -566,10 +579,14 @@ def go_sprintf(format: str, *args: Any) -> str:
         if verb == "%":
             out.append("%")
             continue
+        if _overflows(width) or _overflows(precision):
+            out.append("%!(NOVERB)")  # Go stops reading the format at a number this long
+            position = len(format)
+            break
         if width == "*":
-            width, index = str(args[index]) if index < len(args) else "", index + 1
+            width, index = _star(args, index, out, "BADWIDTH")
         if precision == "*":
-            precision, index = str(args[index]) if index < len(args) else "", index + 1
+            precision, index = _star(args, index, out, "BADPREC")
         if index >= len(args):
             out.append(f"%!{verb}(MISSING)")
             continue
@@ -581,6 +598,26 @@ def go_sprintf(format: str, *args: Any) -> str:
         extra = ", ".join(f"{_go_type(a)}={go_str(a)}" for a in args[index:])
         out.append(f"%!(EXTRA {extra})")
     return "".join(out)
+
+
+def _overflows(digits: str | None) -> bool:
+    """Whether Go's ``fmt`` gives up on a width or precision written as ``digits``."""
+    number = 0
+    for digit in digits if digits and digits != "*" else "":
+        if number > _MAX_FMT_NUMBER:
+            return True
+        number = number * 10 + int(digit)
+    return False
+
+
+def _star(args: Sequence[Any], index: int, out: list[str], refusal: str) -> tuple[str | None, int]:
+    """A ``*`` width or precision: the argument at ``index`` if it is a sane int, else
+    none (Go writes ``%!(BADWIDTH)`` or ``%!(BADPREC)``); and the index after it."""
+    value = args[index] if index < len(args) else None
+    if not isinstance(value, int) or isinstance(value, bool) or abs(value) > _MAX_FMT_NUMBER:
+        out.append(f"%!({refusal})")
+        return None, index + 1
+    return str(value), index + 1
 
 
 def _go_type(value: Any) -> str:
@@ -744,6 +781,21 @@ class _State:
     out: list[str] = field(default_factory=list)
     vars: list[tuple[str, Any]] = field(default_factory=list)
     depth: int = 0
+    limit: int = MAX_OUTPUT
+    size: int = 0
+    steps: int = 0
+
+    def write(self, text: str) -> None:
+        """Add ``text`` to the output, refused before it passes :attr:`limit` bytes."""
+        self.size += len(text) if text.isascii() else len(text.encode())
+        if self.size > self.limit:
+            raise TemplateError(f"template output exceeds {self.limit} bytes")
+        self.out.append(text)
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise TemplateError(f"template execution exceeds {MAX_STEPS} steps")
 
     def error(self, line: int, message: str) -> TemplateError:
         return TemplateError(f"template: {self.name}:{line}: {message}")
@@ -773,25 +825,29 @@ class Template:
         self.body = parser.parse()
         self.defines = parser.defines
 
-    def execute(self, data: Any = None, functions: Mapping[str, Callable[..., Any]] | None = None) -> str:
+    def execute(self, data: Any = None, functions: Mapping[str, Callable[..., Any]] | None = None, *,
+                limit: int = MAX_OUTPUT) -> str:
         """Render with ``data`` as the dot; ``functions`` replace those given at parse time.
+        The output may be ``limit`` bytes at most.
 
-        :raises TemplateError: as Go words it, naming the line.
+        :raises TemplateError: as Go words it, naming the line; or the output
+            exceeds ``limit``, or the work :data:`MAX_STEPS`.
         """
-        state = _State({**self.functions, **(functions or {})}, self.defines, self.name)
+        state = _State({**self.functions, **(functions or {})}, self.defines, self.name, limit=limit)
         state.vars.append(("$", data))
         self._run(state, self.body, data)
         return "".join(state.out)
 
     def _run(self, state: _State, nodes: Sequence[Any], dot: Any) -> None:
         for node in nodes:
+            state.step()
             if isinstance(node, _Text):
-                state.out.append(node.text)
+                state.write(node.text)
             elif isinstance(node, _ActionNode):
                 value = self._pipe(state, node.pipe, dot)
                 if not node.pipe.decl:
                     # Go unwraps the interface a nil came in: an action prints it as a missing value.
-                    state.out.append("<no value>" if value is None else go_str(value))
+                    state.write("<no value>" if value is None else go_str(value))
             elif isinstance(node, _Branch):
                 self._branch(state, node, dot)
             elif isinstance(node, _Call):
@@ -817,11 +873,10 @@ class Template:
                     self._scoped(state, node.orelse, dot)
                 return
             value = self._pipe(state, node.pipe, dot, declare=False)
-            items = list(self._iterate(state, value, node.pipe.line))
-            if not items:
-                self._scoped(state, node.orelse, dot)
-                return
-            for key, element in items:
+            iterated = False
+            for key, element in self._iterate(state, value, node.pipe.line):  # lazily: {{range 1000000000}}
+                iterated = True
+                state.step()
                 inner = len(state.vars)
                 if len(node.pipe.decl) == 1:
                     self._declare(state, node.pipe, node.pipe.decl[0], element)
@@ -836,6 +891,8 @@ class Template:
                     continue
                 finally:
                     del state.vars[inner:]
+            if not iterated:
+                self._scoped(state, node.orelse, dot)
         finally:
             del state.vars[mark:]
 

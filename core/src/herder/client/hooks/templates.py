@@ -47,8 +47,8 @@ from typing import Any, Protocol
 
 from herder import hookimpl
 from herder.client.config import Config
+from herder.client.hooks.gotemplate import MAX_OUTPUT, TemplateError
 from herder.client.hooks.gotemplate import Template as GoTemplate
-from herder.client.hooks.gotemplate import TemplateError
 from herder.client.hooks.template_sources import (
     ConsulCatalog,
     ConsulKV,
@@ -62,6 +62,7 @@ from herder.client.hooks.template_sources import (
 from herder.client.taskdir import Owner, task_owner
 from herder.context import TaskContext
 from herder.errors import ConfigError, HerderError, RecoverableError
+from herder.jobspec.goregexp import compile_go, replace_all
 from herder.model import Task, Template
 from herder.objects import ExitResult, TaskHandle, parse_signal
 from herder.sdk.durations import parse_duration
@@ -283,6 +284,10 @@ PURE_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "base64Encode": lambda s: base64.b64encode(str(s).encode()).decode(),
     "base64Decode": lambda s: base64.b64decode(str(s)).decode(),
     "timestamp": timestamp,
+    # Go's regexp (RE2, linear time), as consul-template has them: the pattern comes first.
+    "regexMatch": lambda pattern, s: compile_go(str(pattern)).search(str(s)) is not None,
+    "regexReplaceAll": lambda pattern, replacement, s: replace_all(str(pattern), str(s), str(replacement),
+                                                                   MAX_OUTPUT),
 }
 
 
@@ -403,6 +408,8 @@ class TemplatesPlugin:
             content = parsed.execute(None, reader.functions())
         except TemplateError as exc:
             raise TemplateRenderError(f"{where}: {exc}") from None
+        except RecursionError:
+            raise TemplateRenderError(f"{where}: the template is nested too deeply") from None
         return content, reader.deps, reader.missing
 
     def _parsed(self, text: str, template: Template) -> GoTemplate:
