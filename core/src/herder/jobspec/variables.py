@@ -25,8 +25,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from herder.jobspec.hcl import DynamicBlock
 from herder.jobspec.files import JobFiles
+from herder.jobspec.hcl import DynamicBlock
 from herder.jobspec.hcl_eval import (
     Call,
     EvalError,
