@@ -98,7 +98,7 @@ class _Scope:
     def constant(self, value: Any) -> Any:
         """A default's value: an expression there may use no variable, local or function."""
         if isinstance(value, Expression):
-            return Evaluator(_no_names, self.evaluator.base_dir).template(value.template, {})[0]
+            return Evaluator(_no_names, None).template(value.template, {})[0]
         return value
 
     def typed(self, name: str, value: Any) -> Any:
