@@ -5,7 +5,7 @@ request (path and headers), can fail a path a number of times first (HTTP
 503), can insist on a header, redirect a path, run a test's callback before it
 sends a body (so a test acts at a known point of a download, without
 sleeping), and trickle a body one byte at a time. With ``tls`` (a certificate
-and its key, see :mod:`tests.support.tls`) it serves HTTPS.
+and its key, as :func:`tests.support.tls.make_certificates` makes them) it serves HTTPS.
 """
 
 from __future__ import annotations
