@@ -123,7 +123,7 @@ def test_a_checksum_mismatch_fails_recoverably_and_leaves_nothing_behind(server:
     with pytest.raises(RecoverableError, match="checksum mismatch"):
         fetch(context, Artifact(source=server.url("/app.tgz"), options={"checksum": sha256(b"other")}))
     assert tree(context.task_dir) == {}
-    assert not list(context.task_dir.glob(".herder-artifact-*"))
+    assert not list(context.root.rglob(".herder-artifact-*"))
     assert context.types() == ["Downloading Artifacts", "Downloading Artifacts", "Failed Artifact Download"]
 
 
@@ -236,7 +236,7 @@ def test_a_destination_reached_through_a_link_is_refused(server: FileServer, con
     (context.task_dir / "local/out").symlink_to(outside)
     (context.ctx.task_dir.alloc_dir / "data/out").symlink_to(context.task_dir / "local")
     server.files["/a"] = b"a"
-    with pytest.raises(RecoverableError, match=f"destination {destination}: .*out: a link; not followed"):
+    with pytest.raises(RecoverableError, match=f"destination {destination}: (local|alloc/data)/out: a link; not"):
         fetch(context, Artifact(source=server.url("/a"), destination=destination))
     assert list(outside.iterdir()) == []
     assert context.types()[-1] == "Failed Artifact Download"

@@ -64,7 +64,7 @@ from herder.context import TaskContext
 from herder.errors import ConfigError, HerderError, RecoverableError
 from herder.model import Artifact, Task
 from herder.sdk.durations import format_duration, parse_duration
-from herder.sdk.paths import locate_in_task_dir
+from herder.sdk.paths import ALLOC_SHARED, locate_in_task_dir
 from herder.sdk.safefs import UnsafePathError, open_beneath, safe_root
 
 FETCHED = "artifact"
@@ -234,7 +234,9 @@ class ArtifactsPlugin:
             with safe_root(root) as root_fd, safe_root(out) as out_fd:
                 _place(artifact, root_fd, destination, out_fd)
         except UnsafePathError as exc:
-            raise ArtifactError(f"destination {artifact.destination}: {exc}") from None
+            # The path as the job file writes it: beneath the shared directory, it starts with alloc/.
+            shown = f"{ALLOC_SHARED}/{exc.path}" if root == ctx.task_dir.alloc_dir else exc.path
+            raise ArtifactError(f"destination {artifact.destination}: {shown}: {exc.reason}; not followed") from None
         except UnsafeArchive as exc:
             raise ArtifactError(f"unsafe archive: {exc}", recoverable=False) from None
         except ArchiveError as exc:
