@@ -228,7 +228,7 @@ class ArtifactsPlugin:
             if source.checksum:
                 _verify(download, source.checksum)
             kind = archive_kind(source.name) if source.archive else None
-            out = staging / ".out"
+            out = staging / "out"
             out.mkdir()
             self._unpack(artifact, source, kind, download, out)
             with safe_root(root) as root_fd, safe_root(out) as out_fd:
