@@ -9,8 +9,10 @@ from __future__ import annotations
 import bz2
 import gzip
 import hashlib
+import io
 import lzma
 import tarfile
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -337,3 +339,18 @@ def test_the_configuration_table_is_checked() -> None:
         ArtifactsConfig.from_table({"max_file": 3})
     with pytest.raises(ConfigError, match="positive"):
         ArtifactsConfig.from_table({"max_files": 0})
+
+
+@pytest.mark.parametrize("shape", ["plain", "with a comment", "with data before it"])
+def test_a_zip_directory_is_read_from_its_end_record(server: FileServer, context: Context, shape: str) -> None:
+    data = zip_bytes([("a.txt", b"a"), ("dir/b.txt", b"b")])
+    if shape == "with a comment":
+        buffer = io.BytesIO(data)
+        with zipfile.ZipFile(buffer, "a") as zf:
+            zf.comment = b"built for a test; " * 100
+        data = buffer.getvalue()
+    elif shape == "with data before it":
+        data = b"#!/bin/sh\nexit 0\n" + data  # a self-extracting archive's stub
+    server.files["/app.zip"] = data
+    fetch(context, Artifact(source=server.url("/app.zip")), config=ArtifactsConfig(max_files=2))
+    assert tree(context.task_dir / "local") == {"a.txt": "a", "dir/b.txt": "b"}

@@ -229,10 +229,18 @@ def _zip_directory(archive: Path) -> tuple[int, int]:
         tail_start = max(0, length - _EOCD.size - 0xFFFF)  # the record, then a comment of up to 64 KiB
         data.seek(tail_start)
         tail = data.read()
-        at = tail.rfind(b"PK\x05\x06")
-        if at < 0 or len(tail) - at < _EOCD.size:
-            raise zipfile.BadZipFile("no end of central directory record")
-        _, _, _, _, entries, size, _, _ = _EOCD.unpack_from(tail, at)
+        # The last signature whose comment length reaches the end of the file exactly: a
+        # comment may itself contain the signature.
+        at = len(tail)
+        while True:
+            at = tail.rfind(b"PK\x05\x06", 0, at)
+            if at < 0:
+                raise zipfile.BadZipFile("no end of central directory record")
+            if len(tail) - at < _EOCD.size:
+                continue
+            *_, entries, size, _, comment = _EOCD.unpack_from(tail, at)
+            if at + _EOCD.size + comment == len(tail):
+                break
         if entries != 0xFFFF and size != 0xFFFFFFFF:
             return entries, size
         locator = tail_start + at - _ZIP64_LOCATOR_SIZE
