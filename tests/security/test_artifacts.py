@@ -189,14 +189,13 @@ def test_header_only_entries_and_huge_headers_are_refused_in_bounded_memory(
     result = fetch_in_a_fresh_process(server, "/evil.tar.gz", tmp_path)
     assert result["error"] is not None and "limit" in str(result["error"]), result
     assert isinstance(result["growth"], int) and result["growth"] < MEMORY_BOUND, result
-    assert not list((tmp_path / "run").rglob("*.moved"))
 
 
 def test_a_zip_central_directory_over_the_member_limit_is_refused_before_it_is_read(
         server: FileServer, tmp_path: Path) -> None:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
-        for index in range(200_001):  # directories "./", "0/", "1/", ...: nothing the old count saw
+        for index in range(200_001):  # zipfile would hold every entry before the first is counted
             zf.writestr(zipfile.ZipInfo(f"{index}/" if index else "./"), b"")
     server.files["/evil.zip"] = buffer.getvalue()
     result = fetch_in_a_fresh_process(server, "/evil.zip", tmp_path)
