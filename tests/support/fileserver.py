@@ -1,17 +1,22 @@
-"""A real HTTP file server on a loopback port in 2000-12000, for artifact tests.
+"""A real HTTP(S) file server on a loopback port in 2000-12000, for artifact tests.
 
 Files are served from a mapping of URL paths to bytes; the server records every
 request (path and headers), can fail a path a number of times first (HTTP
-503), and can insist on a header.
+503), can insist on a header, redirect a path, run a test's callback before it
+sends a body (so a test acts at a known point of a download, without
+sleeping), and trickle a body one byte at a time. With ``tls`` (a certificate
+and its key, as :func:`tests.support.tls.make_certificates` makes them) it serves HTTPS.
 """
 
 from __future__ import annotations
 
 import random
+import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 
 @dataclass
@@ -20,12 +25,22 @@ class FileServer:
     failures: dict[str, int] = field(default_factory=dict)
     """Path -> how many more requests of it get a 503."""
     required_headers: dict[str, str] = field(default_factory=dict)
+    redirects: dict[str, str] = field(default_factory=dict)
+    """Path -> the URL a request of it is sent to (HTTP 302)."""
+    before_body: dict[str, Callable[[], None]] = field(default_factory=dict)
+    """Path -> called in the server's thread after the headers of its response, before its body."""
+    trickle: dict[str, float] = field(default_factory=dict)
+    """Path -> seconds between two bytes of its body."""
+    tls: tuple[Path, Path] | None = None
+    """(certificate, key): serve HTTPS."""
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     port: int = 0
     _server: ThreadingHTTPServer | None = None
+    _stopped: threading.Event = field(default_factory=threading.Event)
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}{path}"
 
     def hits(self, path: str) -> int:
         return sum(1 for requested, _ in self.requests if requested.split("?")[0] == path)
@@ -44,6 +59,12 @@ class FileServer:
                 if any(self.headers.get(k) != v for k, v in owner.required_headers.items()):
                     self.send_error(401, "missing header")
                     return
+                if path in owner.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", owner.redirects[path])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = owner.files.get(path)
                 if body is None:
                     self.send_error(404)
@@ -51,7 +72,22 @@ class FileServer:
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if path in owner.before_body:
+                    owner.before_body[path]()
+                if path in owner.trickle:
+                    self.send_slowly(body, owner.trickle[path])
+                else:
+                    self.wfile.write(body)
+
+            def send_slowly(self, body: bytes, interval: float) -> None:
+                for offset in range(len(body)):
+                    if owner._stopped.wait(interval):
+                        return
+                    try:
+                        self.wfile.write(body[offset:offset + 1])
+                        self.wfile.flush()
+                    except OSError:  # the client gave up
+                        return
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
@@ -66,17 +102,22 @@ class FileServer:
             break
         else:
             raise RuntimeError("no free port in 2000-12000 for the file server")
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
+        self._stopped.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
 
 
-def serve() -> Iterator[FileServer]:
+def serve(tls: tuple[Path, Path] | None = None) -> Iterator[FileServer]:
     """For a fixture: a started server, stopped afterwards."""
-    server = FileServer()
+    server = FileServer(tls=tls)
     server.start()
     try:
         yield server

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from herder.client.hooks.artifacts import ArtifactsConfig, ArtifactsPlugin
 from herder.context import TaskContext, TaskDir
+from herder.model import Artifact, Task
 from herder.objects import TaskEvent
 
 
@@ -98,3 +100,12 @@ def tree(root: Path) -> dict[str, str]:
         elif path.is_file():
             out[key] = path.read_bytes().decode(errors="replace")
     return out
+
+
+def fetch(context: Context, *artifacts: Artifact, config: ArtifactsConfig | None = None) -> None:
+    """Run the artifacts plugin's prestart for a task with ``artifacts``."""
+    plugin = ArtifactsPlugin(config or ArtifactsConfig())
+    try:
+        plugin.herder_task_prestart(Task(name="t", driver="raw_exec", artifacts=artifacts), context.ctx)
+    finally:
+        plugin.close()

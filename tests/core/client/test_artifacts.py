@@ -9,18 +9,21 @@ from __future__ import annotations
 import bz2
 import gzip
 import hashlib
+import io
 import lzma
 import tarfile
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from herder.client.hooks.artifacts import ArtifactError, ArtifactsConfig, ArtifactsPlugin
+from herder.client.hooks.artifacts import ArtifactError, ArtifactsConfig
 from herder.errors import ConfigError, RecoverableError
-from herder.model import Artifact, Task
+from herder.model import Artifact
 from tests.core.client.artifact_support import (
     Context,
+    fetch,
     tar_bytes,
     tar_link,
     tar_special,
@@ -40,14 +43,6 @@ def server() -> Iterator[FileServer]:
 @pytest.fixture
 def context(tmp_path: Path) -> Context:
     return Context(tmp_path / "run")
-
-
-def fetch(context: Context, *artifacts: Artifact, config: ArtifactsConfig | None = None) -> None:
-    plugin = ArtifactsPlugin(config or ArtifactsConfig())
-    try:
-        plugin.herder_task_prestart(Task(name="t", driver="raw_exec", artifacts=artifacts), context.ctx)
-    finally:
-        plugin.close()
 
 
 def sha256(data: bytes) -> str:
@@ -130,7 +125,7 @@ def test_a_checksum_mismatch_fails_recoverably_and_leaves_nothing_behind(server:
     with pytest.raises(RecoverableError, match="checksum mismatch"):
         fetch(context, Artifact(source=server.url("/app.tgz"), options={"checksum": sha256(b"other")}))
     assert tree(context.task_dir) == {}
-    assert not list(context.task_dir.glob(".herder-artifact-*"))
+    assert not list(context.root.rglob(".herder-artifact-*"))
     assert context.types() == ["Downloading Artifacts", "Downloading Artifacts", "Failed Artifact Download"]
 
 
@@ -235,15 +230,18 @@ def test_a_zip_trick_is_refused(server: FileServer, context: Context, trick: str
     assert tree(tmp_path) == before
 
 
-def test_a_destination_reached_through_a_link_out_is_refused(server: FileServer, context: Context,
-                                                             tmp_path: Path) -> None:
+@pytest.mark.parametrize("destination", ["local/out", "local/out/deeper", "alloc/data/out"])
+def test_a_destination_reached_through_a_link_is_refused(server: FileServer, context: Context, tmp_path: Path,
+                                                         destination: str) -> None:
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    (context.task_dir / "local" / "out").symlink_to(outside)
+    (context.task_dir / "local/out").symlink_to(outside)
+    (context.ctx.task_dir.alloc_dir / "data/out").symlink_to(context.task_dir / "local")
     server.files["/a"] = b"a"
-    with pytest.raises(ArtifactError, match="escapes the task directory"):
-        fetch(context, Artifact(source=server.url("/a"), destination="local/out"))
+    with pytest.raises(RecoverableError, match=f"destination {destination}: (local|alloc/data)/out: a link; not"):
+        fetch(context, Artifact(source=server.url("/a"), destination=destination))
     assert list(outside.iterdir()) == []
+    assert context.types()[-1] == "Failed Artifact Download"
 
 
 def test_a_link_left_in_the_destination_is_replaced_not_written_through(server: FileServer, context: Context,
@@ -277,9 +275,82 @@ def test_a_corrupt_archive_is_named(server: FileServer, context: Context) -> Non
         fetch(context, Artifact(source=server.url("/app.tar.gz")))
 
 
+def test_redirects_are_followed_up_to_a_limit(server: FileServer, context: Context) -> None:
+    server.files["/app"] = APP
+    server.redirects["/old"] = server.url("/app")
+    fetch(context, Artifact(source=server.url("/old"), destination="local/bin", mode="file"))
+    assert tree(context.task_dir / "local") == {"bin": APP.decode()}
+    server.redirects["/loop"] = server.url("/loop")
+    with pytest.raises(RecoverableError, match="more than 10 redirects"):
+        fetch(context, Artifact(source=server.url("/loop")))
+    assert server.hits("/loop") == 11
+
+
+def test_mode_file_replaces_a_link_and_refuses_one_on_the_way(server: FileServer, context: Context,
+                                                             tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "blob").write_text("host")
+    (context.task_dir / "local/blob").symlink_to(outside / "blob")
+    (context.task_dir / "local/dir").symlink_to(outside)
+    server.files["/blob"] = b"artifact"
+    fetch(context, Artifact(source=server.url("/blob"), destination="local/blob", mode="file"))
+    assert tree(context.task_dir / "local") == {"blob": "artifact", "dir": f"-> {outside}"}
+    with pytest.raises(RecoverableError, match="local/dir: a link"):
+        fetch(context, Artifact(source=server.url("/blob"), destination="local/dir/blob", mode="file"))
+    assert (outside / "blob").read_text() == "host"
+
+
+def _raw_header(name: str, type: bytes, size: int = 0) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.type, info.size = type, size
+    return info.tobuf(format=tarfile.GNU_FORMAT)
+
+
+@pytest.mark.parametrize("archive,error", [
+    (_raw_header("s", tarfile.GNUTYPE_SPARSE) + b"\0" * 1024, "sparse file"),
+    (_raw_header("././@LongLink", tarfile.GNUTYPE_LONGNAME, 2 << 20) + b"\0" * 1024, "a header of 2097152 bytes"),
+    (tar_bytes([tar_link(f"l{i}", "x") for i in range(11)]), "more than 10 members"),
+    (_raw_header("./", tarfile.DIRTYPE) * 11 + b"\0" * 1024, "more than 10 members"),
+])
+def test_tar_headers_are_checked_before_they_are_read(server: FileServer, context: Context, archive: bytes,
+                                                      error: str) -> None:
+    server.files["/x.tar"] = archive
+    with pytest.raises(ArtifactError, match=error):
+        fetch(context, Artifact(source=server.url("/x.tar")), config=ArtifactsConfig(max_files=10))
+    assert tree(context.task_dir) == {}
+
+
+def test_a_tar_stream_is_capped_headers_and_padding_included(server: FileServer, context: Context) -> None:
+    server.files["/x.tar.gz"] = tar_bytes([(f"f{i}", b"") for i in range(50)], "gz")  # 25 KiB of headers
+    with pytest.raises(ArtifactError, match="more than 20000 bytes"):
+        fetch(context, Artifact(source=server.url("/x.tar.gz")), config=ArtifactsConfig(max_unpacked_size=20_000))
+
+
 def test_the_configuration_table_is_checked() -> None:
     assert ArtifactsConfig.from_table({"max_files": 3, "file_dirs": ["/srv"]}).file_dirs == (Path("/srv"),)
+    assert ArtifactsConfig().download_timeout == 1800
+    assert ArtifactsConfig.from_table({"download_timeout": "2m", "timeout": 5}).download_timeout == 120
+    with pytest.raises(ConfigError, match="has no unit"):
+        ArtifactsConfig.from_table({"download_timeout": "10"})
+    with pytest.raises(ConfigError, match="positive"):
+        ArtifactsConfig.from_table({"download_timeout": "0s"})
     with pytest.raises(ConfigError, match="unknown key"):
         ArtifactsConfig.from_table({"max_file": 3})
     with pytest.raises(ConfigError, match="positive"):
         ArtifactsConfig.from_table({"max_files": 0})
+
+
+@pytest.mark.parametrize("shape", ["plain", "with a comment", "with data before it"])
+def test_a_zip_directory_is_read_from_its_end_record(server: FileServer, context: Context, shape: str) -> None:
+    data = zip_bytes([("a.txt", b"a"), ("dir/b.txt", b"b")])
+    if shape == "with a comment":
+        buffer = io.BytesIO(data)
+        with zipfile.ZipFile(buffer, "a") as zf:
+            zf.comment = b"built for a test; " * 100
+        data = buffer.getvalue()
+    elif shape == "with data before it":
+        data = b"#!/bin/sh\nexit 0\n" + data  # a self-extracting archive's stub
+    server.files["/app.zip"] = data
+    fetch(context, Artifact(source=server.url("/app.zip")), config=ArtifactsConfig(max_files=2))
+    assert tree(context.task_dir / "local") == {"a.txt": "a", "dir/b.txt": "b"}

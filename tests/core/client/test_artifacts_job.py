@@ -84,3 +84,52 @@ def test_an_unsafe_archive_fails_the_task_without_retrying(server: FileServer, d
     assert run.status == "failed"
     assert "Restarting" not in run.types("t") and "Failed Artifact Download" in run.types("t")
     assert not list(data_dir.rglob("escape"))
+
+
+def test_a_link_planted_on_the_way_is_refused_and_the_start_retried(server: FileServer, data_dir: Path,
+                                                                    tmp_path: Path) -> None:
+    """A sibling task links the shared destination to a host directory: herder refuses it, names
+    it, and retries the start under the restart policy, never writing through the link."""
+    host = tmp_path / "host"
+    host.mkdir()
+    server.files["/app.tar.gz"] = tar_bytes([("bin/run.sh", SCRIPT)], "gz")
+    text = f'''
+job "j" {{
+  type = "batch"
+  group "g" {{
+    restart {{
+      attempts = 1
+      delay    = "100ms"
+      interval = "1m"
+      mode     = "fail"
+    }}
+    task "plant" {{
+      driver = "raw_exec"
+      lifecycle {{
+        hook = "prestart"
+      }}
+      config {{
+        command = "/bin/ln"
+        args    = ["-s", "{host}", "${{NOMAD_ALLOC_DIR}}/data/app"]
+      }}
+    }}
+    task "t" {{
+      driver = "raw_exec"
+      artifact {{
+        source      = "{server.url("/app.tar.gz")}"
+        destination = "alloc/data/app"
+      }}
+      config {{
+        command = "/bin/true"
+      }}
+    }}
+  }}
+}}
+'''
+    run = run_job(text, data_dir)
+    assert run.status == "failed"
+    types = run.types("t")
+    assert types.count("Failed Artifact Download") == 2 and "Restarting" in types and "Started" not in types
+    failures = [r.event.message for r in run.events if r.task == "t" and r.event.type == "Failed Artifact Download"]
+    assert "destination alloc/data/app: alloc/data/app: a link; not followed" in failures[0]
+    assert list(host.iterdir()) == []

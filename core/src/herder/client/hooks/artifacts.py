@@ -1,12 +1,27 @@
 """Artifacts: what a task downloads into its directory before it starts.
 
 A built-in lifecycle plugin. In ``herder_task_prestart`` it fetches each of
-the task's ``artifact`` stanzas (http and https through httpx, ``file``
-sources only under the directories ``[plugin.artifacts] file_dirs`` names),
-checks the checksum, unpacks archives by extension (:mod:`.archives`), and
-moves the result into the destination, which must stay inside the task
-directory. Everything happens in a staging directory first: a failure at any
-step leaves nothing in the destination.
+the task's ``artifact`` stanzas with the fetcher of its scheme (http and
+https through httpx, ``file`` sources only under the directories
+``[plugin.artifacts] file_dirs`` names), checks the checksum, unpacks
+archives by extension (:mod:`.archives`), and moves the result into the
+destination, which must stay inside the task directory.
+
+Everything happens in a staging directory first, so a failure at any step
+leaves nothing in the destination. The staging directory is made in the
+allocation's own directory (``allocs/<id>``, the parent of the shared
+``alloc`` directory and of every task directory): herder made it and no task
+can write it, yet it is on the filesystem of the destination, so the result
+is renamed into place, not copied. The task can write the destination,
+though: it is reached from the task (or shared) directory through directory
+descriptors, one component at a time without following links
+(:mod:`herder.sdk.safefs`), and the merge into it does the same. A task that
+swaps a directory on the way for a link is refused, never followed.
+
+An HTTP download has an overall deadline (``download_timeout``) besides the
+timeout between two reads, so a server trickling bytes cannot hold a task's
+start forever; redirects are followed by hand, at most :data:`MAX_REDIRECTS`,
+and never from https to http.
 
 A failed download emits ``Failed Artifact Download`` and raises
 :class:`herder.RecoverableError`, so the start is retried under the restart
@@ -18,15 +33,18 @@ a restarted task does not fetch it again.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import os
 import posixpath
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import httpx
@@ -45,12 +63,16 @@ from herder.client.hooks.archives import (
 from herder.context import TaskContext
 from herder.errors import ConfigError, HerderError, RecoverableError
 from herder.model import Artifact, Task
-from herder.sdk.paths import resolve_in_task_dir
+from herder.sdk.durations import format_duration, parse_duration
+from herder.sdk.paths import ALLOC_SHARED, locate_in_task_dir
+from herder.sdk.safefs import UnsafePathError, open_beneath, safe_root
 
 FETCHED = "artifact"
 """The ``ctx.created`` kind noting an artifact already in place."""
 
 PROGRESS_INTERVAL = 0.5  # seconds between two progress events of one download
+MAX_REDIRECTS = 10
+"""Redirects one download follows, as Go's HTTP client (go-getter's) does."""
 _CHUNK = 1 << 16
 _HASHES = ("md5", "sha1", "sha256", "sha512")
 _MB = 1 << 20
@@ -67,13 +89,14 @@ class ArtifactError(HerderError):
 @dataclass(frozen=True)
 class ArtifactsConfig:
     """``[plugin.artifacts]``: where ``file`` sources may come from, and the limits
-    (bytes, and members of one archive)."""
+    (bytes, members of one archive, seconds between two reads and for a whole download)."""
 
     file_dirs: tuple[Path, ...] = ()
     max_download_size: int = 1024 * _MB
     max_unpacked_size: int = 4096 * _MB
     max_files: int = 100_000
     timeout: float = 30.0
+    download_timeout: float = 30 * 60.0  # as Nomad's artifact.http_read_timeout
 
     @classmethod
     def from_table(cls, table: dict[str, Any]) -> ArtifactsConfig:
@@ -81,7 +104,7 @@ class ArtifactsConfig:
 
         :raises ConfigError: an unknown key or a value of the wrong kind.
         """
-        known = {"file_dirs", "max_download_size", "max_unpacked_size", "max_files", "timeout"}
+        known = {"file_dirs", "max_download_size", "max_unpacked_size", "max_files", "timeout", "download_timeout"}
         unknown = sorted(set(table) - known)
         if unknown:
             raise ConfigError(f"unknown key(s) in [plugin.artifacts]: {', '.join(unknown)}")
@@ -94,12 +117,14 @@ class ArtifactsConfig:
                 max_download_size=int(table.get("max_download_size", cls.max_download_size)),
                 max_unpacked_size=int(table.get("max_unpacked_size", cls.max_unpacked_size)),
                 max_files=int(table.get("max_files", cls.max_files)),
-                timeout=float(table.get("timeout", cls.timeout)),
+                timeout=parse_duration(table.get("timeout", cls.timeout)),
+                download_timeout=parse_duration(table.get("download_timeout", cls.download_timeout)),
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"[plugin.artifacts]: {exc}") from None
-        if min(config.max_download_size, config.max_unpacked_size, config.max_files) <= 0 or config.timeout <= 0:
-            raise ConfigError("[plugin.artifacts]: limits and timeout must be positive")
+        if (min(config.max_download_size, config.max_unpacked_size, config.max_files) <= 0
+                or min(config.timeout, config.download_timeout) <= 0):
+            raise ConfigError("[plugin.artifacts]: limits and timeouts must be positive")
         return config
 
 
@@ -136,6 +161,16 @@ def artifact_key(artifact: Artifact) -> str:
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
 
 
+class Fetcher(Protocol):
+    """Gets one source's bytes into a new file of herder's staging directory."""
+
+    def fetch(self, source: _Source, headers: dict[str, str], target: Path, ctx: TaskContext) -> None:
+        """Write the source to ``target``.
+
+        :raises ArtifactError: it could not (``recoverable`` if trying again may help).
+        """
+
+
 class ArtifactsPlugin:
     """The built-in ``artifacts`` lifecycle plugin."""
 
@@ -143,22 +178,14 @@ class ArtifactsPlugin:
 
     def __init__(self, config: ArtifactsConfig | None = None) -> None:
         self.config = config or ArtifactsConfig()
-        self._http: httpx.Client | None = None
+        http = HttpFetcher(self.config)
+        self.fetchers: dict[str, Fetcher] = {"file": FileFetcher(self.config), "http": http, "https": http}
 
     def start(self) -> None:
-        """Nothing runs in the background: the HTTP client is made on first use."""
+        """Nothing runs in the background."""
 
     def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
-
-    @property
-    def http(self) -> httpx.Client:
-        if self._http is None:
-            self._http = httpx.Client(follow_redirects=True, timeout=self.config.timeout,
-                                      headers={"User-Agent": "herder"})
-        return self._http
+        """Nothing is kept between downloads."""
 
     @hookimpl
     def herder_task_prestart(self, task: Task, ctx: TaskContext) -> None:
@@ -185,23 +212,31 @@ class ArtifactsPlugin:
         :raises ArtifactError: nothing of it was put in place.
         """
         source = _source(artifact)
+        fetcher = self.fetchers.get(source.scheme)
+        if fetcher is None:
+            raise ArtifactError(f"herder cannot fetch {source.scheme!r} sources", recoverable=False)
         try:
-            destination = resolve_in_task_dir(ctx.task_dir, artifact.destination)
+            root, destination = locate_in_task_dir(ctx.task_dir, artifact.destination)
         except ValueError as exc:
             raise ArtifactError(f"destination: {exc}", recoverable=False) from None
-        staging = Path(tempfile.mkdtemp(prefix=".herder-artifact-", dir=ctx.task_dir.dir))
+        # The allocation's directory: herder's, not writable by any task, on the destination's filesystem.
+        staging = Path(tempfile.mkdtemp(prefix=".herder-artifact-", dir=ctx.task_dir.alloc_dir.parent))
         try:
-            download = staging / source.name
-            if source.scheme == "file":
-                self._copy_file(source, download)
-            elif source.scheme in ("http", "https"):
-                self._download(source, artifact.headers, download, ctx)
-            else:
-                raise ArtifactError(f"herder cannot fetch {source.scheme!r} sources", recoverable=False)
+            (staging / "in").mkdir()
+            download = staging / "in" / source.name
+            fetcher.fetch(source, artifact.headers, download, ctx)
             if source.checksum:
                 _verify(download, source.checksum)
             kind = archive_kind(source.name) if source.archive else None
-            self._place(artifact, source, kind, download, staging / ".out", destination)
+            out = staging / "out"
+            out.mkdir()
+            self._unpack(artifact, source, kind, download, out)
+            with safe_root(root) as root_fd, safe_root(out) as out_fd:
+                _place(artifact, root_fd, destination, out_fd)
+        except UnsafePathError as exc:
+            # The path as the job file writes it: beneath the shared directory, it starts with alloc/.
+            shown = f"{ALLOC_SHARED}/{exc.path}" if root == ctx.task_dir.alloc_dir else exc.path
+            raise ArtifactError(f"destination {artifact.destination}: {shown}: {exc.reason}; not followed") from None
         except UnsafeArchive as exc:
             raise ArtifactError(f"unsafe archive: {exc}", recoverable=False) from None
         except ArchiveError as exc:
@@ -211,36 +246,60 @@ class ArtifactsPlugin:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    def _limits(self) -> Limits:
-        return Limits(max_size=self.config.max_unpacked_size, max_files=self.config.max_files)
-
-    def _place(self, artifact: Artifact, source: _Source, kind: ArchiveKind | None, download: Path,
-               out: Path, destination: Path) -> None:
-        out.mkdir()
+    def _unpack(self, artifact: Artifact, source: _Source, kind: ArchiveKind | None, download: Path,
+                out: Path) -> None:
+        """Put what goes into the destination into the empty directory ``out``: the unpacked
+        archive, the file under its own name, or (mode ``file``) the one file as ``out/file``."""
+        limits = Limits(max_size=self.config.max_unpacked_size, max_files=self.config.max_files)
         if artifact.mode == "file":
             if kind is not None and kind.container:
                 raise ArtifactError(f"mode file cannot unpack a {kind.suffix} archive (use mode any or dir, or "
                                     f"options.archive = false)", recoverable=False)
             if kind is not None:
-                unpack(download, kind, out, self._limits(), source.name)
+                unpack(download, kind, out, limits, source.name)
                 download = out / kind.stem(source.name)
-            if destination.is_symlink() or destination.is_file():
-                destination.unlink()
-            elif destination.is_dir():
-                raise ArtifactError(f"mode file: the destination {artifact.destination!r} is a directory",
-                                    recoverable=False)
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            download.replace(destination)
-            return
-        if kind is None:
-            if artifact.mode == "dir":
-                raise ArtifactError(f"mode dir needs an archive; {source.name!r} is not one", recoverable=False)
-            download.replace(out / source.name)
+            download.replace(out / _FILE)
+        elif kind is not None:
+            unpack(download, kind, out, limits, source.name)
+        elif artifact.mode == "dir":
+            raise ArtifactError(f"mode dir needs an archive; {source.name!r} is not one", recoverable=False)
         else:
-            unpack(download, kind, out, self._limits(), source.name)
-        merge_into(out, destination)
+            download.replace(out / source.name)
 
-    def _copy_file(self, source: _Source, target: Path) -> None:
+
+_FILE = "file"
+"""The name of a mode ``file`` artifact in its staging directory."""
+
+
+def _place(artifact: Artifact, root: int, destination: str, out: int) -> None:
+    """Move what ``out`` holds to ``destination`` beneath ``root``, missing directories made
+    0755 on the way, following no link (:class:`UnsafePathError`)."""
+    if artifact.mode != "file":
+        with open_beneath(root, destination, create=0o755) as target:
+            merge_into(out, target, destination)
+        return
+    directory, _, name = destination.rpartition("/")
+    if not name:
+        raise ArtifactError(f"mode file: the destination {artifact.destination!r} names no file",
+                            recoverable=False)
+    with open_beneath(root, directory, create=0o755) as parent:
+        try:
+            existing = os.lstat(name, dir_fd=parent).st_mode
+        except FileNotFoundError:
+            existing = 0
+        if stat.S_ISDIR(existing):  # a file or a link there is replaced by the rename, not followed
+            raise ArtifactError(f"mode file: the destination {artifact.destination!r} is a directory",
+                                recoverable=False)
+        os.rename(_FILE, name, src_dir_fd=out, dst_dir_fd=parent)
+
+
+class FileFetcher:
+    """``file`` sources: copies of files under ``[plugin.artifacts] file_dirs``."""
+
+    def __init__(self, config: ArtifactsConfig) -> None:
+        self.config = config
+
+    def fetch(self, source: _Source, headers: dict[str, str], target: Path, ctx: TaskContext) -> None:
         path = Path(source.path)
         if not path.is_absolute():
             raise ArtifactError(f"file source {path} must be an absolute path", recoverable=False)
@@ -254,31 +313,71 @@ class ArtifactsPlugin:
         with open(real, "rb") as data:
             copy_capped(data, target, self.config.max_download_size)
 
-    def _download(self, source: _Source, headers: dict[str, str], target: Path, ctx: TaskContext) -> None:
-        limit = self.config.max_download_size
+
+class HttpFetcher:
+    """``http`` and ``https`` sources, within ``download_timeout`` in all.
+
+    httpx's timeouts bound each connect and read, not a whole exchange: the
+    download runs as a coroutine under :func:`asyncio.timeout`, which cancels
+    whatever it waits for (connecting, the headers, the next bytes) once the
+    deadline has passed. Redirects are followed here rather than by httpx, to
+    refuse one from https to http and count them.
+    """
+
+    def __init__(self, config: ArtifactsConfig) -> None:
+        self.config = config
+
+    def fetch(self, source: _Source, headers: dict[str, str], target: Path, ctx: TaskContext) -> None:
         try:
-            with self.http.stream("GET", source.url, headers=headers) as response:
-                if response.status_code >= 400:
-                    raise ArtifactError(f"GET {source.url}: HTTP {response.status_code} {response.reason_phrase}")
-                length = response.headers.get("Content-Length", "")
-                total = int(length) if length.isdigit() else None
-                if total is not None and total > limit:
-                    raise ArtifactError(f"{source.name} is {total} bytes, over the limit of {limit}",
-                                        recoverable=False)
-                progress = _Progress(ctx, source.name, total)
-                with open(target, "xb") as out:
-                    for chunk in response.iter_bytes(_CHUNK):
-                        progress.current += len(chunk)
-                        if progress.current > limit:
-                            raise ArtifactError(f"{source.name} is over the limit of {limit} bytes",
-                                                recoverable=False)
-                        out.write(chunk)
-                        progress.report()
-                progress.report(final=True)
-                if total is not None and progress.current != total:
-                    raise ArtifactError(f"{source.name}: got {progress.current} of {total} bytes")
+            asyncio.run(self._fetch(source, headers, target, ctx))
+        except TimeoutError:
+            raise ArtifactError(f"GET {source.url}: not done within {format_duration(self.config.download_timeout)} "
+                                f"([plugin.artifacts] download_timeout)") from None
         except httpx.HTTPError as exc:
             raise ArtifactError(f"GET {source.url}: {type(exc).__name__}: {exc}") from None
+
+    async def _fetch(self, source: _Source, headers: dict[str, str], target: Path, ctx: TaskContext) -> None:
+        async with (asyncio.timeout(self.config.download_timeout),
+                    httpx.AsyncClient(timeout=self.config.timeout, headers={"User-Agent": "herder"}) as client):
+            request = client.build_request("GET", source.url, headers=headers)
+            for _ in range(MAX_REDIRECTS + 1):
+                response = await client.send(request, stream=True)
+                try:
+                    if response.next_request is None:
+                        await self._save(response, source, target, ctx)
+                        return
+                    request = _redirect(response.request, response.next_request)
+                finally:
+                    await response.aclose()
+            raise ArtifactError(f"GET {source.url}: more than {MAX_REDIRECTS} redirects")
+
+    async def _save(self, response: httpx.Response, source: _Source, target: Path, ctx: TaskContext) -> None:
+        limit = self.config.max_download_size
+        if response.status_code >= 400:
+            raise ArtifactError(f"GET {response.url}: HTTP {response.status_code} {response.reason_phrase}")
+        length = response.headers.get("Content-Length", "")
+        total = int(length) if length.isdigit() else None
+        if total is not None and total > limit:
+            raise ArtifactError(f"{source.name} is {total} bytes, over the limit of {limit}", recoverable=False)
+        progress = _Progress(ctx, source.name, total)
+        with open(target, "xb") as out:
+            async for chunk in response.aiter_bytes():  # as the bytes come: a chunk size would wait for it
+                progress.current += len(chunk)
+                if progress.current > limit:
+                    raise ArtifactError(f"{source.name} is over the limit of {limit} bytes", recoverable=False)
+                out.write(chunk)
+                progress.report()
+        progress.report(final=True)
+        if total is not None and progress.current != total:
+            raise ArtifactError(f"{source.name}: got {progress.current} of {total} bytes")
+
+
+def _redirect(previous: httpx.Request, following: httpx.Request) -> httpx.Request:
+    """The request a redirect asks for, unless it leaves https for http."""
+    if previous.url.scheme == "https" and following.url.scheme != "https":
+        raise ArtifactError(f"{previous.url} redirects to {following.url}: herder does not follow a redirect "
+                            f"from https to {following.url.scheme}", recoverable=False)
+    return following
 
 
 class _Progress:
