@@ -68,11 +68,10 @@ class ProcessTree:
         self.signal(signal.SIGKILL)
 
     def release(self) -> bool:
-        """After the leader exited: kill what is left, and drop what tracked it.
+        """Once the leader has exited and the tree was killed: drop what tracked it.
 
         False while killed processes are still on their way out: call again later.
         """
-        self.kill()
         return True
 
 
@@ -111,6 +110,8 @@ class Cgroup(ProcessTree):
             return []
 
     def kill(self) -> None:
+        if not self.pids():
+            return
         if _write(self.path / "cgroup.kill", b"1"):  # cgroup v2 (Linux 5.14 on): every process, forks included
             return
         killed = self._kill_frozen() if (self.path / "freezer.state").exists() else set()
@@ -125,7 +126,7 @@ class Cgroup(ProcessTree):
 
     def release(self) -> bool:
         self._close()
-        self.kill()
+        self.kill()  # what is left (a cgroup left by a supervisor that was killed is released as it is)
         try:
             os.rmdir(self.path)
         except FileNotFoundError:
