@@ -21,6 +21,7 @@ from herder.supervisor.proctree import (
     SessionTree,
     cgroup_hierarchy,
     cgroup_prefix,
+    own_cgroup,
     process_table,
 )
 from herder.supervisor.protocol import log_path, process_start_time
@@ -50,15 +51,16 @@ def hierarchy(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture
 def cgroup(hierarchy: Path) -> Iterator[Cgroup]:
-    cgroup = Cgroup.create(hierarchy / f"herder-test-{uuid.uuid4().hex}")
+    cgroup = Cgroup.create(hierarchy / f"herder-test-{uuid.uuid4().hex}", own_cgroup(hierarchy))
     yield cgroup
     wait_for(cgroup.release, what=f"{cgroup.path} removed")
     assert not cgroup.path.exists()
 
 
 def start(tree: ProcessTree, script: str, env: dict[str, str], **options: object) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True, preexec_fn=tree.join, **options)  # type: ignore[call-overload]
+    with tree.spawning():
+        proc = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                env=env, start_new_session=True, **options)  # type: ignore[call-overload]
     tree.started(proc.pid)
     return proc  # type: ignore[no-any-return]
 
@@ -70,8 +72,8 @@ def read_pids(proc: subprocess.Popen[str], count: int) -> list[int]:
 
 def test_a_cgroup_holds_and_signals_every_process_whatever_its_session(cgroup: Cgroup,
                                                                       task_env: dict[str, str]) -> None:
-    # As another user: it joins through the cgroup.procs root opened for it.
     leader = start(cgroup, ESCAPES, task_env, user="nobody")
+    assert os.getpid() not in cgroup.pids()  # the starter went back where it was
     escapees = read_pids(leader, 2)
     wait_for(lambda: len({os.getsid(pid) for pid in [leader.pid, *escapees]}) == 3, 10, "three sessions")
     assert {leader.pid, *escapees} <= set(cgroup.pids())
@@ -117,6 +119,13 @@ def test_without_a_cgroup_the_tree_is_found_by_parentage_and_session(task_env: d
         tree.kill()
         leader.kill()
         leader.wait()
+
+
+def test_the_own_cgroup_is_the_one_proc_names(hierarchy: Path) -> None:
+    home = own_cgroup(hierarchy)
+    assert os.getpid() in [int(pid) for pid in (home / "cgroup.procs").read_text().split()]
+    with pytest.raises(ValueError, match="not a cgroup hierarchy"):
+        own_cgroup(Path("/nonexistent"))
 
 
 def test_only_root_with_a_writable_hierarchy_gets_cgroups(tmp_path: Path) -> None:
@@ -211,7 +220,7 @@ def test_recover_kills_every_process_of_an_orphans_cgroup(connect: Callable[...,
         pytest.skip("needs root and a writable cgroup hierarchy")
     ctx = make_ctx(tmp_path, connect())
     # What a supervisor killed with SIGKILL leaves: a task in a cgroup nobody watches.
-    cgroup = Cgroup.create(hierarchy / f"{cgroup_prefix(data_dir)}gone-0")
+    cgroup = Cgroup.create(hierarchy / f"{cgroup_prefix(data_dir)}gone-0", own_cgroup(hierarchy))
     leader = start(cgroup, "setsid sleep 100 & echo $!; wait", task_env)
     [child] = read_pids(leader, 1)
     state = {"supervisor": {"id": "alloc1.web.gone", "pid": leader.pid,

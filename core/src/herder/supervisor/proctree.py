@@ -7,7 +7,8 @@ a :class:`ProcessTree`:
 
 - :class:`Cgroup`, a cgroup of its own in a writable hierarchy (cgroup v2, or
   a v1 hierarchy such as freezer): every descendant stays in it whatever
-  session it makes, and only root can move it out. It is killed at once with
+  session it makes, and only root can move it out. The process is born in
+  it (the supervisor steps into the cgroup while it forks). It is killed at once with
   ``cgroup.kill`` (v2), or frozen, killed and thawed (v1 freezer), so that
   nothing forks meanwhile; elsewhere it is killed until empty.
 - :class:`SessionTree`, when there is no cgroup to use (the supervisor is not
@@ -27,6 +28,7 @@ import hashlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -48,8 +50,9 @@ class ProcessTree:
     The base class tracks nothing; subclasses say how the processes are found.
     """
 
-    def join(self) -> None:
-        """In the child, between fork and exec: enter the tree."""
+    def spawning(self) -> contextlib.AbstractContextManager[None]:
+        """Around starting the leader: what the caller starts meanwhile is born in the tree."""
+        return contextlib.nullcontext()
 
     def started(self, pid: int) -> None:
         """The leader runs as ``pid``."""
@@ -76,32 +79,39 @@ class ProcessTree:
 
 
 class Cgroup(ProcessTree):
-    """The cgroup at ``path``, of one supervised process: :meth:`create` makes a new one."""
+    """The cgroup at ``path``, of one supervised process: :meth:`create` makes a new one.
 
-    def __init__(self, path: Path, procs: int = -1) -> None:
+    ``home`` is the cgroup the caller returns to after :meth:`spawning`.
+    """
+
+    def __init__(self, path: Path, home: Path | None = None) -> None:
         self.path = path
-        self._procs = procs  # cgroup.procs, open for the child to join by
+        self.home = home
 
     @classmethod
-    def create(cls, path: Path) -> Cgroup:
-        """A new cgroup at ``path``, for a process to :meth:`join`."""
+    def create(cls, path: Path, home: Path) -> Cgroup:
+        """A new cgroup at ``path``, for the caller to start a process in from ``home``."""
         os.mkdir(path, 0o755)
-        try:
-            # Opened here, by root: the child may have switched to the task's user when it joins.
-            procs = os.open(path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
-        except OSError:
-            os.rmdir(path)
-            raise
-        return cls(path, procs)
+        return cls(path, home)
 
     def __repr__(self) -> str:
         return f"<Cgroup {self.path}>"
 
-    def join(self) -> None:
-        os.write(self._procs, b"0")  # 0 is the writer itself
+    @contextlib.contextmanager
+    def spawning(self) -> Iterator[None]:
+        """The caller itself is in the cgroup meanwhile, so the child it forks is born there.
 
-    def started(self, pid: int) -> None:
-        self._close()
+        Rather than the child joining between fork and exec: that would take
+        a Python ``preexec_fn``, which makes every start a full ``fork()``
+        (milliseconds) instead of a ``vfork()``.
+        """
+        if self.home is None:
+            raise ValueError(f"{self.path}: no cgroup to return to")
+        _write(self.path / "cgroup.procs", b"0")  # 0 is the writer itself
+        try:
+            yield
+        finally:
+            _write(self.home / "cgroup.procs", b"0")
 
     def pids(self) -> list[int]:
         try:
@@ -110,9 +120,12 @@ class Cgroup(ProcessTree):
             return []
 
     def kill(self) -> None:
-        if not self.pids():
+        pids = self.pids()
+        if not pids:
             return
-        if _write(self.path / "cgroup.kill", b"1"):  # cgroup v2 (Linux 5.14 on): every process, forks included
+        # cgroup v2 (Linux 5.14 on) kills every process, forks included; never the supervisor, should it be here.
+        if os.getpid() not in pids and (self.path / "cgroup.kill").exists():
+            _write(self.path / "cgroup.kill", b"1")
             return
         killed = self._kill_frozen() if (self.path / "freezer.state").exists() else set()
         # Killed processes stay listed until they are out; one that forked meanwhile shows a new pid.
@@ -125,7 +138,6 @@ class Cgroup(ProcessTree):
             killed |= new
 
     def release(self) -> bool:
-        self._close()
         self.kill()  # what is left (a cgroup left by a supervisor that was killed is released as it is)
         try:
             os.rmdir(self.path)
@@ -154,11 +166,6 @@ class Cgroup(ProcessTree):
         finally:
             _write(state, b"THAWED")
         return killed
-
-    def _close(self) -> None:
-        if self._procs >= 0:
-            os.close(self._procs)
-            self._procs = -1
 
 
 class ProcessEntry(NamedTuple):
@@ -224,6 +231,23 @@ def process_table() -> dict[int, ProcessEntry]:
     return table
 
 
+def own_cgroup(hierarchy: Path) -> Path:
+    """The cgroup of the calling process in ``hierarchy`` (a cgroup mount, or a cgroup in one).
+
+    :raises ValueError: when ``/proc/self/cgroup`` names none in that hierarchy.
+    """
+    mount = hierarchy.resolve()
+    while (mount.parent / "cgroup.procs").exists():
+        mount = mount.parent
+    unified = (mount / "cgroup.controllers").exists()
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        number, controllers, path = line.split(":", 2)
+        if (number == "0" and not controllers) if unified else set(controllers.split(",")) == set(
+                mount.name.split(",")):
+            return mount / path.lstrip("/")
+    raise ValueError(f"{hierarchy}: not a cgroup hierarchy this process is in")
+
+
 def cgroup_prefix(data_dir: Path) -> str:
     """How the names of the cgroups of ``data_dir``'s supervisor begin: one data dir's never meet another's."""
     return f"herder-{hashlib.sha256(os.fsencode(os.path.realpath(data_dir))).hexdigest()[:12]}-"
@@ -247,18 +271,16 @@ def cgroup_hierarchy(root: Path = CGROUP_ROOT) -> Path | None:
 
 
 def _kill(pid: int, sig: int) -> None:
+    if pid == os.getpid():
+        return  # the supervisor, in a cgroup it is starting a process in
     with contextlib.suppress(ProcessLookupError):  # exited meanwhile
         os.kill(pid, sig)
 
 
-def _write(path: Path, data: bytes) -> bool:
-    """Write ``data`` to a cgroup file; False when there is no such file."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
+def _write(path: Path, data: bytes) -> None:
+    """Write ``data`` to a cgroup file (in one write: the kernel takes each write as a command)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.write(fd, data)
     finally:
         os.close(fd)
-    return True

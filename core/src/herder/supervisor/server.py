@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from herder.supervisor.logfiles import PIPE_SIZE, STREAMS, RotatingFile, enlarge_pipe
-from herder.supervisor.proctree import Cgroup, ProcessTree, SessionTree, cgroup_prefix, process_table
+from herder.supervisor.proctree import Cgroup, ProcessTree, SessionTree, cgroup_prefix, own_cgroup, process_table
 from herder.supervisor.protocol import address, encode, log_path, peer_allowed, peer_credentials, process_start_time
 
 log = logging.getLogger("herder.supervisor")
@@ -202,17 +202,24 @@ class Server:
         self._child_fd_limit = _raise_fd_limit()
         self._started = time.monotonic()
         self._done = False
-        self._cgroups = cgroups
         # Its own within its data dir's: a name never comes back, even from the next supervisor of the data dir.
         self._cgroup_prefix = f"{cgroup_prefix(data_dir)}{secrets.token_hex(4)}-"
         self._cgroup_seq = itertools.count()
         self._releasing: set[ProcessTree] = set()  # trees of exited processes, until their cgroups are removed
         self._scan_timer: _Timer | None = None
-        if cgroups is None:
+        self._cgroups = cgroups
+        self._cgroup_home: Path | None = None  # where the supervisor returns after starting a process in a cgroup
+        if cgroups is not None:
+            try:
+                self._cgroup_home = own_cgroup(cgroups)
+            except (OSError, ValueError) as err:
+                log.warning("cannot use cgroups in %s: %s", cgroups, err)
+                self._cgroups = None
+        if self._cgroups is None:
             log.info("no cgroups: processes are tracked by session and parentage")
         else:
-            log.info("each process gets a cgroup in %s", cgroups)
-            self._remove_stale_cgroups(cgroups, cgroup_prefix(data_dir))
+            log.info("each process gets a cgroup in %s", self._cgroups)
+            self._remove_stale_cgroups(self._cgroups, cgroup_prefix(data_dir))
         self._ops: dict[str, Callable[[_Conn, dict[str, Any]], dict[str, Any] | None]] = {
             "hello": self._hello, "spawn": self._spawn, "attach": self._attach, "signal": self._signal,
             "stop": self._stop, "forget": self._forget, "list": self._list, "bye": self._bye,
@@ -458,10 +465,11 @@ class Server:
         try:
             for _ in files:
                 pipes.append(os.pipe())
-            popen = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdin=self._devnull, stdout=pipes[0][1], stderr=pipes[1][1],
-                start_new_session=True, close_fds=True, preexec_fn=self._preexec(tree), **_identity(user),
-            )
+            with tree.spawning():
+                popen = subprocess.Popen(
+                    argv, env=env, cwd=cwd, stdin=self._devnull, stdout=pipes[0][1], stderr=pipes[1][1],
+                    start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit, **_identity(user),
+                )
         except (OSError, ValueError, TypeError, LookupError, subprocess.SubprocessError) as err:
             _close(pipes, files)
             self._release(tree)
@@ -501,10 +509,11 @@ class Server:
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK)
                 fds.append(fd)
                 os.set_blocking(fd, True)
-            popen = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdin=self._devnull, stdout=fds[0], stderr=fds[1],
-                start_new_session=True, close_fds=True, preexec_fn=self._preexec(tree), **_identity(user),
-            )
+            with tree.spawning():
+                popen = subprocess.Popen(
+                    argv, env=env, cwd=cwd, stdin=self._devnull, stdout=fds[0], stderr=fds[1],
+                    start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit, **_identity(user),
+                )
         except (OSError, ValueError, TypeError, LookupError, subprocess.SubprocessError) as err:
             self._release(tree)
             raise _Refused(f"cannot start {argv[0]!r}: {err}") from err
@@ -521,21 +530,16 @@ class Server:
 
     def _new_tree(self) -> ProcessTree:
         """What will hold the next process and all it starts: a new cgroup, or else its session and children."""
-        if self._cgroups is not None:
+        if self._cgroups is not None and self._cgroup_home is not None:
             try:
-                return Cgroup.create(self._cgroups / f"{self._cgroup_prefix}{next(self._cgroup_seq)}")
+                return Cgroup.create(self._cgroups / f"{self._cgroup_prefix}{next(self._cgroup_seq)}",
+                                     self._cgroup_home)
             except OSError as err:
                 log.warning("cannot create a cgroup in %s; tracking the process by session instead: %s",
                             self._cgroups, err)
         if self._scan_timer is None:
             self._scan_timer = self._arm(SCAN_INTERVAL, self._scan_trees)
         return SessionTree()
-
-    def _preexec(self, tree: ProcessTree) -> Callable[[], None] | None:
-        """What a child runs before exec: it joins ``tree`` and gets the open files limit back."""
-        if isinstance(tree, SessionTree):
-            return self._child_fd_limit  # nothing to join: no preexec_fn at all lets Popen use vfork
-        return functools.partial(_child_setup, tree, self._child_fd_limit)
 
     def _watch(self, popen: subprocess.Popen[bytes], tree: ProcessTree) -> int:
         """A pidfd of a process just started in ``tree``; if there is none, the tree is killed."""
@@ -747,13 +751,6 @@ class Server:
             if not lost.waiting:
                 self._run_on_lost(lost)
         self._check_idle()
-
-
-def _child_setup(tree: ProcessTree, fd_limit: Callable[[], None] | None) -> None:
-    """In a child, before exec: join its tree, and get the open files limit it would have had."""
-    tree.join()
-    if fd_limit is not None:
-        fd_limit()
 
 
 def _close(pipes: list[tuple[int, int]], files: list[RotatingFile]) -> None:
