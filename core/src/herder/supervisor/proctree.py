@@ -273,7 +273,8 @@ def cgroup_hierarchy(root: Path = CGROUP_ROOT) -> Path | None:
 def _kill(pid: int, sig: int) -> None:
     if pid == os.getpid():
         return  # the supervisor, in a cgroup it is starting a process in
-    with contextlib.suppress(ProcessLookupError):  # exited meanwhile
+    # Exited meanwhile; or, without cgroups and not root, a process that became another user's.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
 
 
