@@ -123,11 +123,12 @@ class Cgroup(ProcessTree):
         pids = self.pids()
         if not pids:
             return
-        # cgroup v2 (Linux 5.14 on) kills every process, forks included; never the supervisor, should it be here.
-        if os.getpid() not in pids and (self.path / "cgroup.kill").exists():
+        # Should the supervisor be in it, it must be neither killed nor frozen: then only the loop below kills.
+        whole = os.getpid() not in pids
+        if whole and (self.path / "cgroup.kill").exists():  # cgroup v2 (Linux 5.14 on): forks included
             _write(self.path / "cgroup.kill", b"1")
             return
-        killed = self._kill_frozen() if (self.path / "freezer.state").exists() else set()
+        killed = self._kill_frozen() if whole and (self.path / "freezer.state").exists() else set()
         # Killed processes stay listed until they are out; one that forked meanwhile shows a new pid.
         for _ in range(KILL_ROUNDS):
             new = set(self.pids()) - killed
