@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,7 +14,8 @@ from typing import Any
 import pytest
 
 from herder.supervisor import ProcInfo, Supervisor
-from tests.core.supervisor.helpers import MARK, PATH, kill_all, marked_pids, supervisor_pids
+from herder.supervisor.proctree import Cgroup
+from tests.core.supervisor.helpers import MARK, PATH, cgroups_of, kill_all, marked_pids, supervisor_pids
 from tests.support.waiting import wait_for
 
 LEFTOVER_TIMEOUT = 5.0
@@ -28,7 +31,7 @@ def mark() -> str:
 @pytest.fixture(autouse=True)
 def no_leftovers(data_dir: Path, mark: str) -> Iterator[None]:
     """After the test (and its clients' :meth:`~Supervisor.close`), the supervisor of its data dir
-    has exited and no process it started is left; leftovers are killed and fail the test."""
+    has exited and no process it started, nor any cgroup, is left; leftovers are killed and fail the test."""
     yield
 
     def leftovers() -> list[int]:
@@ -40,6 +43,21 @@ def no_leftovers(data_dir: Path, mark: str) -> Iterator[None]:
         pids = leftovers()
         kill_all(pids)
         pytest.fail(f"processes left behind: {pids}")
+    cgroups = cgroups_of(data_dir)
+    for cgroup in cgroups:
+        Cgroup(cgroup).release()
+    assert not cgroups, f"cgroups left behind: {cgroups}"
+
+
+@pytest.fixture
+def start_supervisor(data_dir: Path) -> Callable[..., None]:
+    """``start_supervisor(*options)``: start the supervisor of the test's data dir with command line options
+    (its clients then connect to it)."""
+
+    def _start(*options: str) -> None:
+        subprocess.run([sys.executable, "-m", "herder.supervisor", *options, str(data_dir)], check=True, timeout=30)
+
+    return _start
 
 
 @pytest.fixture

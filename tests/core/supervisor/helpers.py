@@ -12,6 +12,7 @@ from pathlib import Path
 
 from herder import TaskContext, TaskDir
 from herder.supervisor import Supervisor
+from herder.supervisor.proctree import CGROUP_ROOT, cgroup_prefix
 
 MARK = "HERDER_SUPERVISOR_TEST"
 """The environment variable that marks every process a test starts, so that the fixtures find leftovers."""
@@ -65,11 +66,11 @@ def _processes() -> Iterator[tuple[int, list[str], bytes]]:
 
 
 def supervisor_pids(data_dir: Path) -> list[int]:
-    """The supervisors of ``data_dir`` that run (``python -m herder.supervisor DATA_DIR``)."""
+    """The supervisors of ``data_dir`` that run (``python -m herder.supervisor [OPTIONS] DATA_DIR``)."""
     target = data_dir.resolve()
     return [
         pid for pid, argv, _ in _processes()
-        if argv[1:3] == ["-m", "herder.supervisor"] and len(argv) == 4 and Path(argv[3]).resolve() == target
+        if argv[1:3] == ["-m", "herder.supervisor"] and len(argv) >= 4 and Path(argv[-1]).resolve() == target
     ]
 
 
@@ -77,6 +78,12 @@ def marked_pids(mark: str) -> list[int]:
     """The processes started with ``HERDER_SUPERVISOR_TEST=mark`` in their environment."""
     needle = f"{MARK}={mark}".encode()
     return [pid for pid, _, env in _processes() if needle in env.split(b"\0") and pid != os.getpid()]
+
+
+def cgroups_of(data_dir: Path) -> list[Path]:
+    """The cgroups of ``data_dir``'s supervisors, in every hierarchy."""
+    return sorted(CGROUP_ROOT.glob(f"*/{cgroup_prefix(data_dir)}*")) + sorted(
+        CGROUP_ROOT.glob(f"{cgroup_prefix(data_dir)}*"))
 
 
 def kill_all(pids: list[int]) -> None:

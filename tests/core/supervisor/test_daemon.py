@@ -26,7 +26,7 @@ from herder.supervisor.protocol import (
 from herder.supervisor.server import MAX_LOG_SIZE
 from tests.core.supervisor.helpers import supervisor_pids
 
-DAEMON_MODULES = ("__main__.py", "server.py", "logfiles.py", "protocol.py")
+DAEMON_MODULES = ("__main__.py", "server.py", "logfiles.py", "proctree.py", "protocol.py")
 
 
 def test_peer_credentials_are_the_kernels() -> None:
@@ -78,10 +78,13 @@ def test_starting_a_second_daemon_is_a_quiet_no_op(connect: Callable[..., Superv
     assert supervisor_pids(data_dir) == [supervisor.pid]
 
 
-def test_usage() -> None:
+def test_usage(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "herder.supervisor"], capture_output=True, text=True,
                             timeout=30, check=False)
     assert result.returncode == 2 and "usage" in result.stderr
+    result = subprocess.run([sys.executable, "-m", "herder.supervisor", "--cgroups", str(tmp_path), str(tmp_path)],
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 2 and f"--cgroups: {tmp_path} is not a cgroup hierarchy" in result.stderr
 
 
 def test_rotating_file_continues_the_newest_file(tmp_path: Path) -> None:

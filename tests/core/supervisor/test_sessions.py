@@ -214,6 +214,9 @@ def test_a_broken_connection_fails_waiting_calls(connect: Callable[..., Supervis
     assert process_start_time(info.pid) == info.start_time
     os.killpg(info.pid, signal.SIGKILL)
     wait_for(lambda: not alive(info.pid), what="the orphan is gone")
-    # The next call starts a new supervisor, which knows nothing of the old one's processes.
+    # The next call starts a new supervisor, which knows nothing of the old one's processes,
+    # and removes the cgroups it left.
     assert supervisor.attach("t1") is None
+    if info.cgroup is not None:
+        wait_for(lambda: not Path(info.cgroup).exists(), what="the old supervisor's cgroup is removed")
 

@@ -28,6 +28,7 @@ from herder.errors import DriverError, RecoverableError
 from herder.model import Task
 from herder.objects import DriverNetwork, ExitResult, parse_signal
 from herder.supervisor import ProcInfo, Supervisor, SupervisorError, SupervisorUnavailable
+from herder.supervisor.proctree import Cgroup
 from herder.supervisor.protocol import process_alive, process_start_time
 
 ABANDON_WAIT = 5.0
@@ -40,8 +41,9 @@ ORPHAN_KILL_WAIT = 2.0
 class SupervisedProcess:
     """A task's process, run by the supervisor, leading its own process group.
 
-    Signals go to the whole group, so the task's children get them too; when
-    the leader exits the supervisor kills what is left of the group. After
+    Signals go to every process the task started (its cgroup, else its
+    sessions and descendants), so a child that left the group gets them too;
+    when the leader exits the supervisor kills what is left of them. After
     :meth:`wait` has seen the exit, the supervisor's record of it is dropped.
     """
 
@@ -107,7 +109,7 @@ class SupervisedProcess:
         supervisor = _supervisor_of(ctx)
         info = supervisor.attach(saved["id"], on_unsafe_log=_reporter(ctx))
         if info is None:
-            _kill_orphan(saved["pid"], saved["start_time"])
+            _kill_orphan(saved["pid"], saved["start_time"], saved.get("cgroup"))
             return None
         return cls(supervisor, info, default_signal=default_signal)
 
@@ -128,7 +130,7 @@ class SupervisedProcess:
             except SupervisorUnavailable as err:
                 if self._reattach():
                     continue
-                _kill_orphan(self.pid, self._info.start_time)
+                _kill_orphan(self.pid, self._info.start_time, self._info.cgroup)
                 return self._finish(ExitResult(exit_code=-1, error=f"lost the process supervisor: {err}"),
                                     forget=False)
             except SupervisorError:
@@ -140,7 +142,7 @@ class SupervisedProcess:
             return self._finish(ExitResult(exit_code=info.exit_code, signal=info.signal))
 
     def signal(self, sig: int) -> None:
-        """Send ``sig`` to the process group (nothing once the process has exited)."""
+        """Send ``sig`` to every process of the task (nothing once the process has exited)."""
         try:
             self._supervisor.signal(self.id, sig)
         except SupervisorError:
@@ -148,9 +150,9 @@ class SupervisedProcess:
                 raise
 
     def kill(self, timeout: float, sig: int | None = None) -> None:
-        """Send ``sig`` (None: the default signal) to the group, wait up to ``timeout`` s, then SIGKILL it.
+        """Send ``sig`` (None: the default signal) to the task, wait up to ``timeout`` s, then SIGKILL it.
 
-        The supervisor kills the group after ``timeout`` by itself, so the
+        The supervisor kills every process of the task after ``timeout`` by itself, so the
         task is stopped even if this herder process dies meanwhile.
         """
         self._stop(self._default_signal if sig is None else sig, timeout)
@@ -171,8 +173,11 @@ class SupervisedProcess:
         return {"pid": self.pid}
 
     def state(self) -> dict[str, Any]:
-        """``{"supervisor": {"id", "pid", "start_time"}}``: drivers may add keys of their own beside it."""
-        return {"supervisor": {"id": self.id, "pid": self.pid, "start_time": self._info.start_time}}
+        """``{"supervisor": {"id", "pid", "start_time", "cgroup"?}}``: drivers may add keys of their own beside it."""
+        saved: dict[str, Any] = {"id": self.id, "pid": self.pid, "start_time": self._info.start_time}
+        if self._info.cgroup is not None:
+            saved["cgroup"] = self._info.cgroup
+        return {"supervisor": saved}
 
     def _stop(self, sig: int, timeout: float) -> None:
         try:
@@ -225,12 +230,15 @@ def _abandon(supervisor: Supervisor, id: str) -> None:
             supervisor.forget(id)
 
 
-def _kill_orphan(pid: int, start_time: int) -> None:
-    """Kill the process that started as ``pid`` at ``start_time``, with its group, if it still runs.
+def _kill_orphan(pid: int, start_time: int, cgroup: str | None) -> None:
+    """Kill the process that started as ``pid`` at ``start_time``, with its group, if it still runs,
+    and every process of its ``cgroup`` (which is then removed).
 
     No supervisor watches it any more, so its output goes nowhere and a new
     run of the task would run beside it. Waits a little for it to be gone.
     """
+    if cgroup is not None:
+        _remove_cgroup(Cgroup(Path(cgroup)))
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
@@ -249,3 +257,13 @@ def _kill_orphan(pid: int, start_time: int) -> None:
         pass  # it exited meanwhile
     finally:
         os.close(pidfd)
+
+
+def _remove_cgroup(cgroup: Cgroup) -> None:
+    """Kill the processes of an orphan's cgroup and remove it, waiting a little for them to be out."""
+    deadline = time.monotonic() + ORPHAN_KILL_WAIT
+    try:
+        while not cgroup.release() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    except OSError:
+        pass  # not ours to remove after all (gone, or not a cgroup): the process itself is still killed below

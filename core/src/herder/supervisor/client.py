@@ -66,12 +66,14 @@ class ExitInfo:
 @dataclass(frozen=True)
 class ProcInfo:
     """A supervised process: ``start_time`` (see :func:`~herder.supervisor.protocol.process_start_time`)
-    tells its pid from a reused one; ``exit`` is set once it has exited."""
+    tells its pid from a reused one; ``exit`` is set once it has exited; ``cgroup`` is the path of the
+    cgroup that holds it and all it started, if it has one."""
 
     id: str
     pid: int
     start_time: int
     exit: ExitInfo | None = None
+    cgroup: str | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,8 @@ class Supervisor:
               on_unsafe_log: Callable[[str], None] | None = None) -> ProcInfo:
         """Start ``argv`` as process ``id`` (unique in the supervisor), owned by this client.
 
-        It leads its own process group; its stdout and stderr go to
+        It leads its own process group, in a cgroup of its own where the
+        supervisor has one to give; its stdout and stderr go to
         ``logs_dir/<task>.{stdout,stderr}.<n>``, rotated at ``max_file_size``
         MB, ``max_files`` kept. ``stop_signal`` and ``kill_timeout`` are how the
         supervisor stops it if this client goes away and ``keep`` is false.
@@ -191,7 +194,7 @@ class Supervisor:
             with self._lock:
                 self._on_unsafe_log.pop(id, None)
             raise
-        return ProcInfo(id=id, pid=reply["pid"], start_time=reply["start_time"])
+        return ProcInfo(id=id, pid=reply["pid"], start_time=reply["start_time"], cgroup=reply.get("cgroup"))
 
     def attach(self, id: str, on_unsafe_log: Callable[[str], None] | None = None) -> ProcInfo | None:
         """Take over process ``id`` (its exit is reported here from now on); None if unknown.
@@ -203,7 +206,8 @@ class Supervisor:
             reply = self._request("attach", claim=id, id=id)
         except _UnknownProcess:
             return None
-        info = ProcInfo(id=id, pid=reply["pid"], start_time=reply["start_time"], exit=_exit_info(reply["exit"]))
+        info = ProcInfo(id=id, pid=reply["pid"], start_time=reply["start_time"], exit=_exit_info(reply["exit"]),
+                        cgroup=reply.get("cgroup"))
         if info.exit is not None:
             with self._lock:
                 self._exits[id] = info.exit
@@ -235,11 +239,11 @@ class Supervisor:
             exited.wait(remaining)
 
     def signal(self, id: str, sig: int) -> None:
-        """Send ``sig`` to process ``id``'s process group (nothing once it has exited)."""
+        """Send ``sig`` to process ``id`` and every process it started (nothing once it has exited)."""
         self._request("signal", id=id, signal=int(sig))
 
     def stop(self, id: str, sig: int, timeout: float) -> None:
-        """Send ``sig`` to process ``id``'s group, and SIGKILL it after ``timeout`` seconds.
+        """Send ``sig`` to process ``id`` and all it started, and SIGKILL them after ``timeout`` seconds.
 
         Returns at once: :meth:`wait` tells when it has exited.
         """

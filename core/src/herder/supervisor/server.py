@@ -30,6 +30,7 @@ import logging.handlers
 import os
 import pwd
 import resource
+import secrets
 import selectors
 import signal
 import socket
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from herder.supervisor.logfiles import PIPE_SIZE, STREAMS, RotatingFile, enlarge_pipe
+from herder.supervisor.proctree import Cgroup, ProcessTree, SessionTree, cgroup_prefix, own_cgroup, process_table
 from herder.supervisor.protocol import (
     LOCK_NAME,
     SOCKET_NAME,
@@ -87,6 +89,15 @@ STALE_PROBE_TIMEOUT = 1.0
 
 _FD_LIMIT = 1 << 16
 """The soft limit on open files asked for: each task holds five (two pipes, two log files, a pidfd)."""
+
+SCAN_INTERVAL = 2.0
+"""How often the processes of tasks tracked without a cgroup are looked up, to keep track of orphans."""
+
+RELEASE_RETRY = 0.05
+"""How soon removing a task's cgroup is tried again while its killed processes are on their way out."""
+
+RELEASE_TIMEOUT = 30.0
+"""How long removing a task's cgroup is tried before the supervisor gives up on it, with a warning."""
 
 
 class _Refused(Exception):
@@ -184,13 +195,14 @@ class _Proc:
 
     __slots__ = (
         "drain_timer", "exit", "id", "kill_timeout", "kill_timer", "lost", "owner", "pid", "pidfd", "popen",
-        "returncode", "start_time", "stop_signal", "streams",
+        "returncode", "start_time", "stop_signal", "streams", "tree",
     )
 
-    def __init__(self, id: str, popen: subprocess.Popen[bytes], pidfd: int, streams: list[_Stream],
-                 stop_signal: int, kill_timeout: float, owner: _Conn) -> None:
+    def __init__(self, id: str, popen: subprocess.Popen[bytes], tree: ProcessTree, pidfd: int,
+                 streams: list[_Stream], stop_signal: int, kill_timeout: float, owner: _Conn) -> None:
         self.id = id
         self.popen = popen
+        self.tree = tree  # every process of the task: signals and kills go to all of them
         self.pid = popen.pid
         self.start_time = process_start_time(popen.pid) or 0  # a zombie child still has its /proc entry
         self.pidfd = pidfd
@@ -205,7 +217,8 @@ class _Proc:
         self.lost: _Lost | None = None
 
     def info(self) -> dict[str, Any]:
-        return {"pid": self.pid, "start_time": self.start_time, "exit": self.exit}
+        cgroup = str(self.tree.path) if isinstance(self.tree, Cgroup) else None
+        return {"pid": self.pid, "start_time": self.start_time, "exit": self.exit, "cgroup": cgroup}
 
 
 class Listener:
@@ -282,9 +295,13 @@ def _remove_stale_socket(dir_fd: int, data_dir: Path) -> None:
 
 
 class Server:
-    """The supervisor's event loop and state. :meth:`run` returns once it is idle."""
+    """The supervisor's event loop and state. :meth:`run` returns once it is idle.
 
-    def __init__(self, data_dir: Path, listener: Listener) -> None:
+    Each process goes into a cgroup of its own under ``cgroups`` (a writable
+    cgroup hierarchy), or, with None, is tracked by session and parentage.
+    """
+
+    def __init__(self, data_dir: Path, listener: Listener, cgroups: Path | None = None) -> None:
         self._data_dir = data_dir
         self._listener = listener
         self._selector = selectors.DefaultSelector()
@@ -300,6 +317,24 @@ class Server:
         self._started = time.monotonic()
         self._done = False
         self._refusals = Refusals()
+        # Its own within its data dir's: a name never comes back, even from the next supervisor of the data dir.
+        self._cgroup_prefix = f"{cgroup_prefix(data_dir)}{secrets.token_hex(4)}-"
+        self._cgroup_seq = itertools.count()
+        self._releasing: set[ProcessTree] = set()  # trees of exited processes, until their cgroups are removed
+        self._scan_timer: _Timer | None = None
+        self._cgroups = cgroups
+        self._cgroup_home: Path | None = None  # where the supervisor returns after starting a process in a cgroup
+        if cgroups is not None:
+            try:
+                self._cgroup_home = own_cgroup(cgroups)
+            except (OSError, ValueError) as err:
+                log.warning("cannot use cgroups in %s: %s", cgroups, err)
+                self._cgroups = None
+        if self._cgroups is None:
+            log.info("no cgroups: processes are tracked by session and parentage")
+        else:
+            log.info("each process gets a cgroup in %s", self._cgroups)
+            self._remove_stale_cgroups(self._cgroups, cgroup_prefix(data_dir))
         self._ops: dict[str, Callable[[_Conn, dict[str, Any]], dict[str, Any] | None]] = {
             "hello": self._hello, "spawn": self._spawn, "attach": self._attach, "signal": self._signal,
             "stop": self._stop, "forget": self._forget, "list": self._list, "bye": self._bye,
@@ -347,7 +382,8 @@ class Server:
                 log.exception("unexpected error")
 
     def _check_idle(self) -> None:
-        if not self._procs and not self._conns and time.monotonic() - self._started >= START_GRACE:
+        if (not self._procs and not self._conns and not self._releasing
+                and time.monotonic() - self._started >= START_GRACE):
             self._done = True
 
     # -- clients ----------------------------------------------------------------------------------
@@ -531,7 +567,7 @@ class Server:
         if outputs is not None:
             proc = self._start_direct(id, argv, env, cwd, user, outputs, stop_signal, kill_timeout, conn)
             self._procs[id] = proc
-            return {"pid": proc.pid, "start_time": proc.start_time}
+            return proc.info()
         logs_dir, task = Path(_field(logs, "dir", str)), _field(logs, "task", str)
         max_files, max_file_size = _field(logs, "max_files", int), _field(logs, "max_file_size", int)
         files: list[RotatingFile] = []
@@ -545,7 +581,7 @@ class Server:
             raise _Refused(f"cannot open the log files: {err}") from err
         proc = self._start(id, argv, env, cwd, user, files, stop_signal, kill_timeout, conn)
         self._procs[id] = proc
-        return {"pid": proc.pid, "start_time": proc.start_time}
+        return proc.info()
 
     def _unsafe_log_file(self, id: str, spawner: _Conn, message: str) -> None:
         """Tell process ``id``'s owner that its log files held something planted (which was not followed)."""
@@ -558,29 +594,30 @@ class Server:
                files: list[RotatingFile], stop_signal: int, kill_timeout: float, owner: _Conn) -> _Proc:
         """Start a process whose output goes through pipes into ``files``; it owns them from then on."""
         pipes: list[tuple[int, int]] = []
+        tree = self._new_tree()
         try:
             for _ in files:
                 pipes.append(os.pipe())
-            popen = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdin=self._devnull, stdout=pipes[0][1], stderr=pipes[1][1],
-                start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit, **_identity(user),
-            )
+            with tree.spawning():
+                popen = subprocess.Popen(
+                    argv, env=env, cwd=cwd, stdin=self._devnull, stdout=pipes[0][1], stderr=pipes[1][1],
+                    start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit, **_identity(user),
+                )
         except (OSError, ValueError, TypeError, LookupError, subprocess.SubprocessError) as err:
             _close(pipes, files)
+            self._release(tree)
             raise _Refused(f"cannot start {argv[0]!r}: {err}") from err
         finally:
             for _, write_end in pipes:
                 os.close(write_end)
         try:
-            pidfd = os.pidfd_open(popen.pid)
+            pidfd = self._watch(popen, tree)
         except OSError as err:  # out of file descriptors, say: not a process we could watch
-            _kill_group(popen.pid, signal.SIGKILL)
-            popen.wait()
             _close(pipes, files)
             raise _Refused(f"cannot watch {argv[0]!r}: {err}") from err
         streams = [_Stream(name, read_end, file)
                    for name, (read_end, _), file in zip(STREAMS, pipes, files, strict=True)]
-        proc = _Proc(id, popen, pidfd, streams, stop_signal, kill_timeout, owner)
+        proc = _Proc(id, popen, tree, pidfd, streams, stop_signal, kill_timeout, owner)
         for stream in streams:
             os.set_blocking(stream.fd, False)
             self._selector.register(stream.fd, selectors.EVENT_READ,
@@ -599,29 +636,94 @@ class Server:
         if len(outputs) != len(STREAMS) or not all(isinstance(path, str) for path in outputs):
             raise _Refused("logs.paths must name a stdout and a stderr file")
         fds: list[int] = []
+        tree = self._new_tree()
         try:
             for path in outputs:
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
                 fds.append(fd)
                 os.set_blocking(fd, True)
-            popen = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdin=self._devnull, stdout=fds[0], stderr=fds[1],
-                start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit, **_identity(user),
-            )
+            with tree.spawning():
+                popen = subprocess.Popen(
+                    argv, env=env, cwd=cwd, stdin=self._devnull, stdout=fds[0], stderr=fds[1],
+                    start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit, **_identity(user),
+                )
         except (OSError, ValueError, TypeError, LookupError, subprocess.SubprocessError) as err:
+            self._release(tree)
             raise _Refused(f"cannot start {argv[0]!r}: {err}") from err
         finally:
             for fd in fds:
                 os.close(fd)
         try:
-            pidfd = os.pidfd_open(popen.pid)
+            pidfd = self._watch(popen, tree)
         except OSError as err:
-            _kill_group(popen.pid, signal.SIGKILL)
-            popen.wait()
             raise _Refused(f"cannot watch {argv[0]!r}: {err}") from err
-        proc = _Proc(id, popen, pidfd, [], stop_signal, kill_timeout, owner)
+        proc = _Proc(id, popen, tree, pidfd, [], stop_signal, kill_timeout, owner)
         self._selector.register(pidfd, selectors.EVENT_READ, functools.partial(self._on_exit, proc))
         return proc
+
+    def _new_tree(self) -> ProcessTree:
+        """What will hold the next process and all it starts: a new cgroup, or else its session and children."""
+        if self._cgroups is not None and self._cgroup_home is not None:
+            try:
+                return Cgroup.create(self._cgroups / f"{self._cgroup_prefix}{next(self._cgroup_seq)}",
+                                     self._cgroup_home)
+            except OSError as err:
+                log.warning("cannot create a cgroup in %s; tracking the process by session instead: %s",
+                            self._cgroups, err)
+        if self._scan_timer is None:
+            self._scan_timer = self._arm(SCAN_INTERVAL, self._scan_trees)
+        return SessionTree()
+
+    def _watch(self, popen: subprocess.Popen[bytes], tree: ProcessTree) -> int:
+        """A pidfd of a process just started in ``tree``; if there is none, the tree is killed."""
+        tree.started(popen.pid)
+        try:
+            return os.pidfd_open(popen.pid)
+        except OSError:
+            tree.kill()
+            popen.wait()
+            self._release(tree)
+            raise
+
+    def _remove_stale_cgroups(self, cgroups: Path, prefix: str) -> None:
+        """Kill and remove the cgroups a supervisor of the data dir left when it was killed.
+
+        There is one supervisor per data dir: whatever runs in them is an
+        orphan nobody can reach, which a client would kill on recovering it.
+        """
+        for path in cgroups.glob(f"{prefix}*"):
+            log.warning("killing what is left in %s, the cgroup of a supervisor that was killed", path)
+            self._release(Cgroup(path))
+
+    def _scan_trees(self) -> None:
+        """Look up the processes of the running trees without a cgroup, while there are any."""
+        trees = [proc.tree for proc in self._procs.values()
+                 if proc.returncode is None and isinstance(proc.tree, SessionTree)]
+        if not trees:
+            self._scan_timer = None
+            return
+        table = process_table()
+        for tree in trees:
+            tree.scan(table)
+        self._scan_timer = self._arm(SCAN_INTERVAL, self._scan_trees)
+
+    def _release(self, tree: ProcessTree, since: float | None = None) -> None:
+        """Kill what is left of ``tree`` and remove its cgroup, trying again while its processes exit."""
+        since = time.monotonic() if since is None else since
+        try:
+            released = tree.release()
+        except OSError as err:
+            log.warning("cannot remove %s: %s", tree, err)
+            released = True
+        if not released and time.monotonic() - since > RELEASE_TIMEOUT:
+            log.warning("%s still holds processes after %g s; leaving it", tree, RELEASE_TIMEOUT)
+            released = True
+        if released:
+            self._releasing.discard(tree)
+            self._check_idle()
+        else:
+            self._releasing.add(tree)
+            self._arm(RELEASE_RETRY, functools.partial(self._release, tree, since))
 
     def _attach(self, conn: _Conn, message: dict[str, Any]) -> dict[str, Any]:
         proc = self._known(message)
@@ -632,7 +734,7 @@ class Server:
         proc = self._known(message)
         sig = _signal_field(message)
         if proc.returncode is None:
-            _kill_group(proc.pid, sig)
+            proc.tree.signal(sig)
 
     def _stop(self, conn: _Conn, message: dict[str, Any]) -> None:
         proc = self._known(message)
@@ -670,15 +772,15 @@ class Server:
     # -- processes --------------------------------------------------------------------------------
 
     def _stop_proc(self, proc: _Proc, sig: int, timeout: float) -> None:
-        """Signal the process group now, and kill it after ``timeout`` seconds unless the leader exits."""
+        """Signal every process of the task now, and kill them after ``timeout`` seconds unless the leader exits."""
         if proc.returncode is not None:
             return
-        _kill_group(proc.pid, sig)
+        proc.tree.signal(sig)
         deadline = time.monotonic() + timeout
         if proc.kill_timer is None or proc.kill_timer.cancelled or deadline < proc.kill_timer.deadline:
             if proc.kill_timer is not None:
                 proc.kill_timer.cancelled = True
-            proc.kill_timer = self._arm(timeout, functools.partial(_kill_group, proc.pid, signal.SIGKILL))
+            proc.kill_timer = self._arm(timeout, proc.tree.kill)
 
     def _on_output(self, proc: _Proc, stream: _Stream, _events: int) -> None:
         if stream.fd >= 0 and self._transfer(proc, stream) == 0:
@@ -735,11 +837,11 @@ class Server:
             self._publish(proc)
 
     def _on_exit(self, proc: _Proc, _events: int) -> None:
-        """The leader exited: take its group with it, then wait for the pipes to drain."""
+        """The leader exited: take every process of the task with it, then wait for the pipes to drain."""
         if proc.pidfd < 0:
             return
-        # Before reaping: while the leader is a zombie, its pid (the group's id) cannot be reused.
-        _kill_group(proc.pid, signal.SIGKILL)
+        # Before reaping: while the leader is a zombie, its pid (its session's id) cannot be reused.
+        proc.tree.kill()
         returncode = proc.popen.poll()
         if returncode is None:
             return
@@ -747,6 +849,7 @@ class Server:
         os.close(proc.pidfd)
         proc.pidfd = -1
         proc.returncode = returncode
+        self._release(proc.tree)
         if proc.kill_timer is not None:
             proc.kill_timer.cancelled = True
         if proc.streams:
@@ -781,11 +884,6 @@ class Server:
             if not lost.waiting:
                 self._run_on_lost(lost)
         self._check_idle()
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
-        os.killpg(pgid, sig)
 
 
 def _close(pipes: list[tuple[int, int]], files: list[RotatingFile]) -> None:
@@ -863,8 +961,10 @@ def _command(spec: Any, what: str) -> dict[str, Any]:
     return spec
 
 
-def serve(data_dir: Path) -> int:
+def serve(data_dir: Path, cgroups: Path | None = None) -> int:
     """Run the supervisor of ``data_dir`` (``python -m herder.supervisor DATA_DIR``).
+
+    Its processes get cgroups under ``cgroups`` (see :class:`Server`).
 
     Returns once the socket listens (a detached child serves from then on),
     or at once, with 0, when another supervisor of ``data_dir`` is running:
@@ -890,7 +990,7 @@ def serve(data_dir: Path) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _ignore_signal)
     log.info("supervisor of %s started", data_dir)
-    Server(data_dir, listener).run()
+    Server(data_dir, listener, cgroups).run()
     log.info("supervisor of %s exits: nothing left to supervise", data_dir)
     return 0
 
