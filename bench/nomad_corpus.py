@@ -28,7 +28,6 @@ SUFFIXES = (".hcl", ".nomad", ".json")
 WHY = {
     "overlapping-ports.nomad.hcl": "by design: Nomad 0.6's fixture of port labels differing only in case, "
                                    "which Nomad refuses too",
-    "git-artifact.nomad.hcl": "not implemented: go-getter's git:: sources",
 }
 """Why a file of the corpus fails, where it is meant to or herder lacks the feature."""
 

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from herder.client.hooks import git
+from herder.client.hooks.archives import Limits
 from herder.client.hooks.artifacts import ArtifactError, ArtifactsConfig
 from herder.errors import RecoverableError
 from herder.model import Artifact
-from tests.core.client.artifact_support import Context, fetch, tar_bytes, tree
+from tests.core.client.artifact_support import Context, Repo, fetch, tar_bytes, tree
 from tests.support.fileserver import FileServer, serve
 from tests.support.tls import make_certificates
 
@@ -266,3 +268,88 @@ def test_a_redirect_from_https_to_http_is_refused(server: FileServer, context: C
     assert server.hits("/app") == 0
     assert tree(context.task_dir / "local") == {"trusted/app": APP.decode()}
     assert os.listdir(context.task_dir / "local") == ["trusted"]
+
+
+# -- a hostile git repository or URL ---------------------------------------------------------
+
+@pytest.fixture
+def git_server(tmp_path: Path) -> Iterator[FileServer]:
+    yield from serve(git_root=tmp_path / "git" / "served")
+
+
+@pytest.mark.parametrize("link", ["absolute", "relative"])
+def test_a_git_repository_with_a_link_out_is_refused_and_leaves_nothing(
+        git_server: FileServer, context: Context, host_dir: Path, tmp_path: Path, link: str) -> None:
+    """A link committed to the repository pointing at a host directory: kept, it would let the
+    task (or a later artifact) write there."""
+    repo = Repo(tmp_path / "git")
+    target = str(host_dir) if link == "absolute" else os.path.relpath(host_dir, context.task_dir / "local/repo")
+    repo.commit({"README": "hi\n"}, links={"escape": target})
+    repo.publish()
+    with pytest.raises(ArtifactError, match="unsafe archive: link 'escape' points"):
+        fetch(context, Artifact(source=f"git::{git_server.url('/git/repo.git')}", destination="local/repo"))
+    assert tree(context.task_dir / "local") == {}
+    assert not list(context.root.glob(".herder-artifact-*"))
+
+
+def test_a_git_source_over_another_transport_is_refused(context: Context, tmp_path: Path) -> None:
+    """``ext::`` runs a command; ``ssh://-o...`` passes an option to ssh: neither runs anything."""
+    marker = tmp_path / "ran"
+    for source in (f"git::ext::sh -c touch% {marker}", f"git::ssh://-oProxyCommand=touch%20{marker}/repo.git",
+                   "git::fd::3"):
+        with pytest.raises((ArtifactError, RecoverableError)):
+            fetch(context, Artifact(source=source, destination="local/r"))
+    assert not marker.exists()
+    ext, ssh, fd = (event.message for event in context.events if event.type == "Failed Artifact Download")
+    assert "git sources are fetched over https, http, ssh, file, not 'ext'" in ext
+    assert "strange hostname" in ssh and "not 'fd'" in fd
+
+
+def test_git_itself_refuses_every_transport_but_the_sources(tmp_path: Path) -> None:
+    """The same, one level down: git run as herder runs it refuses ``ext::`` (a command) and
+    ``file://`` (the host's repositories) for an https source."""
+    marker, secret = tmp_path / "ran", tmp_path / "secret.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(secret)], check=True)
+    limits = git.GitLimits(max_download_size=1 << 20, unpacked=Limits(1 << 20, 100),
+                           deadline=time.monotonic() + 60, known_hosts=Path("/dev/null"))
+    for url in (f"ext::sh -c touch% {marker}", secret.as_uri()):
+        work = tmp_path / f"work{len(url)}"
+        work.mkdir()
+        with pytest.raises(git.GitError, match="not allowed"):
+            git.fetch_tree(git.GitSource(url, "https"), work, tmp_path / "out", limits, lambda n, total: None)
+    assert not marker.exists()
+
+
+def test_a_git_fetch_gets_neither_roots_ssh_agent_nor_its_keys(context: Context, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """ssh (a stand-in that records how it was run) sees no agent, no config, no identity of
+    root's: a job cannot reach what root's keys can."""
+    seen = tmp_path / "seen"
+    fake_ssh = tmp_path / "bin" / "ssh"
+    fake_ssh.parent.mkdir()
+    fake_ssh.write_text(f"#!/bin/sh\necho \"agent=$SSH_AUTH_SOCK home=$HOME $*\" > {seen}\nexit 255\n")
+    fake_ssh.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_ssh.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/root-agent.sock")
+    with pytest.raises(RecoverableError, match="git fetch"):
+        fetch(context, Artifact(source="git::ssh://git@127.0.0.1:2222/repo.git", destination="local/r"))
+    args = seen.read_text()
+    assert "agent= " in args and "home=/root" not in args
+    assert all(option in args for option in ("-F /dev/null", "IdentityFile=none", "IdentityAgent=none",
+                                              "IdentitiesOnly=yes", "StrictHostKeyChecking=yes"))
+
+
+def test_a_git_source_over_https_is_not_redirected_to_http(git_server: FileServer, context: Context,
+                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = Repo(tmp_path / "git")
+    repo.commit({"README": "hi\n"})
+    repo.publish()
+    certificates = make_certificates(tmp_path / "tls")
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificates.ca))
+    for secure in serve(tls=(certificates.cert, certificates.key), git_root=repo.bare.parent):
+        fetch(context, Artifact(source=f"git::{secure.url('/git/repo.git')}", destination="local/trusted"))
+        secure.redirects["/moved.git/info/refs"] = git_server.url("/git/repo.git/info/refs?service=git-upload-pack")
+        with pytest.raises(RecoverableError, match="git fetch"):
+            fetch(context, Artifact(source=f"git::{secure.url('/moved.git')}", destination="local/moved"))
+    assert git_server.requests == []
+    assert tree(context.task_dir / "local") == {"trusted/README": "hi\n"}

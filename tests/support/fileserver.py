@@ -5,13 +5,17 @@ request (path and headers), can fail a path a number of times first (HTTP
 503), can insist on a header, redirect a path, run a test's callback before it
 sends a body (so a test acts at a known point of a download, without
 sleeping), and trickle a body one byte at a time. With ``tls`` (a certificate
-and its key, as :func:`tests.support.tls.make_certificates` makes them) it serves HTTPS.
+and its key, as :func:`tests.support.tls.make_certificates` makes them) it serves HTTPS. With ``git_root``,
+paths under ``/git/`` are git repositories of that directory, served by
+``git http-backend`` (git's smart HTTP protocol, as a forge serves it).
 """
 
 from __future__ import annotations
 
+import os
 import random
 import ssl
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +37,8 @@ class FileServer:
     """Path -> seconds between two bytes of its body."""
     tls: tuple[Path, Path] | None = None
     """(certificate, key): serve HTTPS."""
+    git_root: Path | None = None
+    """Serve the git repositories of this directory under ``/git/``."""
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     port: int = 0
     _server: ThreadingHTTPServer | None = None
@@ -49,9 +55,39 @@ class FileServer:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                owner.requests.append((self.path, dict(self.headers)))
+                self.git_backend()
+
+            def git_backend(self) -> None:
+                """Run ``git http-backend`` as the CGI program it is."""
+                assert owner.git_root is not None
+                path, _, query = self.path.partition("?")
+                length = int(self.headers.get("Content-Length") or 0)
+                env = {"PATH": os.environ["PATH"], "GIT_PROJECT_ROOT": str(owner.git_root),
+                       "GIT_HTTP_EXPORT_ALL": "1", "REQUEST_METHOD": self.command,
+                       "PATH_INFO": path.removeprefix("/git"), "QUERY_STRING": query,
+                       "CONTENT_TYPE": self.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(length),
+                       "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""), "REMOTE_ADDR": "127.0.0.1"}
+                result = subprocess.run(["git", "http-backend"], input=self.rfile.read(length), env=env,
+                                        capture_output=True, check=False)
+                head, _, body = result.stdout.partition(b"\r\n\r\n")
+                headers = [line.split(b":", 1) for line in head.split(b"\r\n") if b":" in line]
+                status = next((int(value.split()[0]) for name, value in headers if name.lower() == b"status"), 200)
+                self.send_response(status)
+                for name, value in headers:
+                    if name.lower() != b"status":
+                        self.send_header(name.decode(), value.strip().decode())
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def do_GET(self) -> None:
                 path = self.path.split("?")[0]
                 owner.requests.append((self.path, dict(self.headers)))
+                if owner.git_root is not None and path.startswith("/git/"):
+                    self.git_backend()
+                    return
                 if owner.failures.get(path, 0) > 0:
                     owner.failures[path] -= 1
                     self.send_error(503, "try again")
@@ -115,9 +151,9 @@ class FileServer:
             self._server.server_close()
 
 
-def serve(tls: tuple[Path, Path] | None = None) -> Iterator[FileServer]:
+def serve(tls: tuple[Path, Path] | None = None, git_root: Path | None = None) -> Iterator[FileServer]:
     """For a fixture: a started server, stopped afterwards."""
-    server = FileServer(tls=tls)
+    server = FileServer(tls=tls, git_root=git_root)
     server.start()
     try:
         yield server

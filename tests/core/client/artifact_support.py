@@ -1,8 +1,10 @@
-"""Building archives at test time and a task context to fetch artifacts into."""
+"""Building archives and git repositories at test time, and a task context to fetch artifacts into."""
 
 from __future__ import annotations
 
 import io
+import os
+import subprocess
 import tarfile
 import zipfile
 from dataclasses import dataclass, field
@@ -109,3 +111,42 @@ def fetch(context: Context, *artifacts: Artifact, config: ArtifactsConfig | None
         plugin.herder_task_prestart(Task(name="t", driver="raw_exec", artifacts=artifacts), context.ctx)
     finally:
         plugin.close()
+
+
+ENV = {"PATH": os.environ["PATH"], "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1",
+       "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+       "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+
+
+def run_git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, env=ENV, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+class Repo:
+    """A work tree to commit in, pushed to the bare repository ``bare`` that is served."""
+
+    def __init__(self, root: Path, name: str = "repo.git") -> None:
+        self.work = root / "work" / name
+        self.bare = root / "served" / name
+        self.work.mkdir(parents=True)
+        run_git(self.work, "init", "--quiet", "--initial-branch=main")
+
+    def commit(self, files: dict[str, str], message: str = "change", links: dict[str, str] | None = None) -> str:
+        for name, content in files.items():
+            path = self.work / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            path.chmod(0o755 if name.endswith(".sh") else 0o644)
+        for name, target in (links or {}).items():
+            (self.work / name).symlink_to(target)
+        run_git(self.work, "add", "--all")
+        run_git(self.work, "commit", "--quiet", "--allow-empty", "--message", message)
+        return run_git(self.work, "rev-parse", "HEAD")
+
+    def publish(self) -> None:
+        if not self.bare.exists():
+            self.bare.parent.mkdir(parents=True, exist_ok=True)
+            run_git(self.work.parent, "init", "--quiet", "--bare", str(self.bare))
+        run_git(self.work, "push", "--quiet", "--force", "--tags", str(self.bare), "+refs/heads/*:refs/heads/*")
+        run_git(self.bare, "symbolic-ref", "HEAD", "refs/heads/main")

@@ -331,6 +331,8 @@ def test_the_configuration_table_is_checked() -> None:
     assert ArtifactsConfig.from_table({"max_files": 3, "file_dirs": ["/srv"]}).file_dirs == (Path("/srv"),)
     assert ArtifactsConfig().download_timeout == 1800
     assert ArtifactsConfig.from_table({"download_timeout": "2m", "timeout": 5}).download_timeout == 120
+    assert ArtifactsConfig().ssh_known_hosts == Path("/etc/ssh/ssh_known_hosts")
+    assert ArtifactsConfig.from_table({"ssh_known_hosts": "/srv/known"}).ssh_known_hosts == Path("/srv/known")
     with pytest.raises(ConfigError, match="has no unit"):
         ArtifactsConfig.from_table({"download_timeout": "10"})
     with pytest.raises(ConfigError, match="positive"):

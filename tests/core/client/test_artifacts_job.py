@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.client.artifact_support import tar_bytes
+from tests.core.client.artifact_support import Repo, tar_bytes
 from tests.support.fileserver import FileServer, serve
 from tests.support.running import run_job
 
@@ -133,3 +133,21 @@ job "j" {{
     failures = [r.event.message for r in run.events if r.task == "t" and r.event.type == "Failed Artifact Download"]
     assert "destination alloc/data/app: alloc/data/app: a link; not followed" in failures[0]
     assert list(host.iterdir()) == []
+
+
+@pytest.fixture
+def git_server(tmp_path: Path) -> Iterator[FileServer]:
+    """A git repository of ``bin/run.sh`` served over smart HTTP."""
+    repo = Repo(tmp_path / "git")
+    repo.commit({"bin/run.sh": SCRIPT.decode()})
+    repo.publish()
+    yield from serve(git_root=repo.bare.parent)
+
+
+def test_the_task_runs_what_a_git_artifact_brought(git_server: FileServer, data_dir: Path) -> None:
+    run = run_job(job(f"git::{git_server.url('/git/repo.git')}?ref=main&depth=1", 0), data_dir)
+    assert run.status == "complete", run.types()
+    [*_, progress] = [r.event for r in run.events if r.event.type == "Downloading Artifacts"]
+    assert progress.details["progress"]["current"] == progress.details["progress"]["total"] > 0
+    [runs] = data_dir.glob("allocs/*/alloc/data/runs")
+    assert runs.read_text() == "ran once\n"

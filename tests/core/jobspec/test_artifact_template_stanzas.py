@@ -79,8 +79,24 @@ def test_nomad_api_json_templates_and_artifacts() -> None:
      'job.groups[0].tasks[0].artifacts[0].destination: \'../../etc\' escapes the task directory'),
     ('artifact {\n source = "http://h/a"\n destination = "/etc"\n }',
      "artifacts[0].destination: '/etc' must be relative to the task directory"),
-    ('artifact {\n source = "git::https://h/r"\n }', "artifacts[0].source: 'git::https://h/r': herder "
-                                                     "fetches artifacts over http, https, file only"),
+    ('artifact {\n source = "s3::https://s3.amazonaws.com/b/k"\n }',
+     "artifacts[0].source: 's3::https://s3.amazonaws.com/b/k': herder does not fetch go-getter's s3:: sources"),
+    ('artifact {\n source = "gcs::https://www.googleapis.com/storage/v1/b/k"\n }', "go-getter's gcs:: sources"),
+    ('artifact {\n source = "hg::http://h/r"\n }', "go-getter's hg:: sources"),
+    ('artifact {\n source = "git::ext::sh -c touch% /tmp/x"\n }',
+     "artifacts[0].source: 'git::ext::sh -c touch% /tmp/x': git sources are fetched over https://, http://, "
+     "ssh://, file:// only"),
+    ('artifact {\n source = "git::git@github.com:o/r.git"\n }', "git sources are fetched over"),
+    ('artifact {\n source = "git::https://h/r"\n options { depth = "x" }\n }',
+     "artifacts[0].options.depth: 'x' must be a number of commits"),
+    ('artifact {\n source = "git::https://h/r"\n options { ref = "--upload-pack=x" }\n }',
+     "artifacts[0].options.ref: '--upload-pack=x' is not a branch, tag or commit"),
+    ('artifact {\n source = "git::https://h/r"\n options { sshkey = "not base64!" }\n }',
+     "artifacts[0].options.sshkey: must be a base64-encoded private key"),
+    ('artifact {\n source = "git::https://h/r"\n options { checksum = "md5:00" }\n }',
+     "artifacts[0].options.checksum: unknown option of a git:: source (herder knows ref, depth, sshkey)"),
+    ('artifact {\n source = "git::https://h/r"\n mode = "file"\n }', "artifacts[0].mode: a git:: source is a "
+                                                                        "directory"),
     ('artifact {\n source = "s3://b/k"\n }', "artifacts[0].source"),
     ('artifact {\n source = "http://h/a"\n options { checksum = "sha256:12" }\n }',
      "artifacts[0].options.checksum: a sha256 checksum is 64 hexadecimal digits"),
@@ -99,6 +115,16 @@ def test_nomad_api_json_templates_and_artifacts() -> None:
 def test_bad_stanzas_are_named_by_path(body: str, message: str) -> None:
     errors = problems(task_hcl(body))
     assert any(message in error for error in errors), errors
+
+
+def test_git_sources_and_their_options() -> None:
+    job = load(task_hcl('artifact {\n source = "git::ssh://git@h/r.git"\n destination = "local/r"\n'
+                        ' options {\n ref = "v1.2"\n depth = 1\n sshkey = "a2V5"\n }\n }\n'
+                        'artifact {\n source = "git::https://h/r?ref=main"\n }\n'
+                        'artifact {\n source = "git::file:///srv/repos/r.git"\n mode = "dir"\n }'))
+    [ssh, https, local] = job.groups[0].tasks[0].artifacts
+    assert ssh.options == {"ref": "v1.2", "depth": "1", "sshkey": "a2V5"}
+    assert https.source == "git::https://h/r?ref=main" and local.mode == "dir"
 
 
 def test_the_shared_alloc_dir_is_a_fine_destination() -> None:

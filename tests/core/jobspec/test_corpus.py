@@ -17,9 +17,6 @@ from nomad_corpus import corpus_files, problems_of
 EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
     # Nomad 0.6's fixture of port labels that differ only in case: refused, as Nomad 0.6 refused it.
     "overlapping-ports.nomad.hcl": ("port label 'http' collides with 'Http'", "port label 'HTTP' collides with 'Http'"),
-    # go-getter's git:: sources, and their options, are not fetched by herder.
-    "git-artifact.nomad.hcl": ("herder fetches artifacts over http, https, file only", "options.ref: unknown option",
-                               "options.depth: unknown option"),
 }
 
 FILES = corpus_files()

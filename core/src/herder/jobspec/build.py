@@ -9,6 +9,7 @@ and shared by every task of the group, beside each task's own ports.
 
 from __future__ import annotations
 
+import base64
 import posixpath
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -336,18 +337,26 @@ class _Builder:
     def artifact(self, spec: dict[str, Any], path: Path) -> Artifact:
         options = _texts(spec.get("options"))
         source = spec["source"]
-        scheme = source.split("://", 1)[0].lower() if "://" in source else "file"
-        if "::" in source.split("://", 1)[0] or scheme not in ARTIFACT_SCHEMES:
-            self.problem((*path, "source"), f"{source!r}: herder fetches artifacts over "
-                                            f"{', '.join(ARTIFACT_SCHEMES)} only")
-        for key in sorted(set(options) - {"checksum", "archive"}):
-            self.problem((*path, "options", key), "unknown option (herder knows checksum and archive)")
-        if "checksum" in options:
-            problem = checksum_problem(options["checksum"])
-            if problem:
-                self.problem((*path, "options", "checksum"), problem)
-        if options.get("archive", "true") not in ("true", "false"):
-            self.problem((*path, "options", "archive"), "must be true or false")
+        getter, _, url = source.partition("::") if "::" in source.split("://", 1)[0] else ("", "", source)
+        if getter.lower() == "git":
+            self.git_artifact(url, options, spec.get("mode", "any"), path)
+        elif getter:
+            self.problem((*path, "source"), f"{source!r}: herder does not fetch go-getter's {getter}:: sources "
+                                            f"(it fetches {', '.join(ARTIFACT_SCHEMES)} and git::)")
+        else:
+            scheme = source.split("://", 1)[0].lower() if "://" in source else "file"
+            if scheme not in ARTIFACT_SCHEMES:
+                self.problem((*path, "source"), f"{source!r}: herder fetches artifacts over "
+                                                f"{', '.join(ARTIFACT_SCHEMES)} and git:: only")
+            for key in sorted(set(options) - {"checksum", "archive"}):
+                self.problem((*path, "options", key), "unknown option (herder knows checksum and archive, and "
+                                                      "ref, depth and sshkey for git:: sources)")
+            if "checksum" in options:
+                problem = checksum_problem(options["checksum"])
+                if problem:
+                    self.problem((*path, "options", "checksum"), problem)
+            if options.get("archive", "true") not in ("true", "false"):
+                self.problem((*path, "options", "archive"), "must be true or false")
         artifact = Artifact(
             source=source,
             destination=spec.get("destination", "local/"),
@@ -357,6 +366,30 @@ class _Builder:
         )
         self.confined(artifact.destination, (*path, "destination"))
         return artifact
+
+    def git_artifact(self, url: str, options: dict[str, str], mode: str, path: Path) -> None:
+        """Check a ``git::URL`` source (``url`` without ``git::``) and go-getter's git options."""
+        scheme = url.split("://", 1)[0] if "://" in url else url.split("::", 1)[0] if "::" in url else ""
+        if "${" not in scheme and scheme.lower() not in GIT_SCHEMES:
+            self.problem((*path, "source"), f"'git::{url}': git sources are fetched over "
+                                            f"{', '.join(f'{s}://' for s in GIT_SCHEMES)} only")
+        for key in sorted(set(options) - set(GIT_OPTIONS)):
+            self.problem((*path, "options", key), f"unknown option of a git:: source (herder knows "
+                                                  f"{', '.join(GIT_OPTIONS)})")
+        depth = options.get("depth", "0")
+        if "${" not in depth and not depth.isdigit():
+            self.problem((*path, "options", "depth"), f"{depth!r} must be a number of commits")
+        ref = options.get("ref", "")
+        if ref.startswith("-") or any(c.isspace() or c in ":*?[\\" for c in ref):
+            self.problem((*path, "options", "ref"), f"{ref!r} is not a branch, tag or commit")
+        sshkey = options.get("sshkey", "")
+        if sshkey and "${" not in sshkey:
+            try:
+                base64.b64decode(sshkey, validate=True)
+            except ValueError:
+                self.problem((*path, "options", "sshkey"), "must be a base64-encoded private key")
+        if mode == "file":
+            self.problem((*path, "mode"), "a git:: source is a directory (mode any or dir)")
 
     def template(self, spec: dict[str, Any], path: Path) -> Template:
         if "data" not in spec and "source" not in spec:
@@ -380,6 +413,10 @@ class _Builder:
 
 
 ARTIFACT_SCHEMES = ("http", "https", "file")
+GIT_SCHEMES = ("https", "http", "ssh", "file")
+"""The transports of a ``git::`` source; ``file`` only under ``[plugin.artifacts] file_dirs``."""
+GIT_OPTIONS = ("ref", "depth", "sshkey")
+"""go-getter's options of a git source, in its URL's query or the stanza's ``options``."""
 CHECKSUM_LENGTHS = {"md5": 32, "sha1": 40, "sha256": 64, "sha512": 128}
 
 

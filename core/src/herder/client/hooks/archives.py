@@ -134,6 +134,21 @@ def unpack(archive: Path, kind: ArchiveKind, into: Path, limits: Limits, name: s
     writer.check_links()
 
 
+def unpack_tar_stream(stream: _Readable, into: Path, limits: Limits) -> None:
+    """Unpack the uncompressed tar archive read from ``stream`` (a pipe will do) into the
+    empty directory ``into``, with the checks and limits of :func:`unpack`.
+
+    :raises UnsafeArchive: a member would escape ``into`` or is a special file.
+    :raises ArchiveError: the archive is corrupt or over ``limits``.
+    """
+    writer = _Writer(into, limits)
+    try:
+        _unpack_tar(_Capped(stream, limits.max_size), writer)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise ArchiveError(f"not a valid tar stream: {exc}") from None
+    writer.check_links()
+
+
 class _Readable(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
 
@@ -141,7 +156,7 @@ class _Readable(Protocol):
 class _Capped:
     """A readable stream that refuses to give more than ``limit`` bytes in all."""
 
-    def __init__(self, stream: IO[bytes], limit: int) -> None:
+    def __init__(self, stream: _Readable, limit: int) -> None:
         self.stream, self.limit, self.read_so_far = stream, limit, 0
 
     def read(self, size: int = -1) -> bytes:

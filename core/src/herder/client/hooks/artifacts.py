@@ -3,7 +3,8 @@
 A built-in lifecycle plugin. In ``herder_task_prestart`` it fetches each of
 the task's ``artifact`` stanzas with the fetcher of its scheme (http and
 https through httpx, ``file`` sources only under the directories
-``[plugin.artifacts] file_dirs`` names), checks the checksum, unpacks
+``[plugin.artifacts] file_dirs`` names, go-getter's ``git::`` sources with
+the ``git`` command line, :mod:`.git`), checks the checksum, unpacks
 archives by extension (:mod:`.archives`), and moves the result into the
 destination, which must stay inside the task directory.
 
@@ -42,7 +43,7 @@ import shutil
 import stat
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -50,6 +51,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import httpx
 
 from herder import events, hookimpl
+from herder.client.hooks import git
 from herder.client.hooks.archives import (
     ArchiveError,
     ArchiveKind,
@@ -62,6 +64,7 @@ from herder.client.hooks.archives import (
 )
 from herder.context import TaskContext
 from herder.errors import ConfigError, HerderError, RecoverableError
+from herder.jobspec.build import GIT_OPTIONS, GIT_SCHEMES
 from herder.model import Artifact, Task
 from herder.sdk.durations import format_duration, parse_duration
 from herder.sdk.paths import ALLOC_SHARED, locate_in_task_dir
@@ -88,8 +91,9 @@ class ArtifactError(HerderError):
 
 @dataclass(frozen=True)
 class ArtifactsConfig:
-    """``[plugin.artifacts]``: where ``file`` sources may come from, and the limits
-    (bytes, members of one archive, seconds between two reads and for a whole download)."""
+    """``[plugin.artifacts]``: where ``file`` sources may come from, the limits (bytes,
+    members of one archive, seconds between two reads and for a whole download), and the
+    only ssh host keys a ``git::ssh://`` source is trusted with."""
 
     file_dirs: tuple[Path, ...] = ()
     max_download_size: int = 1024 * _MB
@@ -97,6 +101,7 @@ class ArtifactsConfig:
     max_files: int = 100_000
     timeout: float = 30.0
     download_timeout: float = 30 * 60.0  # as Nomad's artifact.http_read_timeout
+    ssh_known_hosts: Path = Path("/etc/ssh/ssh_known_hosts")
 
     @classmethod
     def from_table(cls, table: dict[str, Any]) -> ArtifactsConfig:
@@ -104,7 +109,8 @@ class ArtifactsConfig:
 
         :raises ConfigError: an unknown key or a value of the wrong kind.
         """
-        known = {"file_dirs", "max_download_size", "max_unpacked_size", "max_files", "timeout", "download_timeout"}
+        known = {"file_dirs", "max_download_size", "max_unpacked_size", "max_files", "timeout", "download_timeout",
+                 "ssh_known_hosts"}
         unknown = sorted(set(table) - known)
         if unknown:
             raise ConfigError(f"unknown key(s) in [plugin.artifacts]: {', '.join(unknown)}")
@@ -119,6 +125,7 @@ class ArtifactsConfig:
                 max_files=int(table.get("max_files", cls.max_files)),
                 timeout=parse_duration(table.get("timeout", cls.timeout)),
                 download_timeout=parse_duration(table.get("download_timeout", cls.download_timeout)),
+                ssh_known_hosts=Path(str(table.get("ssh_known_hosts", cls.ssh_known_hosts))).expanduser().absolute(),
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"[plugin.artifacts]: {exc}") from None
@@ -130,8 +137,9 @@ class ArtifactsConfig:
 
 @dataclass(frozen=True)
 class _Source:
-    """An artifact's source with go-getter's query options (``?checksum=...&archive=false``)
-    taken out and merged under the stanza's own ``options``."""
+    """An artifact's source with go-getter's query options (``?checksum=...&archive=false``,
+    and ``ref``, ``depth``, ``sshkey`` of a git source) taken out and merged under the
+    stanza's own ``options``; ``getter`` is go-getter's forced getter (``git::...``) or ""."""
 
     url: str
     scheme: str
@@ -139,19 +147,32 @@ class _Source:
     checksum: str
     archive: bool
     path: str  # of a file source, as written (a bare path) or from the URL
+    getter: str = ""
+    options: dict[str, str] = field(default_factory=dict)
+
 
 def _source(artifact: Artifact) -> _Source:
-    url = artifact.source
+    getter, url = "", artifact.source
+    if "::" in url.split("://", 1)[0]:
+        getter, url = url.split("::", 1)
+        getter = getter.lower()
+    taken = GIT_OPTIONS if getter == "git" else ("checksum", "archive")
     parts = urlsplit(url) if "://" in url else urlsplit("file://" + url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    options = {key: value for key, value in query if key in ("checksum", "archive")}
+    options = {key: value for key, value in query if key in taken}
     options |= artifact.options
-    rest = urlencode([(key, value) for key, value in query if key not in ("checksum", "archive")])
+    rest = urlencode([(key, value) for key, value in query if key not in taken])
     clean = urlunsplit(parts._replace(query=rest))
     path = unquote(parts.path) if "://" in url else url.split("?", 1)[0]
-    name = posixpath.basename(path) or "download"
-    return _Source(clean, parts.scheme.lower(), name, options.get("checksum", ""),
-                   str(options.get("archive", "true")).lower() != "false", path)
+    name = posixpath.basename(path.rstrip("/") if getter else path) or "download"
+    if "://" in url:
+        scheme = parts.scheme
+    elif getter:  # not a URL, or one of git's own transports (``ext::``, ``fd::``)
+        scheme = url.split("::", 1)[0] if "::" in url else ""
+    else:  # a bare path
+        scheme = "file"
+    return _Source(clean, scheme.lower(), name, options.get("checksum", ""),
+                   str(options.get("archive", "true")).lower() != "false", path, getter, options)
 
 
 def artifact_key(artifact: Artifact) -> str:
@@ -213,7 +234,13 @@ class ArtifactsPlugin:
         """
         source = _source(artifact)
         fetcher = self.fetchers.get(source.scheme)
-        if fetcher is None:
+        if source.getter == "git":
+            if artifact.mode == "file":
+                raise ArtifactError("mode file cannot fetch a git repository (use mode any or dir)",
+                                    recoverable=False)
+        elif source.getter:
+            raise ArtifactError(f"herder cannot fetch go-getter's {source.getter}:: sources", recoverable=False)
+        elif fetcher is None:
             raise ArtifactError(f"herder cannot fetch {source.scheme!r} sources", recoverable=False)
         try:
             root, destination = locate_in_task_dir(ctx.task_dir, artifact.destination)
@@ -223,14 +250,18 @@ class ArtifactsPlugin:
         staging = Path(tempfile.mkdtemp(prefix=".herder-artifact-", dir=ctx.task_dir.alloc_dir.parent))
         try:
             (staging / "in").mkdir()
-            download = staging / "in" / source.name
-            fetcher.fetch(source, artifact.headers, download, ctx)
-            if source.checksum:
-                _verify(download, source.checksum)
-            kind = archive_kind(source.name) if source.archive else None
             out = staging / "out"
             out.mkdir()
-            self._unpack(artifact, source, kind, download, out)
+            if source.getter == "git":
+                self._fetch_git(source, staging / "in", out, ctx)
+            else:
+                assert fetcher is not None
+                download = staging / "in" / source.name
+                fetcher.fetch(source, artifact.headers, download, ctx)
+                if source.checksum:
+                    _verify(download, source.checksum)
+                kind = archive_kind(source.name) if source.archive else None
+                self._unpack(artifact, source, kind, download, out)
             with safe_root(root) as root_fd, safe_root(out) as out_fd:
                 _place(artifact, root_fd, destination, out_fd)
         except UnsafePathError as exc:
@@ -241,10 +272,40 @@ class ArtifactsPlugin:
             raise ArtifactError(f"unsafe archive: {exc}", recoverable=False) from None
         except ArchiveError as exc:
             raise ArtifactError(str(exc), recoverable=False) from None
+        except git.GitError as exc:
+            raise ArtifactError(str(exc), exc.recoverable) from None
         except OSError as exc:
             raise ArtifactError(f"{type(exc).__name__}: {exc}") from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    def _fetch_git(self, source: _Source, work: Path, out: Path, ctx: TaskContext) -> None:
+        """Put the tree of a ``git::`` source's ref into the empty directory ``out``
+        (:func:`.git.fetch_tree`, working in the private directory ``work``)."""
+        url = source.url
+        if source.scheme not in GIT_SCHEMES:
+            raise ArtifactError(f"git sources are fetched over {', '.join(GIT_SCHEMES)}, not "
+                                f"{source.scheme or 'a URL without a scheme'!r}", recoverable=False)
+        if source.scheme == "file":
+            url = _allowed_file(self.config, Path(source.path)).as_uri()
+        depth = source.options.get("depth", "0")
+        if not depth.isdigit():
+            raise ArtifactError(f"options.depth {depth!r} is not a number of commits", recoverable=False)
+        repository = git.GitSource(url, source.scheme, source.options.get("ref", ""), int(depth),
+                                   source.options.get("sshkey", ""))
+        limits = git.GitLimits(
+            max_download_size=self.config.max_download_size,
+            unpacked=Limits(max_size=self.config.max_unpacked_size, max_files=self.config.max_files),
+            deadline=time.monotonic() + self.config.download_timeout,
+            known_hosts=self.config.ssh_known_hosts,
+        )
+        progress = _Progress(ctx, source.name, None, unit="objects")
+
+        def report(current: int, total: int) -> None:
+            progress.total, progress.current = total, current
+            progress.report(final=current == total)
+
+        git.fetch_tree(repository, work, out, limits, report)
 
     def _unpack(self, artifact: Artifact, source: _Source, kind: ArchiveKind | None, download: Path,
                 out: Path) -> None:
@@ -301,17 +362,26 @@ class FileFetcher:
 
     def fetch(self, source: _Source, headers: dict[str, str], target: Path, ctx: TaskContext) -> None:
         path = Path(source.path)
-        if not path.is_absolute():
-            raise ArtifactError(f"file source {path} must be an absolute path", recoverable=False)
-        real = path.resolve()
-        if not any(real.is_relative_to(d.resolve()) for d in self.config.file_dirs):
-            allowed = ", ".join(str(d) for d in self.config.file_dirs) or "none configured"
-            raise ArtifactError(f"file source {path} is not under a directory [plugin.artifacts] file_dirs allows "
-                                f"({allowed})", recoverable=False)
+        real = _allowed_file(self.config, path)
         if not real.is_file():
             raise ArtifactError(f"file source {path} is not a file")
         with open(real, "rb") as data:
             copy_capped(data, target, self.config.max_download_size)
+
+
+def _allowed_file(config: ArtifactsConfig, path: Path) -> Path:
+    """The real path of the file source ``path``, if it is under ``file_dirs``.
+
+    :raises ArtifactError: it is not (or is not absolute).
+    """
+    if not path.is_absolute():
+        raise ArtifactError(f"file source {path} must be an absolute path", recoverable=False)
+    real = path.resolve()
+    if not any(real.is_relative_to(d.resolve()) for d in config.file_dirs):
+        allowed = ", ".join(str(d) for d in config.file_dirs) or "none configured"
+        raise ArtifactError(f"file source {path} is not under a directory [plugin.artifacts] file_dirs allows "
+                            f"({allowed})", recoverable=False)
+    return real
 
 
 class HttpFetcher:
@@ -382,10 +452,11 @@ def _redirect(previous: httpx.Request, following: httpx.Request) -> httpx.Reques
 
 class _Progress:
     """``Downloading Artifacts`` events with ``progress = {current, total}``, at most
-    every :data:`PROGRESS_INTERVAL` seconds, so the live table shows a bar."""
+    every :data:`PROGRESS_INTERVAL` seconds, so the live table shows a bar; counted in
+    bytes, or in ``unit`` (a git fetch's objects)."""
 
-    def __init__(self, ctx: TaskContext, name: str, total: int | None) -> None:
-        self.ctx, self.name, self.total = ctx, name, total
+    def __init__(self, ctx: TaskContext, name: str, total: int | None, unit: str = "") -> None:
+        self.ctx, self.name, self.total, self.unit = ctx, name, total, unit
         self.current = 0
         self._last = time.monotonic()
 
@@ -394,8 +465,9 @@ class _Progress:
         if self.total is None or (not final and now - self._last < PROGRESS_INTERVAL):
             return
         self._last = now
-        self.ctx.emit_event(events.DOWNLOADING_ARTIFACTS,
-                            f"Downloading {self.name}: {_size(self.current)} of {_size(self.total)}",
+        done = (f"{self.current} of {self.total} {self.unit}" if self.unit
+                else f"{_size(self.current)} of {_size(self.total)}")
+        self.ctx.emit_event(events.DOWNLOADING_ARTIFACTS, f"Downloading {self.name}: {done}",
                             progress={"current": self.current, "total": self.total})
 
 
