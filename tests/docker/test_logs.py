@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+
+from herder_docker.handle import LOG_DRIVER, ContainerOutput
 
 from herder.supervisor.logfiles import log_files
 
-from .helpers import DockerJobs, docker_job, job_name, sh
+from .helpers import Docker, DockerJobs, docker, docker_job, job_name, sh
 
 LINES = 700_000
 """``seq 1 700000`` writes 4.8 MB: five files of 1 MB."""
@@ -33,3 +36,22 @@ def test_megabytes_of_output_are_kept_whole_across_rotations(jobs: DockerJobs) -
         content = read_all(logs, stream)
         assert len(content) == len(expected), (stream, len(content), len(expected))
         assert content == expected, stream
+
+
+def test_output_after_a_silence_longer_than_the_client_timeout_is_kept(docker_client: Docker,
+                                                                       busybox_image: str) -> None:
+    """The stream waits for the container however long it is silent: no read timeout ends it."""
+    container = docker_client.api.create_container(
+        busybox_image, ["sh", "-c", "echo before; sleep 3; echo after; echo err >&2"],
+        host_config=docker_client.api.create_host_config(log_config=LOG_DRIVER))["Id"]
+    quick = docker.from_env(timeout=1)  # the daemon the fixture reached
+    try:
+        stdout, stderr = io.BytesIO(), io.BytesIO()
+        output = ContainerOutput(quick, container, stdout, stderr)
+        docker_client.api.start(container)
+        output.join(60)
+        assert stdout.getvalue() == b"before\nafter\n"
+        assert stderr.getvalue() == b"err\n"
+    finally:
+        quick.close()
+        docker_client.api.remove_container(container, force=True)
