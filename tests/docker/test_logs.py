@@ -41,10 +41,10 @@ def test_megabytes_of_output_are_kept_whole_across_rotations(jobs: DockerJobs) -
 def test_output_after_a_silence_longer_than_the_client_timeout_is_kept(docker_client: Docker,
                                                                        busybox_image: str) -> None:
     """The stream waits for the container however long it is silent: no read timeout ends it."""
+    quick = docker.from_env(timeout=1)  # the daemon the fixture reached
     container = docker_client.api.create_container(
         busybox_image, ["sh", "-c", "echo before; sleep 3; echo after; echo err >&2"],
         host_config=docker_client.api.create_host_config(log_config=LOG_DRIVER))["Id"]
-    quick = docker.from_env(timeout=1)  # the daemon the fixture reached
     try:
         stdout, stderr = io.BytesIO(), io.BytesIO()
         output = ContainerOutput(quick, container, stdout, stderr)
@@ -53,5 +53,5 @@ def test_output_after_a_silence_longer_than_the_client_timeout_is_kept(docker_cl
         assert stdout.getvalue() == b"before\nafter\n"
         assert stderr.getvalue() == b"err\n"
     finally:
-        quick.close()
         docker_client.api.remove_container(container, force=True)
+        quick.close()
