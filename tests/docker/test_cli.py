@@ -18,6 +18,7 @@ from herder.plugins.loader import load_plugins
 from tests.support.foreground import HerderRun
 from tests.support.http import read_url
 from tests.support.require import require
+from tests.support.waiting import wait_for
 
 from .helpers import Docker, containers_of
 
@@ -176,4 +177,32 @@ def test_a_kept_container_is_reattached_by_the_next_run(docker_driver: str, busy
     assert second.of("Started") == []
     assert [c.id for c in containers_of(docker_client, started["alloc_id"])] == [container.id]
     assert second.interrupt() == 0, second.stderr
+    assert containers_of(docker_client, started["alloc_id"]) == []
+
+
+def test_a_reattached_container_continues_its_log(docker_driver: str, busybox_image: str, docker_client: Docker,
+                                                  tmp_path: Path, config_file: Path) -> None:
+    """The next run copies what the container writes from then on into the same files: nothing twice."""
+    count = 'i=0; while :; do i=$((i+1)); echo $i; sleep 0.01; done'
+    job = write_job(tmp_path, f'image = "{busybox_image}"\n command = "sh"\n args = ["-c", "{count}"]')
+    data_dir = tmp_path / "data"
+    first = HerderRun(job, data_dir, "--keep", config=config_file)
+    [started] = first.wait_for("Started")
+    logs = data_dir / "allocs" / started["alloc_id"] / "alloc" / "logs"
+
+    def numbers() -> list[int]:
+        return [int(line) for line in (logs / "t.stdout.0").read_text().split()]
+
+    wait_for(lambda: len(numbers()) >= 20, 30, "the first run to copy 20 lines")
+    first.kill()
+    before = numbers()
+    second = HerderRun(job, data_dir, "--keep", config=config_file)
+    second.wait_for("Reattached")
+    wait_for(lambda: len(numbers()) >= len(before) + 20, 30, "the second run to copy 20 more lines")
+    assert second.interrupt() == 0, second.stderr
+    after = numbers()
+    assert after[: len(before)] == before == list(range(1, len(before) + 1))
+    resumed = after[len(before):]
+    assert resumed == list(range(resumed[0], resumed[0] + len(resumed)))  # whole lines, in order, from the reattach
+    assert resumed[0] > before[-1]  # none copied twice
     assert containers_of(docker_client, started["alloc_id"]) == []

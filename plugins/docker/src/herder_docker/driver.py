@@ -28,7 +28,7 @@ from herder import (
 )
 from herder.sdk import resolve_in_task_dir, set_task_dirs, set_var
 from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, capability, image_ref
-from herder_docker.handle import DockerHandle, LogStream
+from herder_docker.handle import LOG_DRIVER, ContainerOutput, DockerHandle
 from herder_docker.images import Images, auth_refused
 
 FINGERPRINT_TIMEOUT = 3.0
@@ -186,19 +186,25 @@ class DockerDriver:
         name = f"{task.name}-{ctx.alloc_id}"
         try:
             container = self._reusable(client, name)
-            if container is None:
+            reused = container is not None
+            if not reused:
                 container = client.containers.create(**self._create_options(task, ctx, config, name))
             ctx.created.add("container", container.id)
-            if container.status != "running":
-                container.start()
-            container.reload()
+            if reused:
+                output = self._output_from_now(client, container, ctx)
+            else:
+                output = ContainerOutput(client, container.id, ctx.stdout, ctx.stderr)  # before the start: every byte
+                try:
+                    container.start()
+                    container.reload()
+                except BaseException:
+                    output.close()
+                    raise
         except docker.errors.ImageNotFound as exc:
             raise DriverError(f"image {config.image_ref} not found: {exc.explanation}") from exc
         except (docker.errors.APIError, requests.RequestException) as exc:
             raise _daemon_error(f"cannot start container {name}", exc) from exc
-        logs = [LogStream(client, container.id, "stdout", ctx.stdout), LogStream(client, container.id, "stderr",
-                                                                                 ctx.stderr)]
-        return DockerHandle(client, container.id, self._network(container.attrs, config, ctx), logs)
+        return DockerHandle(client, container.id, self._network(container.attrs, config, ctx), output)
 
     @staticmethod
     def _reusable(client: docker.DockerClient, name: str) -> Any:
@@ -211,6 +217,22 @@ class DockerDriver:
             return container
         container.remove(force=True)
         return None
+
+    @staticmethod
+    def _output_from_now(client: docker.DockerClient, container: Any, ctx: TaskContext) -> ContainerOutput:
+        """Copy what a container that was running already (herder restarted) writes from now on.
+
+        The daemon keeps an attach stream to a stopped container open until
+        it is started again: if the container exited before the attach, the
+        stream is let go (what it wrote last, while herder was away, is lost).
+        """
+        output = ContainerOutput(client, container.id, ctx.stdout, ctx.stderr)
+        try:
+            container.reload()
+        finally:
+            if container.status != "running":
+                output.close()
+        return output
 
     def _create_options(self, task: Task, ctx: TaskContext, config: TaskConfig, name: str) -> dict[str, Any]:
         binds = {str(getattr(ctx.task_dir, field)): {"bind": target, "mode": "rw"}
@@ -243,6 +265,7 @@ class DockerDriver:
             "memswap_limit": memory or -1,
             "cpu_shares": max(2, task.resources.cpu),
             "privileged": config.privileged,
+            "log_config": LOG_DRIVER,
             "detach": True,
         }
         if hard < 0 or hard > task.resources.memory:
@@ -348,10 +371,11 @@ class DockerDriver:
         config = TaskConfig.from_mapping(task.config)
         self.images.ensure(config.image_ref, _user(ctx), force_pull=False, tarball=None,
                            progress=lambda message, details: None)
-        since = int(time.time())  # what the container wrote before is in the log files already
-        logs = [LogStream(client, container_id, "stdout", ctx.stdout, since),
-                LogStream(client, container_id, "stderr", ctx.stderr, since)]
-        return DockerHandle(client, container_id, self._network(container.attrs, config, ctx), logs)
+        try:
+            output = self._output_from_now(client, container, ctx)
+        except (docker.errors.APIError, requests.RequestException) as exc:
+            raise _daemon_error(f"cannot attach to container {container_id[:12]}", exc) from exc
+        return DockerHandle(client, container_id, self._network(container.attrs, config, ctx), output)
 
     # -- cleanup -------------------------------------------------------------
 

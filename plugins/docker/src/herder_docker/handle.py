@@ -16,40 +16,75 @@ import requests
 from herder import EXEC_OUTPUT_LIMIT, DriverNetwork, ExecResult, ExitResult
 
 LOG_DRAIN_TIMEOUT = 10.0
+LOG_DRIVER = {"type": "none"}
+"""The daemon's own log driver for herder's containers: none, herder's files are the log.
+
+A container's output reaches herder through its attach stream
+(:class:`ContainerOutput`), not the daemon's logs API. A log driver would get
+a copy of every byte too, and it is no help: the daemon's copier into it paces
+the container (it is fed in step with the attach stream), and when the
+container exits the daemon waits at most 10 s for it before closing the log,
+so a backlog is dropped for good; ``json-file`` on a busy machine fell that far
+behind after 2 MB, and the logs API then lacked the rest.
+"""
 
 
-class LogStream:
-    """Copies one stream of a container's log into a task's log sink, from a thread."""
+class ContainerOutput:
+    """Copies a container's stdout and stderr into the task's log sinks, from a thread.
 
-    def __init__(self, client: docker.DockerClient, container_id: str, stream: str, sink: IO[bytes],
-                 since: int | None = None) -> None:
-        self._thread = threading.Thread(target=self._copy, args=(client, container_id, stream, sink, since),
-                                        name=f"docker-logs-{container_id[:12]}-{stream}", daemon=True)
+    It reads the container's attach stream, the daemon's copy of what the
+    container writes (as ``docker start --attach`` does): attached before the
+    start, it has every byte from the first, and it ends after the last,
+    once the container has exited. A slow disk holds the container back
+    only once the sink's pipe and the daemon's buffer are full. Attached to a
+    running container (herder restarted), it has what the container writes
+    from then on: the log files hold what herder copied before, and nothing
+    is copied twice.
+    """
+
+    def __init__(self, client: docker.DockerClient, container_id: str, stdout: IO[bytes], stderr: IO[bytes]) -> None:
+        """Attach to the container (:raises docker.errors.APIError: as the daemon answers)
+        and start copying."""
+        self._frames = client.api.attach(container_id, stdout=True, stderr=True, stream=True, logs=False, demux=True)
+        self._thread = threading.Thread(target=self._copy, args=(stdout, stderr),
+                                        name=f"docker-logs-{container_id[:12]}", daemon=True)
         self._thread.start()
 
-    @staticmethod
-    def _copy(client: docker.DockerClient, container_id: str, stream: str, sink: IO[bytes],
-              since: int | None) -> None:
+    def _copy(self, stdout: IO[bytes], stderr: IO[bytes]) -> None:
         try:
-            for chunk in client.api.logs(container_id, stdout=stream == "stdout", stderr=stream == "stderr",
-                                         stream=True, follow=True, since=since):
-                sink.write(chunk)
+            for out, err in self._frames:
+                if out:
+                    stdout.write(out)
+                if err:
+                    stderr.write(err)
         except (docker.errors.APIError, requests.RequestException, ValueError, OSError):
-            return  # the container or the sink is gone: nothing more to copy
+            pass  # the container or the sink is gone: nothing more to copy
+        finally:
+            self._disconnect()
 
     def join(self, timeout: float) -> None:
+        """Wait until the stream has ended (the container exited) and all of it is in the sinks."""
         self._thread.join(timeout)
+
+    def close(self) -> None:
+        """Stop copying: for a container that is not going to run."""
+        self._disconnect()
+        self._thread.join(LOG_DRAIN_TIMEOUT)
+
+    def _disconnect(self) -> None:
+        with contextlib.suppress(OSError):  # closed already, by the other of close() and the copier
+            self._frames.close()
 
 
 class DockerHandle:
     """A task that is a Docker container."""
 
     def __init__(self, client: docker.DockerClient, container_id: str, network: DriverNetwork | None,
-                 logs: list[LogStream]) -> None:
+                 output: ContainerOutput) -> None:
         self.client = client
         self.id = container_id
         self.network = network
-        self._logs = logs
+        self._output = output
         self._result: ExitResult | None = None
         self._lock = threading.Lock()
 
@@ -66,8 +101,7 @@ class DockerHandle:
             raise
         except docker.errors.NotFound:
             return self._set_result(ExitResult(exit_code=255, error="container disappeared"))
-        for stream in self._logs:
-            stream.join(LOG_DRAIN_TIMEOUT)
+        self._output.join(LOG_DRAIN_TIMEOUT)
         state = self.client.api.inspect_container(self.id)["State"]
         return self._set_result(ExitResult(exit_code=int(state.get("ExitCode", 0)),
                                            oom_killed=bool(state.get("OOMKilled")),
