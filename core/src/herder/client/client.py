@@ -211,7 +211,7 @@ class Client:
         tasks = {task.name: task for task in self.store.tasks(record.id)}
         try:
             job, group = self._stored_job(record)
-        except JobError as exc:
+        except HerderError as exc:
             log.warning("allocation %s: %s", record.name, exc)
             self.store.update_alloc(record.id, status="failed")
             for name in tasks:  # told where its tasks' events are read

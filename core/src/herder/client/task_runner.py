@@ -152,8 +152,8 @@ class TaskRunner:
         A task an earlier herder left running is reattached only to be killed
         and cleaned up, as any task being stopped: it must not run on beside
         the allocation that may replace its own."""
-        self._set(failed=True)
         if self._recover is not None:
+            self._set(failed=True)
             self.kill(TaskEvent(events.SETUP_FAILURE, message))
             return
         self.emit(events.SETUP_FAILURE, message)
