@@ -3,22 +3,28 @@ task sees them, more read-only directories, the working directory and the defaul
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
 import pytest
 
-from herder import TaskContext
+from herder import DriverError, RecoverableError, TaskContext
 from herder.context import TaskDir
 from herder.testing import DriverHarness
 from herder.testing.plugin import HarnessFactory
 from tests.support.waiting import poll
 
+from .helpers import sh
+
 try:
     from herder_exec import bundle
-    from herder_exec.isolation import Isolation
+    from herder_exec.isolation import Isolation, check_data_dir
 except ImportError:  # the fixtures skip (or fail, under HERDER_REQUIRE) first
     pass
 
@@ -82,3 +88,51 @@ def test_another_program_with_a_read_only_directory_a_working_directory_and_sigt
     finally:
         isolation.cleanup(run.ctx)
     assert not (run.ctx.task_dir.dir / "bundle").exists()
+
+
+def test_the_binds_a_path_lies_in_are_found_on_resolved_paths(exec_driver: str, tmp_path: Path) -> None:
+    assert bundle.binding(Path("/usr/local/herder")) == "/usr"
+    assert bundle.binding(tmp_path / "data") is None
+    # A link into a bound directory is seen through: the task would see what it leads to.
+    (tmp_path / "link").symlink_to("/usr/local")
+    assert bundle.binding(tmp_path / "link" / "herder") == "/usr"
+    # A read-only directory of the caller's (a JDK) is bound as well.
+    assert bundle.binding(tmp_path / "jdk" / "data", [tmp_path / "jdk"]) == str(tmp_path / "jdk")
+    assert bundle.binding(tmp_path / "data", [tmp_path / "jdk"]) is None
+    for system in bundle.SYSTEM_DIRS:
+        if os.path.islink(system):  # a merged-/usr host's /lib -> usr/lib: not bound, what it leads to is
+            assert system not in bundle.system_binds()
+            assert bundle.binding(Path(system) / "herder") == os.path.dirname(os.path.realpath(system))
+
+
+def test_a_task_dir_in_a_bound_directory_is_refused_naming_the_data_dir(exec_driver: str, tmp_path: Path) -> None:
+    data_dir = Path("/usr/local/herder")
+    ctx = cast(TaskContext, SimpleNamespace(task_dir=task_dir(data_dir / "allocs" / "a1")))
+    with pytest.raises(DriverError, match=r"^the data dir /usr/local/herder is under /usr, which exec binds into "
+                                          r"every task: move the data dir$"):
+        check_data_dir(ctx)
+    ctx = cast(TaskContext, SimpleNamespace(task_dir=task_dir(tmp_path / "data" / "allocs" / "a1")))
+    check_data_dir(ctx)
+    with pytest.raises(DriverError, match=f"the data dir {tmp_path / 'data'} is under {tmp_path}, "):
+        check_data_dir(ctx, [tmp_path])
+
+
+@pytest.fixture
+def bound_data_dir() -> Iterator[Path]:
+    """A data dir in /usr/local, which exec binds into every task; removed afterwards."""
+    parent = Path(tempfile.mkdtemp(prefix="herder-test-", dir="/usr/local"))
+    try:
+        yield parent / "data"
+    finally:
+        shutil.rmtree(parent)
+
+
+def test_an_exec_task_with_the_data_dir_in_a_bound_directory_does_not_start(exec_driver: str,
+                                                                            bound_data_dir: Path) -> None:
+    with DriverHarness("exec", {}, data_dir=bound_data_dir) as harness:
+        run = harness.task(sh("ls -a /usr/local; sleep 60"))
+        with pytest.raises(DriverError, match=f"^the data dir {bound_data_dir} is under /usr, which exec binds "
+                                              "into every task: move the data dir$") as refused:
+            run.start()
+        assert not isinstance(refused.value, RecoverableError)
+        assert run.handle is None

@@ -12,7 +12,6 @@ written or read, the task is told why, and herder goes on.
 from __future__ import annotations
 
 import os
-import signal
 import stat
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 
 from herder.state import Store
 from tests.support.foreground import HerderRun, task_dirs
-from tests.support.processes import processes_using, wait_until_gone
+from tests.support.processes import alive, wait_until_gone
 from tests.support.require import require_driver
 from tests.support.waiting import wait_for
 
@@ -221,16 +220,13 @@ def test_links_planted_for_the_next_herder_are_refused_when_it_restores_the_allo
     try:
         wait_for(lambda: second.of("Started") or second.of("Reattached"), timeout=60, what="the job running again")
         host_untouched(host)
-        # herder goes on: the allocation it cannot restore is failed, and the job placed anew
+        # herder goes on: the allocation it cannot restore is failed, its task stopped before
+        # the job is placed anew, so that the task never runs twice
         assert second.of("Reattached") == []
+        assert not alive(pid), "the task of the allocation that cannot be restored still runs"
     finally:
         assert second.interrupt() == 0, second.stderr
-        # The first task runs on under its supervisor, which waits for a herder to collect it: an
-        # allocation that cannot be restored is left alone (as for any other reason). End both.
-        os.kill(pid, signal.SIGKILL)
-        for left in processes_using(data_dir):
-            os.kill(left, signal.SIGKILL)
-        assert not wait_until_gone(tmp_path)
+    assert not wait_until_gone(tmp_path), "a process of the allocation that cannot be restored was left behind"
     host_untouched(host)
     planted = pid_file.parent.parent / "tmp"
     assert f"{planted}: a link; not followed" in second.stderr
@@ -238,4 +234,6 @@ def test_links_planted_for_the_next_herder_are_refused_when_it_restores_the_allo
         alloc = store.alloc(pid_file.parent.parent.parent.name)
         assert alloc is not None and alloc.status == "failed"
         found = [event.message for _, event in store.events(alloc.id) if event.type == "Setup Failure"]
+        killed = [event for _, event in store.events(alloc.id) if event.type == "Killed"]
     assert found == [f"the allocation cannot be restored: {planted}: a link; not followed"], found
+    assert killed, "the task left running was not killed through its driver"

@@ -328,6 +328,23 @@ class AllocRunner:
                        if _stage(runner.task) is not _Stage.POSTSTOP or runner.started]
         threading.Thread(target=self._kill_in_order, args=(runners, None), daemon=True).start()
 
+    def fail_restore(self, message: str) -> None:
+        """Fail an allocation an earlier herder ran that cannot be set up again
+        (``message`` says why); returns once none of its tasks runs.
+
+        Its tasks still running are killed and cleaned up together (see
+        :meth:`TaskRunner.fail_setup`): nothing of it runs beside the
+        allocation that may replace it.
+        """
+        self._stop_requested.set()
+        threads = [threading.Thread(target=runner.fail_setup, args=(message,), daemon=True)
+                   for runner in self.tasks if not runner.done]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self._finish()
+
     def _finish(self) -> None:
         self._tasks_dead.set()
         try:

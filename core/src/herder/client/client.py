@@ -177,7 +177,9 @@ class Client:
         Only allocations whose owning process is dead are taken (``job_name``,
         ``session`` and ``keep`` narrow the choice). Their running tasks are
         reattached when :meth:`run` starts them; an allocation that cannot be
-        restored (its job no longer loads, its ports are held) is marked failed.
+        restored (its job no longer loads, its ports are held, a task left a
+        link where its directories were) is failed, and what of it still runs
+        is stopped before this returns (see :meth:`_fail_restore`).
         """
         restored: list[AllocRunner] = []
         for record in self.store.allocs(job_name=job_name, live=True, session=session):
@@ -191,14 +193,33 @@ class Client:
                 placed = self._replace(record)
             except HerderError as exc:
                 log.warning("allocation %s cannot be restored: %s", record.name, exc)
-                self.store.update_alloc(record.id, status="failed")
-                for task in self.store.tasks(record.id):  # told where its tasks' events are read
-                    self.store.add_event(record.id, task.name, TaskEvent(
-                        type=events.SETUP_FAILURE, message=f"the allocation cannot be restored: {exc}"))
+                self._fail_restore(record, f"the allocation cannot be restored: {exc}")
                 continue
             tasks = {task.name: task for task in self.store.tasks(record.id)}
             restored.append(self._adopt(placed, record.job_id, tasks))
         return restored
+
+    def _fail_restore(self, record: AllocRecord, message: str) -> None:
+        """Fail an allocation that cannot be restored, telling each task why.
+
+        Its tasks still running are reattached only to be killed and cleaned up
+        through their drivers (contexts that hold no port and create no
+        directory), so that none runs beside the allocation placed for the job
+        anew. Without its job there is no driver to do it: the allocation is
+        only marked failed.
+        """
+        tasks = {task.name: task for task in self.store.tasks(record.id)}
+        try:
+            job, group = self._stored_job(record)
+        except HerderError as exc:
+            log.warning("allocation %s: %s", record.name, exc)
+            self.store.update_alloc(record.id, status="failed")
+            for name in tasks:  # told where its tasks' events are read
+                self.store.add_event(record.id, name, TaskEvent(type=events.SETUP_FAILURE, message=message))
+            return
+        created = {name: task.created for name, task in tasks.items()}
+        placed = self.placement.teardown(job, group, record.id, record.index, self.node(), created)
+        self._adopt(placed, record.job_id, tasks).fail_restore(message)
 
     def _stored_job(self, record: AllocRecord) -> tuple[Job, Group]:
         """The job and group of a stored allocation, loaded again from the job file as submitted."""

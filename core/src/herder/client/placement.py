@@ -20,7 +20,14 @@ from herder.client.env import task_environment
 from herder.client.logs import TaskLogs
 from herder.client.node import Node
 from herder.client.ports import PortAllocator
-from herder.client.taskdir import allow_traversal, build_alloc_dir, build_task_dir, task_owner
+from herder.client.taskdir import (
+    alloc_dir_path,
+    allow_traversal,
+    build_alloc_dir,
+    build_task_dir,
+    task_dir_paths,
+    task_owner,
+)
 from herder.context import AllocatedPort, CreatedResources, TaskContext
 from herder.jobspec import task_lookup
 from herder.model import Group, Job, Task
@@ -99,6 +106,16 @@ class Placement:
         cleanup steps that finish after the allocation is done."""
         return self._build(job, group, alloc_id, index, node, {}, created)
 
+    def teardown(self, job: Job, group: Group, alloc_id: str, index: int, node: Node,
+                 created: Mapping[str, Sequence[tuple[str, str]]]) -> PlacedAlloc:
+        """The contexts of an allocation that cannot be restored, to stop what of it still runs.
+
+        They hold no port and create or check no directory: the directories
+        are only named (a task may have left links where they were, which is
+        why the allocation cannot be restored; what writes there opens them
+        safely)."""
+        return self._build(job, group, alloc_id, index, node, {}, created, make_dirs=False)
+
     def release(self, placed: PlacedAlloc) -> None:
         """Give back what placement took: log sinks and ports (the directories stay, with the logs)."""
         for task in placed.tasks:
@@ -107,22 +124,26 @@ class Placement:
 
     def _build(self, job: Job, group: Group, alloc_id: str, index: int, node: Node,
                ports: dict[str, list[AllocatedPort]],
-               created: Mapping[str, Sequence[tuple[str, str]]]) -> PlacedAlloc:
+               created: Mapping[str, Sequence[tuple[str, str]]], *, make_dirs: bool = True) -> PlacedAlloc:
+        alloc_dir = build_alloc_dir(self.data_dir, alloc_id) if make_dirs else alloc_dir_path(self.data_dir, alloc_id)
         alloc = Alloc(id=alloc_id, name=f"{job.name}.{group.name}[{index}]", index=index, job_name=job.name,
-                      group_name=group.name, dir=build_alloc_dir(self.data_dir, alloc_id), tasks=list(group.tasks))
+                      group_name=group.name, dir=alloc_dir, tasks=list(group.tasks))
         placed = PlacedAlloc(alloc=alloc, job=job, group=group, ports=ports, tasks=[])
         for task in group.tasks:
             task_ports = ports.get(GROUP_PORTS, []) + ports.get(task.name, [])
-            placed.tasks.append(self._task(placed, task, task_ports, node, created.get(task.name, ())))
+            placed.tasks.append(self._task(placed, task, task_ports, node, created.get(task.name, ()), make_dirs))
         return placed
 
     def _task(self, placed: PlacedAlloc, task: Task, ports: list[AllocatedPort], node: Node,
-              created: Sequence[tuple[str, str]]) -> PlacedTask:
+              created: Sequence[tuple[str, str]], make_dirs: bool) -> PlacedTask:
         alloc = placed.alloc
-        owner = task_owner(task.user)
-        if owner is not None and owner[0] != 0:
-            allow_traversal(self.data_dir)  # its process reaches its task dir by the host's path
-        task_dir = build_task_dir(alloc.dir, task.name, owner)
+        if make_dirs:
+            owner = task_owner(task.user)
+            if owner is not None and owner[0] != 0:
+                allow_traversal(self.data_dir)  # its process reaches its task dir by the host's path
+            task_dir = build_task_dir(alloc.dir, task.name, owner)
+        else:
+            task_dir = task_dir_paths(alloc.dir, task.name)
 
         def report_unsafe(message: str) -> None:
             ctx.emit_event(events.UNSAFE_LOG_FILE, message)  # ctx is made below, before any output is written

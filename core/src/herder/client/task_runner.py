@@ -147,7 +147,15 @@ class TaskRunner:
         self._thread.start()
 
     def fail_setup(self, message: str) -> None:
-        """Fail the task without starting it (its allocation could not be set up)."""
+        """Fail the task without starting it (its allocation could not be set up); returns once it is dead.
+
+        A task an earlier herder left running is reattached only to be killed
+        and cleaned up, as any task being stopped: it must not run on beside
+        the allocation that may replace its own."""
+        if self._recover is not None:
+            self._set(failed=True)
+            self.kill(TaskEvent(events.SETUP_FAILURE, message))
+            return
         self.emit(events.SETUP_FAILURE, message)
         self._set(failed=True, state="dead", finished_at=time.time())
         self._done.set()
@@ -303,7 +311,8 @@ class TaskRunner:
             return self._after_exit(task, LOST)
         if not self._adopt(handle):
             return self._after_exit(task, self._kill_lost(handle), recoverable=False)
-        self.emit(events.REATTACHED, "Task found running after herder restarted", handle=handle.id)
+        if not self._kill_requested.is_set():  # else found only to be killed
+            self.emit(events.REATTACHED, "Task found running after herder restarted", handle=handle.id)
         return self._watch(task, handle)
 
     def _adopt(self, handle: TaskHandle) -> bool:

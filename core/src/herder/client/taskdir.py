@@ -87,14 +87,34 @@ def allow_traversal(data_dir: Path) -> None:
         os.fchmod(fd, TRAVERSABLE_DATA_DIR_MODE)
 
 
+def alloc_dir_path(data_dir: Path, alloc_id: str) -> Path:
+    """Where ``allocs/<alloc_id>`` is, without creating or checking anything there."""
+    if alloc_id in ("", ".", "..") or "/" in alloc_id:
+        raise ValueError(f"invalid allocation id for a directory: {alloc_id!r}")
+    return data_dir / "allocs" / alloc_id
+
+
+def task_dir_paths(alloc_dir_root: Path, task_name: str) -> TaskDir:
+    """Where a task's directories are in an allocation directory, without creating or checking anything there."""
+    if task_name in ("", ".", "..", ALLOC_SHARED) or "/" in task_name:
+        raise ValueError(f"invalid task name for a directory: {task_name!r}")
+    shared = alloc_dir_root / ALLOC_SHARED
+    return TaskDir(
+        dir=alloc_dir_root / task_name,
+        local_dir=alloc_dir_root / task_name / "local",
+        secrets_dir=alloc_dir_root / task_name / "secrets",
+        tmp_dir=alloc_dir_root / task_name / "tmp",
+        alloc_dir=shared,
+        logs_dir=shared / "logs",
+    )
+
+
 def build_alloc_dir(data_dir: Path, alloc_id: str) -> Path:
     """Create ``allocs/<alloc_id>`` with its shared ``alloc/{data,logs,tmp}``; return it.
 
     :raises UnsafePathError: a link or a file where one of these directories should be.
     """
-    if alloc_id in ("", ".", "..") or "/" in alloc_id:
-        raise ValueError(f"invalid allocation id for a directory: {alloc_id!r}")
-    root = data_dir / "allocs" / alloc_id
+    root = alloc_dir_path(data_dir, alloc_id)
     with (safe_root(data_dir) as data,
           _directory(data, data_dir, f"allocs/{alloc_id}", ALLOCS_MODE) as alloc,
           _directory(alloc, root, ALLOC_SHARED, 0o755) as shared):
@@ -113,17 +133,7 @@ def build_task_dir(alloc_dir_root: Path, task_name: str, owner: Owner | None = N
 
     :raises UnsafePathError: a link or a file where one of these directories should be.
     """
-    if task_name in ("", ".", "..", ALLOC_SHARED) or "/" in task_name:
-        raise ValueError(f"invalid task name for a directory: {task_name!r}")
-    shared = alloc_dir_root / ALLOC_SHARED
-    task_dir = TaskDir(
-        dir=alloc_dir_root / task_name,
-        local_dir=alloc_dir_root / task_name / "local",
-        secrets_dir=alloc_dir_root / task_name / "secrets",
-        tmp_dir=alloc_dir_root / task_name / "tmp",
-        alloc_dir=shared,
-        logs_dir=shared / "logs",
-    )
+    task_dir = task_dir_paths(alloc_dir_root, task_name)
     with safe_root(alloc_dir_root) as alloc, _directory(alloc, alloc_dir_root, task_name, 0o755) as task:
         for name, mode in TASK_DIRS.items():
             with _directory(task, task_dir.dir, name, mode, owner):

@@ -75,10 +75,10 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
         {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]},
         {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
     ]
-    mounts += [_bind(path, path, "ro") for path in SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+    mounts += [_bind(path, path, "ro") for path in system_binds()]
     mounts += [_bind(source, destination, "rw") for destination, source in task_dirs.items()]
     # After the task's directories: a runtime under /tmp of the host stays visible over the task's /tmp.
-    mounts += [_bind(path, str(path), "ro") for path in read_only if not _in_system_dir(path)]
+    mounts += [_bind(path, str(path), "ro") for path in _extra_binds(read_only)]
     privileged = user.uid == 0  # a task of another user starts with no capability, as any process of that user
     environment = {"PATH": DEFAULT_PATH, **env}
     resources: dict[str, Any] = {"devices": [{"allow": False, "access": "rwm"}], "cpu": {"shares": max(2, cpu_shares)}}
@@ -106,6 +106,27 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
             "readonlyPaths": list(READONLY_PATHS),
         },
     }
+
+
+def system_binds() -> list[str]:
+    """The host's system directories :func:`spec` binds: those that exist and are not links (a link, say
+    ``/lib -> usr/lib``, is made again in the root filesystem, where it leads into a bound directory)."""
+    return [path for path in SYSTEM_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+
+
+def binding(path: Path, read_only: Sequence[Path] = ()) -> str | None:
+    """The directory of the host that :func:`spec` binds into every container (given its ``read_only``)
+    and that ``path`` lies in, comparing resolved paths; None when ``path`` is in none of them."""
+    resolved = os.path.realpath(path)
+    for bound in [*system_binds(), *map(str, _extra_binds(read_only))]:
+        if Path(resolved).is_relative_to(os.path.realpath(bound)):
+            return bound
+    return None
+
+
+def _extra_binds(read_only: Sequence[Path]) -> list[Path]:
+    """The ``read_only`` directories that need a bind of their own."""
+    return [path for path in read_only if not _in_system_dir(path)]
 
 
 def _in_system_dir(path: Path) -> bool:

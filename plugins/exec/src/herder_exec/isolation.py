@@ -171,7 +171,11 @@ class Isolation:
     @staticmethod
     def prepare(ctx: TaskContext) -> None:
         """For ``herder_task_prestart``: the task's variables name its directories where the container
-        mounts them (``NOMAD_TASK_DIR=/local`` ...)."""
+        mounts them (``NOMAD_TASK_DIR=/local`` ...).
+
+        :raises DriverError: the data dir is in a directory the container binds (see :func:`check_data_dir`).
+        """
+        check_data_dir(ctx)
         set_task_dirs(ctx.env, "/alloc", "/local", "/secrets")
 
     @staticmethod
@@ -217,14 +221,15 @@ class Isolation:
         (``allow_pid_mode_host``, ``allow_ipc_mode_host``). ``capabilities``:
         the task's bounding set (``CAP_CHOWN`` ...).
 
-        :raises DriverError: no such user, a host namespace not allowed, no runc, no cgroups, or the container
-            cannot be prepared.
+        :raises DriverError: no such user, a host namespace not allowed, no runc, no cgroups, the data dir in a
+            directory the container binds, or the container cannot be prepared.
         :raises RecoverableError: a container a crash left behind cannot be removed yet.
         """
         try:
             user = bundle.User.lookup(task.user or DEFAULT_USER)
         except KeyError:
             raise DriverError(f"user {task.user or DEFAULT_USER!r} does not exist on this host") from None
+        check_data_dir(ctx, read_only)
         host_namespaces = self._host_namespaces(pid_mode, ipc_mode)
         runc, hierarchy = self.runc(), self.hierarchy()
         container = container_id(ctx)
@@ -356,6 +361,24 @@ class Isolation:
         for kind, value in created:
             if kind == "bundle":
                 shutil.rmtree(value, ignore_errors=True)
+
+
+def check_data_dir(ctx: TaskContext, read_only: Sequence[Path] = ()) -> None:
+    """Refuse a task whose task dir is in a directory of the host its container binds (``/usr`` ...,
+    or one of ``read_only``): the task would see herder's data dir through that bind, the
+    supervisor's socket directory with it.
+
+    :raises DriverError: naming the data dir and the bind.
+    """
+    task_dir = ctx.task_dir.dir
+    bound = bundle.binding(task_dir, read_only)
+    if bound is None:
+        return
+    data_dir = task_dir.parents[2]  # <data_dir>/allocs/<alloc_id>/<task>
+    resolved = os.path.realpath(data_dir)
+    shown = str(data_dir) if resolved == str(data_dir) else f"{data_dir} ({resolved})"
+    raise DriverError(f"the data dir {shown} is under {bound}, which exec binds into every task: "
+                      "move the data dir")
 
 
 def _chown_tree(root: Path, user: bundle.User) -> None:
