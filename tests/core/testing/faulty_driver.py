@@ -8,9 +8,11 @@ only :mod:`herder` and :mod:`herder.sdk`.
 Faults (``faults = [...]``):
 
 ``children_escape``
-    The task runs under a launcher that moves it into a session of its own,
-    as a naive daemonizing launcher does: the kill reaches the launcher only,
-    and the task's processes outlive it.
+    The task runs under a launcher that moves it into a session of its own and
+    out of its cgroups, as a naive daemonizing launcher does: the kill reaches
+    the launcher only, and the task's processes outlive it. (Only root can
+    leave a cgroup; without one herder tracks a task's processes by
+    parentage, which this launcher does not escape.)
 ``kill_skips_stop_signal``
     Kill sends SIGKILL at once: neither the kill_signal nor the kill_timeout.
 ``state_not_json``
@@ -51,10 +53,21 @@ import os, sys
 pid = os.fork()
 if pid == 0:
     os.setsid()
+    # Into the root cgroup of every hierarchy, out of the one herder tracks the task's processes in:
+    # a root process may, and a launcher that daemonizes into the host's cgroup does.
+    with open("/proc/self/mountinfo") as mounts:
+        for fields in (line.split() for line in mounts):
+            if fields[fields.index("-") + 1] in ("cgroup", "cgroup2"):
+                try:
+                    with open(os.path.join(fields[4], "cgroup.procs"), "w") as procs:
+                        procs.write(str(os.getpid()))
+                except OSError:
+                    pass
     os.execvp(sys.argv[1], sys.argv[1:])
 sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """
-"""``python -c LAUNCHER COMMAND ARGS...``: runs the command in a new session and exits with its status."""
+"""``python -c LAUNCHER COMMAND ARGS...``: runs the command in a new session, out of its cgroups, and exits
+with its status."""
 
 NO_TIMEOUT = 24 * 3600.0
 

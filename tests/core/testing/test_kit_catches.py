@@ -7,6 +7,7 @@ the contract tests that the fault breaks must fail, each saying why.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +119,8 @@ CASES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_the_kit_judges_driver_faulty(case: Case, run_kit: Callable[..., Verdict]) -> None:
+    if "children_escape" in case.faults and os.geteuid() != 0:
+        pytest.skip("a task escapes the supervisor's process tracking only as root, by leaving its cgroup")
     verdict = run_kit({"faults": list(case.faults)}, case.supports_exec)
     failed = verdict.named("failed")
     assert failed == set(case.fails), {name: verdict.texts.get(name, "")[-1500:] for name in failed ^ set(case.fails)}
