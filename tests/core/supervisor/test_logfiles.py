@@ -143,6 +143,7 @@ def test_a_pipe_is_taken_in_byte_for_byte_across_rotations(logs: Path, tmp_path:
     assert all(path.stat().st_size == MIB for path in kept[:-1])
     assert b"".join(path.read_bytes() for path in kept) == b"before\n" + source.read_bytes()
     assert (file.error, file.dropped) == (None, 0)
+    assert file.splices is splice  # the path asked for is the one taken: the kernel did not refuse splice
 
 
 def test_the_supervisor_tells_the_owner_and_goes_on(

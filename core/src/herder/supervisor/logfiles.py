@@ -214,6 +214,11 @@ class RotatingFile:
             raise
 
     @property
+    def splices(self) -> bool:
+        """Whether :meth:`take_from` moves bytes with ``splice(2)`` (else with ``read``/``write``)."""
+        return self._splice
+
+    @property
     def room(self) -> int:
         """How many more bytes the current file takes before it is full."""
         return max(0, self._max_bytes - self.size)
