@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import select
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -115,6 +117,33 @@ def test_old_files_are_removed_in_the_directory_not_through_links(logs: Path, ta
     file.rotate()
     file.close()
     assert target.read_bytes() == b"host\n"
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["splice", "read-write"])
+def test_a_pipe_is_taken_in_byte_for_byte_across_rotations(logs: Path, tmp_path: Path, splice: bool) -> None:
+    source = tmp_path / "source"
+    source.write_bytes(os.urandom(5 * MIB + 777))
+    (logs / "web.stdout.0").write_bytes(b"before\n")  # a restarted task: continued after what is there
+    file = RotatingFile(logs, "web", "stdout", max_files=10, max_file_size=1, splice=splice)
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    buffer = memoryview(bytearray(256 * 1024))
+    try:
+        with subprocess.Popen(["cat", str(source)], stdout=write_end) as cat:
+            os.close(write_end)
+            while (moved := file.take_from(read_end, buffer)) != 0:
+                if moved is None:
+                    select.select([read_end], [], [])
+        assert cat.returncode == 0
+    finally:
+        os.close(read_end)
+        file.close()
+    kept = log_files(logs, "web", "stdout")
+    assert [path.name for path in kept] == [f"web.stdout.{index}" for index in range(6)]
+    assert all(path.stat().st_size == MIB for path in kept[:-1])
+    assert b"".join(path.read_bytes() for path in kept) == b"before\n" + source.read_bytes()
+    assert (file.error, file.dropped) == (None, 0)
+    assert file.splices is splice  # the path asked for is the one taken: the kernel did not refuse splice
 
 
 def test_the_supervisor_tells_the_owner_and_goes_on(

@@ -84,6 +84,21 @@ def test_output_rotates_and_is_all_there_when_the_exit_is_seen(connect: Callable
     assert len(output) - len(kept) == indexes[0] * MIB  # every byte since the oldest kept file began
 
 
+def test_a_large_stream_is_kept_byte_for_byte_across_many_rotations(
+    connect: Callable[..., Supervisor], spawn: Spawn, logs_dir: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "source"
+    source.write_bytes(os.urandom(48 * MIB + 12345))  # ends partway through a file
+    supervisor = connect()
+    spawn(supervisor, "t1", ["cat", str(source)], max_files=60, max_file_size=1)
+    assert supervisor.wait("t1", timeout=120) == ExitInfo(0, 0)
+    supervisor.forget("t1")
+    files = log_files(logs_dir, "web", "stdout")
+    assert [path.name for path in files] == [f"web.stdout.{index}" for index in range(49)]
+    assert all(path.stat().st_size == MIB for path in files[:-1])
+    assert b"".join(path.read_bytes() for path in files) == source.read_bytes()
+
+
 def test_pipes_grow_for_tasks_that_write_in_bulk(connect: Callable[..., Supervisor], spawn: Spawn,
                                                  logs_dir: Path) -> None:
     report = "import fcntl, sys\nsys.stderr.write(str(fcntl.fcntl(1, fcntl.F_GETPIPE_SZ)))"

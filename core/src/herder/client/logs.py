@@ -7,12 +7,10 @@ and a thread that moves everything read from it into the same rotating files
 (:mod:`herder.supervisor.logfiles`). A sink costs nothing until it is used.
 
 The task only ever waits on the disk once the pipe's buffer (enlarged to
-1 MiB where the system allows) is full. The reader moves the bytes with
-``readv(2)`` into one reusable buffer and ``write(2)``, so no Python object is
-made per chunk. It does not use ``splice(2)``: splicing a pipe into a file
-holds the pipe's lock for the whole file write, which stalls the task's own
-writes to the pipe meanwhile; in ``bench/log_throughput.py`` it was
-consistently slower than copying.
+1 MiB where the system allows) is full. The reader moves the bytes as the
+supervisor does, with :meth:`RotatingFile.take_from` (``splice(2)``, or
+``readv(2)`` into one reusable buffer and ``write(2)`` where the kernel
+refuses it).
 """
 
 from __future__ import annotations
@@ -87,7 +85,6 @@ class LogSink(io.RawIOBase, BinaryIO):
         self._wake_read, self._wake_write = os.pipe()
         # Small until the task is seen to write in bulk: most tasks never fill it.
         self._buffer = memoryview(bytearray(min(INITIAL_BUFFER, self._pipe_size)))
-        self._disk_failing = False
         self._thread = threading.Thread(
             target=self._pump, name=f"logs-{self.task_name}-{self.stream}", daemon=True
         )
@@ -194,51 +191,15 @@ class LogSink(io.RawIOBase, BinaryIO):
             os.close(self._read_fd)
 
     def _transfer(self) -> int | None:
-        """Move what the pipe holds into the current file, rotating first if it is full.
+        """Move what the pipe holds into the files (:meth:`RotatingFile.take_from`).
 
         Returns the bytes taken from the pipe, 0 at end of input (no writer
-        left), None when the pipe is empty for now. If the disk fails (full,
-        say), output is dropped rather than left to block the task.
+        left), None when the pipe is empty for now.
         """
-        limit = len(self._buffer)
-        try:
-            if self._file.fd < 0 or self._file.room == 0:
-                self._file.rotate()
-            limit = self._file.room
-        except OSError as err:
-            self._disk_failed(err)
-        try:
-            moved = os.readv(self._read_fd, [self._buffer[:limit]])
-        except BlockingIOError:
-            return None
+        moved = self._file.take_from(self._read_fd, self._buffer)
         if moved == len(self._buffer) < self._pipe_size:
-            self._grow_buffer(moved)
-        if self._file.fd >= 0:
-            try:
-                self._file.write(self._buffer[:moved])
-            except OSError as err:
-                self._disk_failed(err)
-            else:
-                if self._disk_failing:
-                    log.warning("%s of task %s: writing logs again", self.stream, self.task_name)
-                    self._disk_failing = False
+            self._buffer = memoryview(bytearray(self._pipe_size))
         return moved
-
-    def _grow_buffer(self, used: int) -> None:
-        """Enlarge the buffer to the pipe's size, keeping the ``used`` bytes it holds."""
-        bigger = memoryview(bytearray(self._pipe_size))
-        bigger[:used] = self._buffer[:used]
-        self._buffer = bigger
-
-    def _disk_failed(self, err: OSError) -> None:
-        if not self._disk_failing:
-            log.warning(
-                "%s of task %s: cannot write logs, dropping output until it works again: %s",
-                self.stream,
-                self.task_name,
-                err,
-            )
-            self._disk_failing = True
 
 
 @dataclass(frozen=True)

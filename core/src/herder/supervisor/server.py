@@ -153,14 +153,13 @@ class _Timer:
 class _Stream:
     """One output pipe of a process (its read end) and the log files it goes to."""
 
-    __slots__ = ("capacity", "failing", "fd", "file", "name")
+    __slots__ = ("capacity", "fd", "file", "name")
 
     def __init__(self, name: str, fd: int, file: RotatingFile) -> None:
         self.name = name
         self.fd = fd
         self.file = file
         self.capacity = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
-        self.failing = False  # the disk failed: warned once, output dropped until it works again
 
 
 class _Conn:
@@ -787,45 +786,18 @@ class Server:
             self._close_stream(proc, stream)
 
     def _transfer(self, proc: _Proc, stream: _Stream) -> int | None:
-        """Move what the pipe holds into the current file, rotating first if it is full.
+        """Move what the pipe holds into the log files (:meth:`RotatingFile.take_from`).
 
         Returns the bytes taken from the pipe, 0 at end of input (no writer
-        left), None when the pipe is empty for now. If the disk fails (full,
-        say), output is dropped rather than left to block the task.
+        left), None when the pipe is empty for now.
         """
-        file = stream.file
-        limit = len(self._buffer)
-        try:
-            if file.fd < 0 or file.room == 0:
-                file.rotate()
-            limit = min(limit, file.room)
-        except OSError as err:
-            self._disk_failed(proc, stream, err)
-        try:
-            moved = os.readv(stream.fd, [self._buffer[:limit]])
-        except BlockingIOError:
-            return None
-        if moved >= stream.capacity and stream.capacity < PIPE_SIZE:
+        moved = stream.file.take_from(stream.fd, self._buffer)
+        if moved is not None and moved >= stream.capacity and stream.capacity < PIPE_SIZE:
             # The pipe was full: this task writes in bulk, let it write ahead of the disk. Pipes grow
             # only then because a user's pipe buffers are limited in all (pipe-user-pages-soft, 64 MiB
             # by default): a thousand quiet tasks must not take them from the busy ones.
             stream.capacity = enlarge_pipe(stream.fd)
-        if moved and file.fd >= 0:
-            try:
-                file.write(self._buffer[:moved])
-            except OSError as err:
-                self._disk_failed(proc, stream, err)
-            else:
-                if stream.failing:
-                    log.warning("%s of %s: writing logs again", stream.name, proc.id)
-                    stream.failing = False
         return moved
-
-    def _disk_failed(self, proc: _Proc, stream: _Stream, err: OSError) -> None:
-        if not stream.failing:
-            log.warning("%s of %s: cannot write logs, dropping output until it works again: %s",
-                        stream.name, proc.id, err)
-            stream.failing = True
 
     def _close_stream(self, proc: _Proc, stream: _Stream) -> None:
         self._selector.unregister(stream.fd)
