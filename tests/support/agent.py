@@ -58,7 +58,7 @@ class AgentProcess:
     def http(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers=self.headers, timeout=30.0, verify=self.verify, **kwargs)
 
-    def start(self, *args: str, timeout: float = 30.0) -> AgentProcess:
+    def start(self, *args: str, timeout: float = 120.0) -> AgentProcess:
         """Start the agent (on the same port as before, if it ran already) and wait for its API."""
         fixed = self.port  # started again, the agent keeps its address
         for _attempt in range(5):

@@ -58,7 +58,7 @@ class HerderRun:
         with self._lock:
             return [e for e in self.events if e["type"] == type]
 
-    def wait_for(self, type: str, count: int = 1, timeout: float = 30.0) -> list[dict[str, Any]]:
+    def wait_for(self, type: str, count: int = 1, timeout: float = 120.0) -> list[dict[str, Any]]:
         """The first ``count`` events of ``type``, once there are that many."""
         deadline = time.monotonic() + timeout
         while len(found := self.of(type)) < count:

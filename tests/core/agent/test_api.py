@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,3 +148,15 @@ def test_raw_exec_is_disabled_in_the_agent_unless_enabled(tmp_path: Path) -> Non
         assert refused.status_code == 409 and "raw_exec" in refused.json()["error"]
     finally:
         agent.shutdown()
+
+
+def test_a_kept_alive_connection_outlives_the_clients_idle_time(shared_agent: AgentProcess) -> None:
+    """The server must not close an idle connection first: a client (httpx keeps one 5 s, as
+    long as uvicorn's default) reusing it just as the server closes it gets a reset."""
+    request = b"GET /v1/health HTTP/1.1\r\nHost: herder\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", shared_agent.port), timeout=30) as sock:
+        sock.sendall(request)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+        time.sleep(6)  # the subject: idle longer than httpx keeps a connection (and uvicorn's default)
+        sock.sendall(request)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 "), "the server closed the kept-alive connection"

@@ -6,14 +6,17 @@ herder records and by what the processes themselves saw of each other.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from tests.support.foreground import HerderRun
 from tests.support.processes import alive
 from tests.support.running import Run, run_job, start_job
+from tests.support.waiting import wait_for
 
 NO_RESTARTS = 'restart {\n attempts = 0\n mode = "fail"\n }'
+# A task script's wait for a file another task writes: generous (60 s), so a loaded machine
+# does not fail it; it succeeds as soon as the file has content, and fails (exit 1) otherwise.
+WAIT_FOR = "wait_for() { for i in $(seq 600); do test -s \"$1\" && return 0; sleep 0.1; done; return 1; }; wait_for"
 
 
 def job(tasks: str, *, type: str = "batch", restart: str = "") -> str:
@@ -36,13 +39,8 @@ def index(run: Run, type: str, task: str) -> int:
     raise AssertionError(f"no {type!r} event of {task}: {[(r.task, r.event.type) for r in run.events]}")
 
 
-def wait_for_file(path: Path, timeout: float = 10.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return path.read_text().strip()
-        time.sleep(0.05)
-    raise AssertionError(f"{path} was not written")
+def wait_for_file(path: Path) -> str:
+    return wait_for(lambda: path.exists() and path.read_text().strip(), what=f"{path} written")
 
 
 def test_a_prestart_task_completes_before_the_main_task_starts(data_dir: Path, tmp_path: Path) -> None:
@@ -69,20 +67,25 @@ def test_a_prestart_sidecar_runs_before_and_beside_the_main_task_and_is_killed_a
 
 
 def test_a_poststart_task_starts_once_the_main_task_runs(data_dir: Path, tmp_path: Path) -> None:
-    mark = tmp_path / "announced"
-    # the main task waits for the poststart task's mark: it can only come while the main task runs
-    text = job(task("announce", f"echo ok > {mark}", hook="poststart")
-               + task("main", f"for i in $(seq 100); do test -s {mark} && exit 0; sleep 0.1; done; exit 1"))
+    pid_file, mark = tmp_path / "main.pid", tmp_path / "announced"
+    # The poststart task records whether the main task's process was alive when it ran; the
+    # main task waits for that mark, so it outlives it. The two exits that follow come close
+    # together and their events may be recorded in either order: nothing is asserted on them.
+    text = job(task("announce", f"{WAIT_FOR} {pid_file}; "
+                                f"kill -0 $(cat {pid_file}) && echo running > {mark} || echo gone > {mark}",
+                    hook="poststart")
+               + task("main", f"echo $$ > {pid_file}; "
+                              f"{WAIT_FOR} {mark}"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     assert index(run, "Started", "main") < index(run, "Started", "announce")
-    assert index(run, "Terminated", "announce") < index(run, "Terminated", "main")
+    assert mark.read_text().strip() == "running"
 
 
 def test_a_poststart_sidecar_is_killed_when_the_main_task_is_dead(data_dir: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "sidecar.pid"
     text = job(task("shipper", f"echo $$ > {pid_file}; exec sleep 300", hook="poststart", sidecar=True)
-               + task("main", f"for i in $(seq 100); do test -s {pid_file} && exit 0; sleep 0.1; done; exit 1"))
+               + task("main", f"{WAIT_FOR} {pid_file}"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     assert index(run, "Started", "main") < index(run, "Started", "shipper")
@@ -137,7 +140,9 @@ def test_a_prestart_task_that_exits_0_in_a_service_job_is_complete_not_restarted
                type="service")
     run, wait = start_job(text, data_dir)
     wait_for_file(ready)
-    time.sleep(0.5)  # a restart, were there one, would come now (restart delay aside)
+    # A runner is dead only once it decided not to restart its task: no restart can follow.
+    init = next(runner for runner in run.runner.allocs[0].tasks if runner.name == "init")
+    wait_for(lambda: init.status.state == "dead", what="the prestart task's runner done")
     assert run.types("init").count("Started") == 1
     assert "Restarting" not in run.types("init")
     run.runner.stop()

@@ -34,6 +34,7 @@ def assert_consistent(store: Store, context: str) -> int:
 def test_a_killed_writer_leaves_a_consistent_database(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     seed = random.randrange(1 << 32)
+    print(f"kill schedule seed: {seed}")  # random.Random(seed) replays a failing schedule
     rng = random.Random(seed)
     allocs_seen = 0
     # The same file all along: each writer starts from what the last one's kill left.

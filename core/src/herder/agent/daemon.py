@@ -27,6 +27,12 @@ log = logging.getLogger("herder.agent")
 SHUTDOWN_GRACE = 3
 """Seconds open requests (a followed log, the event stream) get to finish when the agent stops."""
 
+KEEP_ALIVE = 100
+"""Seconds an idle kept-alive connection stays open. Longer than the clients keep one idle
+(httpx 5 s, Go's net/http 90 s): the client, not the server, closes it. Were the server
+first (uvicorn's default is 5 s, httpx's exactly as long), a client reusing the connection
+just as the server closes it gets a reset instead of an answer."""
+
 
 class LogfmtFormatter(logging.Formatter):
     """One ``key=value`` line per record: ``time=... level=info logger=herder.agent msg="..."``."""
@@ -157,6 +163,7 @@ def run(config: Config, *, drain: bool = False) -> int:
     agent = Agent(config, hooks)
     server = _Server(uvicorn.Config(asgi(agent), log_config=None, access_log=False, lifespan="on",
                                     timeout_graceful_shutdown=SHUTDOWN_GRACE,
+                                    timeout_keep_alive=KEEP_ALIVE,
                                     ssl_context_factory=None if tls is None else lambda _config, _default: tls))
 
     def stop(signum: int, _frame: FrameType | None) -> None:
