@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
 import json
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,10 +153,16 @@ def test_raw_exec_is_disabled_in_the_agent_unless_enabled(tmp_path: Path) -> Non
 def test_a_kept_alive_connection_outlives_the_clients_idle_time(shared_agent: AgentProcess) -> None:
     """The server must not close an idle connection first: a client (httpx keeps one 5 s, as
     long as uvicorn's default) reusing it just as the server closes it gets a reset."""
-    request = b"GET /v1/health HTTP/1.1\r\nHost: herder\r\n\r\n"
-    with socket.create_connection(("127.0.0.1", shared_agent.port), timeout=30) as sock:
-        sock.sendall(request)
-        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+    connection = http.client.HTTPConnection("127.0.0.1", shared_agent.port, timeout=30)
+    try:
+        connection.request("GET", "/v1/health")
+        first = connection.getresponse()
+        assert first.status == 200 and json.loads(first.read())["status"] == "ok"
+        kept = connection.sock
         time.sleep(6)  # the subject: idle longer than httpx keeps a connection (and uvicorn's default)
-        sock.sendall(request)
-        assert sock.recv(65536).startswith(b"HTTP/1.1 200 "), "the server closed the kept-alive connection"
+        connection.request("GET", "/v1/health")  # on the same socket: http.client reconnects only if we closed it
+        assert connection.sock is kept
+        second = connection.getresponse()  # RemoteDisconnected if the server closed the connection
+        assert second.status == 200 and json.loads(second.read())["status"] == "ok"
+    finally:
+        connection.close()
