@@ -38,6 +38,8 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _ALIASES = {
     "@yearly": "0 0 0 1 1 * *",
@@ -176,6 +178,25 @@ def parse_cron(text: str) -> CronExpression:
     )
 
 
+_LOCALTIME = Path("/etc/localtime")
+
+
+def load_zone(name: str) -> tzinfo:
+    """The IANA time zone ``name`` (Go's ``time.LoadLocation``, as Nomad's ``time_zone``):
+    "" is UTC, ``Local`` the host's zone (UTC without one); ValueError naming it when unknown."""
+    if name in ("", "UTC"):
+        return ZoneInfo("UTC")
+    if name == "Local":
+        if not _LOCALTIME.exists():
+            return ZoneInfo("UTC")
+        with _LOCALTIME.open("rb") as file:
+            return ZoneInfo.from_file(file, key="Local")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"unknown time zone {name!r} (an IANA name such as 'Europe/Berlin')") from None
+
+
 def next_launch(expressions: Iterable[CronExpression], after: datetime) -> datetime | None:
     """The earliest next time of several expressions (Nomad's ``crons``)."""
     times = [found for expression in expressions if (found := expression.next(after)) is not None]
@@ -195,16 +216,18 @@ class _Entry:
 
 
 def _entries(text: str, field: _Field) -> list[tuple[str, _Entry]]:
-    items = [item.lower() for item in text.split(",") if item]
+    """The items of a field as written, each with what it reads as."""
+    items = [item for item in text.split(",") if item]
     if not items:
         raise CronError(f"{field.name} field: missing directive in {text!r}")
     value = f"(?:{field.pattern})"
     found: list[tuple[str, _Entry]] = []
     for item in items:
-        if item in ("*", "?"):
+        lowered = item.lower()
+        if lowered in ("*", "?"):
             found.append((item, _Entry(range(field.low, field.high + 1), star=True)))
             continue
-        match = re.fullmatch(rf"(\*|{value})(?:-({value}))?(?:/(\d+))?", item)
+        match = re.fullmatch(rf"(\*|{value})(?:-({value}))?(?:/(\d+))?", lowered)
         if match is None or (match.group(1) == "*" and match.group(2) is not None):
             found.append((item, _Entry(None)))
             continue
@@ -251,11 +274,11 @@ def _days(dom_text: str, dow_text: str) -> _Days:
         if entry.values is not None:
             dom.update(entry.values)
             dom_star |= entry.star
-        elif item == "l":
+        elif item.lower() == "l":
             last_day = True
-        elif item == "lw":
+        elif item.lower() == "lw":
             last_workday = True
-        elif match := re.fullmatch(f"({_DOM.pattern})w", item):
+        elif match := re.fullmatch(f"({_DOM.pattern})w", item.lower()):
             workdays.add(int(match.group(1)))
         else:
             raise _syntax(_DOM, item)
@@ -267,9 +290,9 @@ def _days(dom_text: str, dow_text: str) -> _Days:
         if entry.values is not None:
             dow.update(entry.values)
             dow_star |= entry.star
-        elif match := re.fullmatch(f"({_DOW.pattern})l", item):
+        elif match := re.fullmatch(f"({_DOW.pattern})l", item.lower()):
             last_of.add(_DOW.value(match.group(1)))
-        elif match := re.fullmatch(f"({_DOW.pattern})#([1-5])", item):
+        elif match := re.fullmatch(f"({_DOW.pattern})#([1-5])", item.lower()):
             nth.add((int(match.group(2)), _DOW.value(match.group(1))))
         else:
             raise _syntax(_DOW, item)
