@@ -52,10 +52,12 @@ _ALIASES = {
 }
 _ALIAS = re.compile("|".join(_ALIASES))
 
-_MONTHS = {name: number for number in range(1, 13)
-           for name in (calendar.month_abbr[number].lower(), calendar.month_name[number].lower())}
-_DAYS = {name: (number + 1) % 7 for number in range(7)
-         for name in (calendar.day_abbr[number].lower(), calendar.day_name[number].lower())}
+# English names, whatever the locale (calendar's names follow it).
+_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+                "november", "december")
+_DAY_NAMES = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
+_MONTHS = {name: number for number, full in enumerate(_MONTH_NAMES, 1) for name in (full[:3], full)}
+_DAYS = {name: number for number, full in enumerate(_DAY_NAMES) for name in (full[:3], full)}
 _STEP = re.compile(r"0?[0-9]|[1-5][0-9]|19[789][0-9]|20[0-9]{2}")
 """cronexpr reads a step through its table of numbers: 0-59 (with a leading 0) and the years."""
 
@@ -149,7 +151,8 @@ class CronExpression:
 
     def next(self, after: datetime) -> datetime | None:
         """The first time after ``after`` (aware) that matches, in ``after``'s
-        zone; None when none ever will (a year past)."""
+        zone; None when none ever will (its years are past, or it names a day
+        no month has, as ``0 0 30 2 *``)."""
         if after.tzinfo is None or after.utcoffset() is None:
             raise ValueError("after must be an aware datetime")
         zone = after.tzinfo
