@@ -229,9 +229,9 @@ class Job:
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
-    def is_template(self) -> bool:
-        """A periodic or parameterized job: registered, never run itself (its children are)."""
-        return self.periodic is not None or self.parameterized is not None
+    def runs_itself(self) -> bool:
+        """False for a periodic or parameterized job: it is registered, and only its children run."""
+        return self.periodic is None and self.parameterized is None
 
     @property
     def launches(self) -> bool:

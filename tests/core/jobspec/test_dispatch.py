@@ -38,7 +38,7 @@ def test_a_periodic_launch_is_the_job_named_for_its_time_without_its_schedule() 
     child = periodic_child(NIGHTLY, NOW)
     assert child.job.name == "nightly-report/periodic-1715949015"
     assert child.job.parent_id == "nightly-report"
-    assert child.job.periodic is None and not child.job.is_template
+    assert child.job.periodic is None and child.job.runs_itself
     assert [task.name for group in child.job.groups for task in group.tasks] == ["generate"]
     assert child.job.type == "batch" and child.job.warnings == []  # not "does not schedule periodic jobs yet"
     # What the agent stores loads as the same job.
@@ -70,7 +70,7 @@ def test_a_dispatch_has_meta_and_payload() -> None:
     child = dispatch_child(ENCODE, {"input": "/data/in.mp4", "profile": "${not.a.reference}"}, payload, NOW)
     assert re.fullmatch(r"video-encode/dispatch-1715949015-[0-9a-f]{8}", child.job.name)
     assert child.job.parent_id == "video-encode"
-    assert child.job.parameterized is None and not child.job.is_template
+    assert child.job.parameterized is None and child.job.runs_itself
     # Merged over the job's meta; the dispatcher's values are taken as they are, never evaluated.
     assert child.job.meta == {"profile": "${not.a.reference}", "input": "/data/in.mp4"}
     assert child.job.payload == payload

@@ -35,7 +35,7 @@ job "report" {{
 def test_a_nightly_job_file_is_read_with_its_schedule() -> None:
     job = load_job(CORPUS / "batch-periodic.nomad.hcl")
     assert job.periodic == Periodic(crons=("0 3 * * *",), prohibit_overlap=True, time_zone="Europe/Berlin")
-    assert job.is_template and job.launches
+    assert not job.runs_itself and job.launches
     assert job.warnings[-1] == "herder does not schedule periodic jobs yet: this one runs once, now, as any other job"
 
 
@@ -43,7 +43,7 @@ def test_a_dispatchable_job_file_is_read_with_its_parameters() -> None:
     job = load_job(CORPUS / "parameterized-dispatch.nomad.hcl")
     assert job.parameterized == Parameterized(payload="required", meta_required=("input",), meta_optional=("profile",))
     assert job.groups[0].tasks[0].dispatch_payload == "config.json"
-    assert job.is_template and not job.launches
+    assert not job.runs_itself and not job.launches
     assert "does not schedule parameterized jobs yet" in job.warnings[-1]
     assert not any("ignoring" in warning for warning in job.warnings)
 
@@ -53,13 +53,13 @@ def test_defaults_are_nomads() -> None:
     assert job.periodic == Periodic(crons=("@daily",), prohibit_overlap=False, time_zone="UTC", enabled=True)
     assert job.parameterized == Parameterized(payload="optional", meta_required=(), meta_optional=())
     assert not job.launches  # both: only its dispatched children launch
-    assert load(batch()).periodic is None and not load(batch()).is_template
+    assert load(batch()).periodic is None and load(batch()).runs_itself
 
 
 def test_sysbatch_may_be_periodic_and_a_disabled_one_does_not_launch() -> None:
     job = load(batch('periodic {\n cron = "@daily"\n enabled = false\n }', job_type="sysbatch"))
     assert job.periodic is not None and not job.periodic.enabled
-    assert job.is_template and not job.launches
+    assert not job.runs_itself and not job.launches
 
 
 @pytest.mark.parametrize("job_type", ["service", "system"])

@@ -48,7 +48,7 @@ RESTART_DEFAULTS: dict[str, dict[str, Any]] = {
     "sysbatch": _BATCH_RESTART,
 }
 MIN_RESTART_INTERVAL = 5.0
-TEMPLATE_TYPES = ("batch", "sysbatch")
+PARENT_TYPES = ("batch", "sysbatch")
 """The job types that may be periodic or parameterized (Nomad's rule)."""
 RESERVED_TASK_NAME = "alloc"  # its directory would be the allocation's shared one
 _PORTED_CHECKS = {"http", "tcp", "grpc"}
@@ -130,14 +130,14 @@ class _Builder:
             payload=self.payload(spec.get("payload", "")),
         )
 
-    def template_type(self, path: Path, job_type: str, what: str) -> None:
-        if job_type not in TEMPLATE_TYPES:
+    def parent_type(self, path: Path, job_type: str, what: str) -> None:
+        if job_type not in PARENT_TYPES:
             self.problem(path, f"only batch and sysbatch jobs may be {what} (this job is {job_type})")
 
     def periodic(self, spec: dict[str, Any], job_type: str) -> Periodic:
         """Nomad's ``PeriodicConfig.Validate``; an empty ``cron`` or ``crons`` is not given, as in Nomad's JSON."""
         path: Path = ("job", "periodic")
-        self.template_type(path, job_type, "periodic")
+        self.parent_type(path, job_type, "periodic")
         crons: list[tuple[str, Path]] = [(spec["cron"], (*path, "cron"))] if spec.get("cron") else []
         given = spec.get("crons", [])
         if crons and given:
@@ -165,7 +165,7 @@ class _Builder:
     def parameterized(self, spec: dict[str, Any], job_type: str) -> Parameterized:
         """Nomad's ``ParameterizedJobConfig.Validate``."""
         path: Path = ("job", "parameterized")
-        self.template_type(path, job_type, "parameterized")
+        self.parent_type(path, job_type, "parameterized")
         required, optional = tuple(spec.get("meta_required", [])), tuple(spec.get("meta_optional", []))
         both = [key for key in optional if key in required]
         if both:
