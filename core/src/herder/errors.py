@@ -47,6 +47,11 @@ class JobError(HerderError):
         self.errors = errors
 
 
+class DispatchError(JobError):
+    """A child job that cannot be made: a dispatch its parameterized job does not
+    allow (``errors`` says what is wrong with it), or a launch of a job that is not periodic."""
+
+
 class ConfigError(HerderError):
     """The agent configuration file is invalid."""
 

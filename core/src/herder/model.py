@@ -152,6 +152,8 @@ class Task:
     logs: LogConfig = field(default_factory=LogConfig)
     restart: RestartPolicy | None = None
     lifecycle: Lifecycle | None = None
+    dispatch_payload: str = ""
+    """Where (under ``local/``) the payload of a dispatched job is written; "" for nowhere."""
 
     @property
     def is_main(self) -> bool:
@@ -175,6 +177,35 @@ class Group:
     services: tuple[Service, ...] = ()  # Nomad 1.x group services, on the group's ports
 
 
+@dataclass(frozen=True)
+class Periodic:
+    """A job's ``periodic`` block: the job is registered, not run, and a child
+    of it is launched at each time of ``crons`` (cron expressions as Nomad
+    reads them), read as wall times in ``time_zone`` (IANA)."""
+
+    crons: tuple[str, ...]
+    prohibit_overlap: bool = False
+    """Skip a launch while a child launched before still runs."""
+    time_zone: str = "UTC"
+    enabled: bool = True
+
+
+PAYLOAD_OPTIONAL, PAYLOAD_REQUIRED, PAYLOAD_FORBIDDEN = "optional", "required", "forbidden"
+MAX_PAYLOAD = 16 * 1024
+"""The largest dispatch payload, in bytes (Nomad's limit)."""
+
+
+@dataclass(frozen=True)
+class Parameterized:
+    """A job's ``parameterized`` block: the job is registered, not run, and
+    dispatched with meta (the keys ``meta_required`` and ``meta_optional``
+    name, no others) and a payload (``payload``: optional, required or forbidden)."""
+
+    payload: str = PAYLOAD_OPTIONAL
+    meta_required: tuple[str, ...] = ()
+    meta_optional: tuple[str, ...] = ()
+
+
 @dataclass
 class Job:
     """A whole job file. ``source`` names the file and ``lines`` maps rendered
@@ -187,6 +218,23 @@ class Job:
     datacenters: list[str] = field(default_factory=lambda: ["dc1"])
     region: str = "global"
     meta: dict[str, str] = field(default_factory=dict)
+    periodic: Periodic | None = None
+    parameterized: Parameterized | None = None
+    parent_id: str = ""
+    """The job this one was launched or dispatched from; "" for a job of its own."""
+    payload: bytes = b""
+    """A dispatched job's payload, written for each task that has a ``dispatch_payload``."""
     warnings: list[str] = field(default_factory=list)
     source: str = field(default="", compare=False)
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def runs_itself(self) -> bool:
+        """False for a periodic or parameterized job: it is registered, and only its children run."""
+        return self.periodic is None and self.parameterized is None
+
+    @property
+    def launches(self) -> bool:
+        """Whether the job launches children on a schedule: periodic and enabled, and
+        not parameterized (as Nomad, a job both launches only once dispatched)."""
+        return self.periodic is not None and self.periodic.enabled and self.parameterized is None

@@ -46,6 +46,21 @@ def test_the_evaluated_document_rebuilds_the_same_job_without_variables_or_files
                                    "${NOMAD_TASK_NAME}", "%{ x }"]
 
 
+def test_a_literal_interpolation_keeps_its_quotes_through_the_evaluated_document() -> None:
+    """``$${`` escapes the ``${`` only: the quotes and backslashes after it are string escapes as anywhere."""
+    text = r'''
+        job "web" {
+          meta {
+            a = "$${upper(\"x\")} %%{ if \"b\" } \\d"
+          }
+          task "t" { driver = "raw_exec" }
+        }
+    '''
+    job, document = evaluate_job_text(textwrap.dedent(text), "hcl", "web.hcl")
+    assert job.meta == {"a": '${upper("x")} %{ if "b" } \\d'}
+    assert load_job_text(json.dumps(document), "json", "web.hcl") == job
+
+
 SHARED = """
 job:
   name: web

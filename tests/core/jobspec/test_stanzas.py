@@ -18,9 +18,6 @@ def test_unimplemented_stanzas_are_dropped_with_one_warning() -> None:
             attribute = "${attr.cpu.arch}"
             value     = "amd64"
           }
-          periodic {
-            cron = "@daily"
-          }
           group "app" {
             ephemeral_disk { size = 300 }
             spread { attribute = "${node.datacenter}" }
@@ -39,7 +36,6 @@ def test_unimplemented_stanzas_are_dropped_with_one_warning() -> None:
                 volume      = "data"
                 destination = "/data"
               }
-              dispatch_payload { file = "input" }
               resources {
                 network {
                   mbits = 10
@@ -49,8 +45,8 @@ def test_unimplemented_stanzas_are_dropped_with_one_warning() -> None:
           }
         }
     """)
-    names = ["priority", "all_at_once", "constraint", "periodic", "ephemeral_disk", "spread", "volume", "scaling"]
-    names += ["vault", "volume_mount", "dispatch_payload", "network.mbits"]
+    names = ["priority", "all_at_once", "constraint", "ephemeral_disk", "spread", "volume", "scaling"]
+    names += ["vault", "volume_mount", "network.mbits"]
     assert job.warnings == [f"ignoring stanzas herder does not implement: {', '.join(names)}"]
 
 

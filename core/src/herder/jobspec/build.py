@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, overload
 
+from herder.jobspec.cron import CronError, load_zone, parse_cron
 from herder.jobspec.paths import Path
 from herder.model import (
+    PAYLOAD_OPTIONAL,
     Artifact,
     Check,
     CheckRestart,
@@ -24,6 +26,8 @@ from herder.model import (
     Job,
     Lifecycle,
     LogConfig,
+    Parameterized,
+    Periodic,
     PortSpec,
     Resources,
     RestartPolicy,
@@ -44,6 +48,8 @@ RESTART_DEFAULTS: dict[str, dict[str, Any]] = {
     "sysbatch": _BATCH_RESTART,
 }
 MIN_RESTART_INTERVAL = 5.0
+PARENT_TYPES = ("batch", "sysbatch")
+"""The job types that may be periodic or parameterized (Nomad's rule)."""
 RESERVED_TASK_NAME = "alloc"  # its directory would be the allocation's shared one
 _PORTED_CHECKS = {"http", "tcp", "grpc"}
 
@@ -118,7 +124,62 @@ class _Builder:
             datacenters=list(spec.get("datacenters", ["dc1"])),
             region=spec.get("region", "global"),
             meta=_texts(spec.get("meta")),
+            periodic=self.periodic(spec["periodic"], job_type) if "periodic" in spec else None,
+            parameterized=self.parameterized(spec["parameterized"], job_type) if "parameterized" in spec else None,
+            parent_id=spec.get("parent_id", ""),
+            payload=self.payload(spec.get("payload", "")),
         )
+
+    def parent_type(self, path: Path, job_type: str, what: str) -> None:
+        if job_type not in PARENT_TYPES:
+            self.problem(path, f"only batch and sysbatch jobs may be {what} (this job is {job_type})")
+
+    def periodic(self, spec: dict[str, Any], job_type: str) -> Periodic:
+        """Nomad's ``PeriodicConfig.Validate``; an empty ``cron`` or ``crons`` is not given, as in Nomad's JSON."""
+        path: Path = ("job", "periodic")
+        self.parent_type(path, job_type, "periodic")
+        crons: list[tuple[str, Path]] = [(spec["cron"], (*path, "cron"))] if spec.get("cron") else []
+        given = spec.get("crons", [])
+        if crons and given:
+            self.problem(path, "give cron or crons, not both")
+        crons += [(cron, (*path, "crons", index)) for index, cron in enumerate(given)]
+        if not crons:
+            self.problem(path, "needs cron or crons")
+        for cron, cron_path in crons:
+            try:
+                parse_cron(cron)
+            except CronError as exc:
+                self.problem(cron_path, str(exc))
+        time_zone = spec.get("time_zone") or "UTC"
+        try:
+            load_zone(time_zone)
+        except ValueError as exc:
+            self.problem((*path, "time_zone"), str(exc))
+        return Periodic(
+            crons=tuple(cron for cron, _ in crons),
+            prohibit_overlap=spec.get("prohibit_overlap", False),
+            time_zone=time_zone,
+            enabled=spec.get("enabled", True),
+        )
+
+    def parameterized(self, spec: dict[str, Any], job_type: str) -> Parameterized:
+        """Nomad's ``ParameterizedJobConfig.Validate``."""
+        path: Path = ("job", "parameterized")
+        self.parent_type(path, job_type, "parameterized")
+        required, optional = tuple(spec.get("meta_required", [])), tuple(spec.get("meta_optional", []))
+        both = [key for key in optional if key in required]
+        if both:
+            self.problem((*path, "meta_optional"), f"{', '.join(map(repr, both))} also in meta_required "
+                                                   "(a key is required or optional, not both)")
+        return Parameterized(payload=spec.get("payload", PAYLOAD_OPTIONAL), meta_required=required,
+                             meta_optional=optional)
+
+    def payload(self, text: str) -> bytes:
+        try:
+            return base64.b64decode(text, validate=True)
+        except ValueError:
+            self.problem(("job", "payload"), "must be base64")
+            return b""
 
     def group(self, spec: dict[str, Any], path: Path, job_type: str) -> Group:
         restart = RESTART_DEFAULTS[job_type] | self.restart_fields(spec.get("restart", {}))
@@ -198,6 +259,9 @@ class _Builder:
             self.template(template, (*path, "templates", index))
             for index, template in enumerate(spec.get("templates", []))
         )
+        payload_file = spec.get("dispatch_payload", {}).get("file", "")
+        if payload_file:
+            self.payload_file(payload_file, (*path, "dispatch_payload", "file"))
         return Task(
             name=spec["name"],
             driver=spec["driver"],
@@ -219,6 +283,7 @@ class _Builder:
             logs=LogConfig(max_files=_int(logs, "max_files", 10), max_file_size=_int(logs, "max_file_size", 10)),
             restart=restart,
             lifecycle=self.lifecycle(spec["lifecycle"]) if "lifecycle" in spec else None,
+            dispatch_payload=payload_file,
         )
 
     @staticmethod
@@ -334,6 +399,12 @@ class _Builder:
                                                                  normal.startswith("../alloc/")):
             self.problem(path, f"{value!r} escapes the task directory")
 
+    def payload_file(self, value: str, path: Path) -> None:
+        """A dispatch payload's file: a file name inside the task's ``local/`` directory."""
+        problem = payload_file_problem(value)
+        if problem:
+            self.problem(path, problem)
+
     def artifact(self, spec: dict[str, Any], path: Path) -> Artifact:
         options = _texts(spec.get("options"))
         source = spec["source"]
@@ -429,4 +500,16 @@ def checksum_problem(checksum: str) -> str:
         return f"{checksum!r} must be TYPE:HEX with TYPE one of {', '.join(CHECKSUM_LENGTHS)}"
     if len(digest) != CHECKSUM_LENGTHS[kind] or any(c not in "0123456789abcdefABCDEF" for c in digest):
         return f"a {kind} checksum is {CHECKSUM_LENGTHS[kind]} hexadecimal digits"
+    return ""
+
+
+def payload_file_problem(value: str) -> str:
+    """What is wrong with ``value`` as the file (under ``local/``) a dispatch payload is written to; "" if nothing."""
+    parts = PurePosixPath(value).parts
+    if PurePosixPath(value).is_absolute():
+        return f"{value!r} must be relative to the task's local/ directory"
+    if ".." in parts:
+        return f"{value!r} must stay inside the task's local/ directory (no '..')"
+    if not parts or value.endswith("/") or "\0" in value:
+        return f"{value!r} must name a file"
     return ""

@@ -221,7 +221,9 @@ def _template(parts: list[Any]) -> Template:
         kind = content.lark_name()
         text = str(content.value)
         if kind in ("ESCAPED_INTERPOLATION", "ESCAPED_DIRECTIVE"):
-            text = text[1:]  # $${ and %%{ are a literal ${ and %{
+            # $${ and %%{ are a literal ${ and %{; python-hcl2's token runs on to the
+            # closing brace, whose text is string characters with their escapes.
+            text = process_escape_sequences(text[1:])
         elif kind == "STRING_CHARS":
             text = process_escape_sequences(text)
         else:

@@ -87,7 +87,7 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None,
     _raise_if(problems, locator)
     modes = host_networking(document)
     _raise_if(validate_job_document(document, coercible, everywhere=fmt == "hcl"), locator)
-    canonical = {"job": _as_written(document["job"])}
+    canonical = {"job": as_written(document["job"])}
     job, problems = build_job(document)
     _raise_if(problems, locator)
     job.source, job.lines = source, lines
@@ -99,17 +99,21 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None,
     if modes:
         job.warnings.append(f"network mode {', '.join(modes)} runs as host networking "
                             "(herder has no network namespaces outside its drivers)")
+    blocks = [name for name in ("periodic", "parameterized") if getattr(job, name) is not None]
+    if blocks:
+        job.warnings.append(f"herder does not schedule {' or '.join(blocks)} jobs yet: this one runs once, now, "
+                            "as any other job")
     return job, canonical
 
 
-def _as_written(value: Any) -> Any:
+def as_written(value: Any) -> Any:
     """``value`` with every string escaped as a template of itself (``${`` as
     ``$${``, ``%{`` as ``%%{``): evaluating it gives ``value`` back. A runtime
     reference stays one: ``$${NOMAD_PORT_http}`` evaluates to ``${NOMAD_PORT_http}``."""
     if isinstance(value, dict):
-        return {key: _as_written(item) for key, item in value.items()}
+        return {key: as_written(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_as_written(item) for item in value]
+        return [as_written(item) for item in value]
     if isinstance(value, str):
         return value.replace("${", "$${").replace("%{", "%%{")
     return value

@@ -35,17 +35,22 @@ _RENAMED = {
     "GetterHeaders": "headers", "GetterInsecure": "insecure", "SourcePath": "source", "DestPath": "destination",
     "EmbeddedTmpl": "data", "LeftDelim": "left_delimiter", "RightDelim": "right_delimiter",
     "VaultGrace": "vault_grace", "Wait": "wait", "ErrMissingKey": "error_on_missing_key",
-    "EphemeralDisk": "ephemeral_disk", "Envvars": "env", "SizeMB": "size",
+    "EphemeralDisk": "ephemeral_disk", "Envvars": "env", "SizeMB": "size", "Spec": "cron", "Specs": "crons",
 }
 # Maps whose keys are the user's own (driver config, env, meta, ...): copied as they are.
 _VERBATIM = {"Config", "Env", "Meta", "Header", "GetterOptions", "GetterHeaders", "CanaryMeta", "TaggedAddresses"}
 # Fields Nomad gives in nanoseconds that are durations in herder's document.
 _DURATIONS = {"KillTimeout", "ShutdownDelay", "Interval", "Delay", "Timeout", "Grace", "Splay"}
-# Set by Nomad's servers, not by the job's author (``nomad job inspect`` shows them).
+# Fields of a job set by Nomad's servers, not by the job's author (``nomad job inspect`` shows them).
 _SERVER_FIELDS = {
     "Stop", "Status", "StatusDescription", "Stable", "Version", "SubmitTime", "CreateIndex", "ModifyIndex",
     "JobModifyIndex", "ParentID", "Dispatched", "DispatchIdempotencyToken", "Payload", "VersionTag",
     "NomadTokenID", "ConsulNamespace", "VaultNamespace", "ID",
+}
+# Values Nomad writes for "the default" (or its only choice), by the map they are in.
+_UNSET = {
+    "periodic": {"Spec": "", "SpecType": "cron", "TimeZone": ""},
+    "parameterized": {"Payload": ""},
 }
 
 
@@ -71,8 +76,9 @@ def _snake(key: str) -> str:
 def _convert(spec: dict[str, Any], where: str) -> dict[str, Any]:
     """Convert one map; ``where`` is its canonical key (``groups``, ``tasks``, ...)."""
     out: dict[str, Any] = {}
+    unset = _UNSET.get(where, {})
     for key, value in spec.items():
-        if value is None or key in _SERVER_FIELDS:
+        if value is None or (where == "job" and key in _SERVER_FIELDS) or (key in unset and value == unset[key]):
             continue  # null is Nomad's "the default"
         if key == "Networks":
             if value:

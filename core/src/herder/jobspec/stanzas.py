@@ -65,7 +65,7 @@ _SERVICE = _Block(
 )
 _TASK = _Block(
     frozenset({
-        *_AFFINITIES, "vault", "consul", "dispatch_payload", "csi_plugin", "scaling", "volume_mount",
+        *_AFFINITIES, "vault", "consul", "csi_plugin", "scaling", "volume_mount",
         "identity", "action", "secret", "schedule", "kind",
     }),
     blocks={
@@ -95,7 +95,7 @@ _GROUP = _Block(
 _JOB = _Block(
     frozenset({
         *_AFFINITIES, "update", "migrate", "reschedule", "vault", "vault_token", "vault_namespace",
-        "consul_token", "consul_namespace", "periodic", "parameterized", "priority", "all_at_once", "id",
+        "consul_token", "consul_namespace", "priority", "all_at_once", "id",
         "namespace", "node_pool", "multiregion", "ui",
     }),
     lists={"groups": _GROUP},
