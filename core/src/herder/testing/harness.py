@@ -151,6 +151,9 @@ class DriverHarness:
         self._ports = PortAllocator(*PORT_RANGE)
         self._session = self._open_session()
         self._closed = False
+        self.closing = threading.Event()
+        """Set when the harness closes: every wait of the lifecycle steps (``shutdown_delay``, cleanup
+        retries) ends at once."""
 
     def __enter__(self) -> DriverHarness:
         return self
@@ -225,6 +228,7 @@ class DriverHarness:
         if self._closed:
             return
         self._closed = True
+        self.closing.set()
         errors: list[Exception] = []
 
         def attempt(call: Callable[[], object], limit: float, what: str) -> None:
@@ -307,7 +311,7 @@ class TaskRun:
         self.ctx.emitter = self._record
         self.ctx.env[processes.MARKER] = self.marker
         self._lifecycle = TaskLifecycle(self.harness.hooks, placed_task.task, self.ctx,
-                                        make_lookup=placed_task.make_lookup)
+                                        make_lookup=placed_task.make_lookup, interrupt=self.harness.closing)
         self._prestarted = False
         self.handle: TaskHandle | None = None
         self.result: ExitResult | None = None
