@@ -147,7 +147,7 @@ class Hooks:
     # -- task start ----------------------------------------------------------
 
     def task_prestart(self, task: Task, ctx: TaskContext, who: Participants) -> None:
-        """One step of prestart; the runner calls the steps in :data:`PRESTART_ORDER`
+        """One step of prestart; :mod:`herder.client.lifecycle` calls the steps in :data:`PRESTART_ORDER`
         (built-in plugins, third-party lifecycle plugins, the driver).
 
         Raises what a plugin raised (``RecoverableError`` means retry).
@@ -197,7 +197,7 @@ class Hooks:
         return handle  # type: ignore[no-any-return]
 
     def task_cleanup(self, task: Task, ctx: TaskContext, who: Participants) -> None:
-        """One step of cleanup; the runner calls the steps in :data:`CLEANUP_ORDER`
+        """One step of cleanup; :mod:`herder.client.lifecycle` calls the steps in :data:`CLEANUP_ORDER`
         and retries a step that raised ``RecoverableError``."""
         self._caller("herder_task_cleanup", who, task.driver)(task=task, ctx=ctx)
 
