@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +13,12 @@ import pytest
 from herder import CleanupLater, RecoverableError, Task, TaskContext, hookimpl
 from herder.client import lifecycle
 from herder.client.lifecycle import CLEANUP_RETRIES, TaskLifecycle
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
 from herder.testing import DriverHarness, TaskRun
 from herder.testing.harness import bounded
+from tests.support.running import make_config, start_job
+from tests.support.waiting import wait_for
 
 HarnessFactory = Callable[..., DriverHarness]
 
@@ -118,3 +123,27 @@ def test_closing_the_harness_ends_a_shutdown_delay(driver_harness: HarnessFactor
     run.start()
     bounded(harness.close, GENEROUS, "closing the harness")
     assert run.result is None  # killed by the harness, not waited for by the test
+
+
+def test_a_second_kill_ends_the_cleanup_retries_of_the_task_runner(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The delay between retries is an hour: only the second kill can end it.
+    monkeypatch.setattr(lifecycle, "CLEANUP_BASE_DELAY", 3600.0)
+    busy = Cleanup(*(RecoverableError("busy") for _ in range(10)))
+    config = make_config(tmp_path / "data")
+    hooks = Hooks(load_plugins(config.plugin, config.disabled_plugins))
+    hooks.add_builtins([("cleanup-under-test", busy)])
+    job = ('job "j" {\n group "g" {\n task "t" {\n driver = "raw_exec"\n'
+           ' config {\n command = "/bin/sh"\n args = ["-c", "exec sleep 3600"]\n }\n }\n }\n}\n')
+    run, wait = start_job(job, tmp_path / "data", config=config, hooks=hooks)
+    run.wait_for("Started", "t", timeout=GENEROUS)
+    runner = run.runner.allocs[0].tasks[0]
+    first = threading.Thread(target=runner.kill)
+    first.start()
+    wait_for(lambda: busy.calls >= 1, GENEROUS, "the cleanup to be tried")
+    bounded(runner.kill, GENEROUS, "the second kill")
+    first.join(GENEROUS)
+    assert not first.is_alive()
+    assert wait(GENEROUS) in ("complete", "failed")
+    assert busy.calls == 1
+    assert "Task hook failed" in run.types("t")
