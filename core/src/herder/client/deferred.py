@@ -39,10 +39,10 @@ class DeferredCleanups:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def add(self, alloc_id: str, task: str, who: Participants, delay: float) -> None:
-        """Call the task's cleanup step of ``who`` again in ``delay`` seconds."""
-        self.store.defer(Deferred(kind=KIND, key=f"{alloc_id}/{task}/{who}", due=time.time() + delay,
-                                  payload={"alloc_id": alloc_id, "task": task, "phase": who}))
+    def add(self, alloc_id: str, task: str, phase: Participants, delay: float) -> None:
+        """Call ``phase`` of the task's cleanup (the step of those taking part) again in ``delay`` seconds."""
+        self.store.defer(Deferred(kind=KIND, key=f"{alloc_id}/{task}/{phase}", due=time.time() + delay,
+                                  payload={"alloc_id": alloc_id, "task": task, "phase": phase}))
         self._wake.set()
 
     def start(self) -> None:
@@ -73,19 +73,18 @@ class DeferredCleanups:
 
     def _run(self, work: Deferred) -> None:
         alloc_id, task_name = str(work.payload["alloc_id"]), str(work.payload["task"])
-        who = cast(Participants, work.payload["phase"])  # the stored key keeps its name
+        phase = cast(Participants, work.payload["phase"])
         rebuilt = self._rebuild(alloc_id, task_name)
         if rebuilt is not None:
             task, ctx = rebuilt
             try:
-                later = cleanup_step(self.hooks, task, ctx, who, self._stop)
+                later = cleanup_step(self.hooks, task, ctx, phase, self._stop)
+                if later is not None:
+                    self.add(alloc_id, task_name, phase, later.delay)
+                    return
             except Exception as exc:
                 if isinstance(exc, RecoverableError) and self._stop.is_set():
                     return  # its retries were cut short by the stop: the next herder tries again
                 log.warning("deferred cleanup of task %s of allocation %s: %s", task_name, alloc_id,
                             self.hooks.describe_failure("herder_task_cleanup", exc))
-            else:
-                if later is not None:
-                    self.add(alloc_id, task_name, who, later.delay)
-                    return
         self.store.done(work.kind, work.key)
