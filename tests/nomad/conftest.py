@@ -42,4 +42,4 @@ def cluster(nomad_root: Path) -> Iterator[NomadCluster]:
 
 
 # The docker task's image: the docker suite's own fixtures (built from the host's busybox, never pulled).
-from tests.docker.conftest import busybox_image, docker_client, docker_driver  # noqa: E402, F401
+from tests.docker.conftest import busybox_image, docker_client, docker_driver, unique_image  # noqa: E402, F401

@@ -4,6 +4,10 @@ The command line and the agent only translate between their medium and
 these: reading a job, describing drivers and plugins, running a job in the
 foreground, reaping what a dead foreground run left behind, and the JSON
 shapes of events and summaries.
+
+The Nomad integration, a front end too, reaches herder only through
+``herder``, ``herder.sdk`` and this module: what it needs beside the use cases
+is re-exported here (the ``import X as X`` lines).
 """
 
 from __future__ import annotations
@@ -22,12 +26,18 @@ from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.client import Client, JobSource
 from herder.client.config import Config
 from herder.client.health import HealthChange
+from herder.client.lifecycle import TaskLifecycle as TaskLifecycle
+from herder.client.lifecycle import config_errors as config_errors
 from herder.errors import JobError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
 from herder.jobspec.formats import format_of, read_text, read_var_file
 from herder.model import Job
+from herder.model import Resources as Resources
+from herder.objects import parse_signal as parse_signal
 from herder.plugins.hooks import Hooks
+from herder.plugins.hooks import Participants as Participants
 from herder.plugins.loader import load_plugins
+from herder.supervisor import Supervisor as Supervisor
 
 # -- plugins and drivers -----------------------------------------------------
 

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from herder import events
 from herder.client.placement import PlacedAlloc, PlacedTask
 from herder.client.restarts import RestartTracker
-from herder.client.task_runner import TaskRunner, TaskState
+from herder.client.task_runner import TaskRunner, TaskStatus
 from herder.context import AllocatedPort
 from herder.model import POSTSTART, POSTSTOP, PRESTART, Task
 from herder.objects import TaskEvent
-from herder.plugins.hooks import Hooks, Phase
+from herder.plugins.hooks import Hooks, Participants
 from herder.state import Store, TaskRecord
 
 
@@ -113,7 +113,7 @@ class AllocRunner:
 
     def __init__(self, placed: PlacedAlloc, job_id: str, hooks: Hooks, store: Store, *,
                  on_event: Callable[[EventRecord], None], on_done: Callable[[AllocRunner], None],
-                 defer_cleanup: Callable[[str, str, Phase, float], None],
+                 defer_cleanup: Callable[[str, str, Participants, float], None],
                  restored: Mapping[str, TaskRecord] | None = None, max_kill_timeout: float | None = None) -> None:
         self.placed = placed
         self.job_id = job_id
@@ -145,8 +145,9 @@ class AllocRunner:
                                  window_start=record.restart_window_start if record else None)
         status = None
         if record is not None:
-            status = TaskState(state=record.state, failed=record.failed, restarts=record.restarts,
-                               exit_code=record.exit_code, handle_state=record.handle_state)
+            status = TaskStatus(state=record.state, failed=record.failed, restarts=record.restarts,
+                                exit_code=record.exit_code, handle_state=record.handle_state, created=record.created,
+                                started_at=record.started_at, finished_at=record.finished_at)
             status.events = [event for _, event in self.store.events(self.alloc.id, task.name)]
         return TaskRunner(placed, self.hooks, tracker, on_event=self._forward, on_dead=self._task_dead,
                           persist=functools.partial(self.store.update_task, self.alloc.id, task.name),

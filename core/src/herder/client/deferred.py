@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable
 from typing import cast
 
+from herder.client.lifecycle import cleanup_step
 from herder.context import TaskContext
-from herder.errors import CleanupLater
+from herder.errors import RecoverableError
 from herder.model import Task
-from herder.plugins.hooks import Hooks, Phase
+from herder.plugins.hooks import Hooks, Participants
 from herder.state import Deferred, Store
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,8 @@ class DeferredCleanups:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def add(self, alloc_id: str, task: str, phase: Phase, delay: float) -> None:
-        """Call ``phase`` of the task's cleanup again in ``delay`` seconds."""
+    def add(self, alloc_id: str, task: str, phase: Participants, delay: float) -> None:
+        """Call ``phase`` of the task's cleanup (the step of those taking part) again in ``delay`` seconds."""
         self.store.defer(Deferred(kind=KIND, key=f"{alloc_id}/{task}/{phase}", due=time.time() + delay,
                                   payload={"alloc_id": alloc_id, "task": task, "phase": phase}))
         self._wake.set()
@@ -72,16 +73,18 @@ class DeferredCleanups:
 
     def _run(self, work: Deferred) -> None:
         alloc_id, task_name = str(work.payload["alloc_id"]), str(work.payload["task"])
-        phase = cast(Phase, work.payload["phase"])
+        phase = cast(Participants, work.payload["phase"])
         rebuilt = self._rebuild(alloc_id, task_name)
         if rebuilt is not None:
             task, ctx = rebuilt
             try:
-                self.hooks.task_cleanup(task, ctx, phase)
-            except CleanupLater as exc:
-                self.add(alloc_id, task_name, phase, exc.delay)
-                return
+                later = cleanup_step(self.hooks, task, ctx, phase, self._stop)
+                if later is not None:
+                    self.add(alloc_id, task_name, phase, later.delay)
+                    return
             except Exception as exc:
+                if isinstance(exc, RecoverableError) and self._stop.is_set():
+                    return  # its retries were cut short by the stop: the next herder tries again
                 log.warning("deferred cleanup of task %s of allocation %s: %s", task_name, alloc_id,
                             self.hooks.describe_failure("herder_task_cleanup", exc))
         self.store.done(work.kind, work.key)

@@ -17,48 +17,75 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypedDict, Unpack
 
 from herder import events
+from herder.client.lifecycle import TaskLifecycle
 from herder.client.placement import PlacedTask
 from herder.client.restarts import Decision, Outcome, RestartTracker
-from herder.errors import CleanupLater, DriverError, RecoverableError
-from herder.jobspec import interpolate, interpolate_task, validate_config
+from herder.errors import DriverError, RecoverableError
 from herder.model import Task
-from herder.objects import ExecResult, ExitResult, TaskEvent, TaskHandle, parse_signal
-from herder.plugins.hooks import CLEANUP_ORDER, PRESTART_ORDER, Hooks, Phase
+from herder.objects import ExecResult, ExitResult, TaskEvent, TaskHandle
+from herder.plugins.hooks import Hooks, Participants
 from herder.sdk.durations import format_duration
+from herder.state import TaskState
 
 log = logging.getLogger(__name__)
-
-CLEANUP_ATTEMPTS = 4
-CLEANUP_BASE_DELAY = 0.5
 
 LOST = ExitResult(exit_code=-1, error="the task could not be reattached")
 """How a task that was running when herder stopped, and cannot be found again, ended."""
 
 
 @dataclass
-class TaskState:
-    """What the outside world sees of a task runner."""
+class TaskStatus:
+    """What the outside world sees of a task runner: the task's stored record, and its events."""
 
-    state: str = "pending"  # pending | running | dead
+    state: TaskState = "pending"
     failed: bool = False
     restarts: int = 0
     exit_code: int | None = None
     events: list[TaskEvent] = field(default_factory=list)
     handle_state: dict[str, Any] | None = None
+    """The running task's handle ``state()``, for ``herder_task_recover``."""
+    created: list[tuple[str, str]] = field(default_factory=list)
+    """The task's ``ctx.created`` items, for cleanup after a restart of herder."""
+    started_at: float | None = None
+    finished_at: float | None = None
 
 
-Persist = Callable[..., None]
-"""Stores changed fields of the task's record (``state``, ``restarts``, ``handle_state``, ...)."""
+class StatusChanges(TypedDict, total=False):
+    """Changed fields of a :class:`TaskStatus` (its events are stored on their own)."""
 
-DeferCleanup = Callable[[Phase, float], None]
+    state: TaskState
+    failed: bool
+    restarts: int
+    exit_code: int | None
+    handle_state: dict[str, Any] | None
+    created: list[tuple[str, str]]
+    started_at: float | None
+    finished_at: float | None
+
+
+class TaskChanges(StatusChanges, total=False):
+    """Changed fields of a task's stored record: its status, and its restart policy's counter."""
+
+    restart_count: int
+    restart_window_start: float | None
+
+
+class PersistTask(Protocol):
+    """Stores changed fields of the task's record, as :meth:`herder.state.Store.update_task` does."""
+
+    def __call__(self, **changes: Unpack[TaskChanges]) -> None: ...
+
+
+DeferCleanup = Callable[[Participants, float], None]
 """Has a cleanup step that raised :class:`herder.CleanupLater` called again after a delay."""
 
 
 class TaskRunner:
-    """Runs one task in its own thread: prestart, start, wait, restart, kill, cleanup.
+    """Runs one task in its own thread: the steps of :class:`herder.client.lifecycle.TaskLifecycle`,
+    in a loop that restarts the task by its restart policy.
 
     ``placed`` is the task as placement prepared it (context, log sinks,
     environment). ``on_event`` is called for every event, ``on_dead`` once
@@ -71,15 +98,13 @@ class TaskRunner:
 
     def __init__(self, placed: PlacedTask, hooks: Hooks, tracker: RestartTracker, *,
                  on_event: Callable[[TaskRunner, TaskEvent], None], on_dead: Callable[[TaskRunner], None],
-                 persist: Persist, defer_cleanup: DeferCleanup, status: TaskState | None = None,
+                 persist: PersistTask, defer_cleanup: DeferCleanup, status: TaskStatus | None = None,
                  recover: dict[str, Any] | None = None, max_kill_timeout: float | None = None) -> None:
-        self.task, self._capped = cap_kill_times(placed.task, max_kill_timeout)
+        self.task, capped = cap_kill_times(placed.task, max_kill_timeout)
         self.ctx = placed.ctx
         self.hooks = hooks
         self.tracker = tracker
-        self.status = status or TaskState()
-        self._base_env = dict(self.ctx.env)
-        self._make_lookup = placed.make_lookup
+        self.status = status or TaskStatus()
         self._on_event = on_event
         self._on_dead = on_dead
         self._persist = persist
@@ -87,10 +112,10 @@ class TaskRunner:
         self._recover = recover
         self._lock = threading.RLock()
         self._handle: TaskHandle | None = None
-        self._running_task: Task = self.task
-        self._env_task: Task = self.task
         self._kill_requested = threading.Event()
-        self._hurry = threading.Event()  # a second kill: the shutdown delay is not waited out
+        self._hurry = threading.Event()  # a second kill: no wait of the lifecycle is waited out
+        self._lifecycle = TaskLifecycle(hooks, self.task, self.ctx, make_lookup=placed.make_lookup,
+                                        interrupt=self._hurry, kill_details=capped)
         self._restart_requested = threading.Event()
         self._restart_failure = False
         self._wake = threading.Event()
@@ -119,18 +144,17 @@ class TaskRunner:
     def _record(self, event: TaskEvent) -> None:
         with self._lock:
             self.status.events.append(event)
-        self.hooks.task_event(self._running_task, self.ctx, event)
+        self.hooks.task_event(self._lifecycle.task, self.ctx, event)
         self._on_event(self, event)
 
     def emit(self, type: str, message: str = "", **details: Any) -> None:
         self.ctx.emit_event(type, message, **details)
 
-    def _set(self, **fields: Any) -> None:
+    def _set(self, **changes: Unpack[StatusChanges]) -> None:
         """Change the task's state, here and in the store."""
         with self._lock:
-            for name, value in fields.items():
-                setattr(self.status, name, value)
-        self._persist(**fields)
+            self.status = dataclasses.replace(self.status, **changes)
+        self._persist(**changes)
 
     # -- control from other threads -----------------------------------------
 
@@ -163,7 +187,7 @@ class TaskRunner:
     def kill(self, reason: TaskEvent | None = None) -> None:
         """Stop the task for good (gracefully, then by force); returns once it is dead.
 
-        A kill while another is under way ends its ``shutdown_delay`` at once."""
+        A kill while another is under way ends its waits (``shutdown_delay``, cleanup retries) at once."""
         with self._lock:
             first = not self._kill_requested.is_set()
             if not first:
@@ -203,7 +227,7 @@ class TaskRunner:
             handle = self._handle
         if handle is None:
             raise RuntimeError(f"task {self.name} is not running")
-        return self.hooks.task_exec(self._running_task, self.ctx, handle, command, timeout)
+        return self.hooks.task_exec(self._lifecycle.task, self.ctx, handle, command, timeout)
 
     # -- the task's thread ---------------------------------------------------
 
@@ -242,78 +266,57 @@ class TaskRunner:
             self.emit(events.NOT_RESTARTING, decision.reason, reason=decision.reason)
             return
 
-    def _prepare(self) -> Task:
-        """A fresh environment (herder's variables, then the task's ``env``
-        interpolated against them) and the task interpolated against it."""
-        env = interpolate(self.task.env, self._make_lookup(self._base_env))
-        self.ctx.env.clear()
-        self.ctx.env.update(self._base_env)
-        self.ctx.env.update(env)
-        self._env_task = dataclasses.replace(self.task, env=env)
-        return self._interpolate()
-
-    def _interpolate(self) -> Task:
-        """The task interpolated against the environment as it is now: again after
-        prestart, whose hooks may change it (a driver that maps ports sets the
-        port the task listens on)."""
-        task = interpolate_task(self._env_task, self._make_lookup(dict(self.ctx.env)))
-        self._running_task = task
-        return task
-
     def _run_once(self) -> Decision | None:
         """Start the task once and wait for it; the restart decision, or None when killed."""
         if self._kill_requested.is_set():
             return None
-        task = self._prepare()
+        lifecycle = self._lifecycle
+        task = lifecycle.prepare()
         try:
-            schema = self.hooks.task_schema(task.driver)
+            errors = lifecycle.validate(f"task {task.name}")
         except DriverError as exc:
             self.emit(events.DRIVER_FAILURE, str(exc))
             return self._after_start_error(recoverable=False)
-        errors = validate_config(f"task {task.name}", task.config, schema)
         if errors:
             self.emit(events.FAILED_VALIDATION, "; ".join(errors), errors=errors)
             return self._after_start_error(recoverable=False)
-        for phase in PRESTART_ORDER:
-            try:
-                self.hooks.task_prestart(task, self.ctx, phase)
-            except Exception as exc:
-                recoverable = isinstance(exc, RecoverableError)
-                # The driver's own preparation failing (an image pull, a refused volume) is the
-                # driver failing; a lifecycle plugin failing is the task's setup failing.
-                kind = events.DRIVER_FAILURE if phase == "driver" else events.SETUP_FAILURE
-                self.emit(kind, self.hooks.describe_failure("herder_task_prestart", exc), recoverable=recoverable)
-                return self._after_start_error(recoverable)
+        try:
+            lifecycle.prestart()
+        except Exception as exc:
+            recoverable = isinstance(exc, RecoverableError)
+            # The driver's own preparation failing (an image pull, a refused volume) is the
+            # driver failing; a lifecycle plugin failing is the task's setup failing.
+            kind = events.DRIVER_FAILURE if lifecycle.step.who == "driver" else events.SETUP_FAILURE
+            self.emit(kind, self.hooks.describe_failure(lifecycle.step.hook, exc), recoverable=recoverable)
+            return self._after_start_error(recoverable)
         if self._kill_requested.is_set():
             return None
-        task = self._interpolate()
         try:
-            handle = self.hooks.task_start(task, self.ctx)
+            handle = lifecycle.start()
         except Exception as exc:
             recoverable = isinstance(exc, RecoverableError)
             self.emit(events.DRIVER_FAILURE, str(exc) or type(exc).__name__, recoverable=recoverable)
             return self._after_start_error(recoverable)
         if not self._adopt(handle):
-            return self._after_exit(task, self._kill_lost(handle), recoverable=False)
+            return self._after_exit(lifecycle.kill_lost(handle), recoverable=False)
         self.emit(events.STARTED, "Task started by client", **started_details(handle))
-        return self._watch(task, handle)
+        return self._watch(handle)
 
     def _reattach(self, state: dict[str, Any]) -> Decision | None:
         """Find the task an earlier herder started; one that cannot be found is
         handled by the restart policy, as if it had failed."""
-        task = self._prepare()
         try:
-            handle = self.hooks.task_recover(task, self.ctx, state)
+            handle = self._lifecycle.recover(state)
         except Exception as exc:
             self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("herder_task_recover", exc))
             handle = None
         if handle is None:
-            return self._after_exit(task, LOST)
+            return self._after_exit(LOST)
         if not self._adopt(handle):
-            return self._after_exit(task, self._kill_lost(handle), recoverable=False)
+            return self._after_exit(self._lifecycle.kill_lost(handle), recoverable=False)
         if not self._kill_requested.is_set():  # else found only to be killed
             self.emit(events.REATTACHED, "Task found running after herder restarted", handle=handle.id)
-        return self._watch(task, handle)
+        return self._watch(handle)
 
     def _adopt(self, handle: TaskHandle) -> bool:
         """Make ``handle`` the running task and persist its state; False if its
@@ -329,34 +332,21 @@ class TaskRunner:
                   started_at=time.time())
         return True
 
-    def _watch(self, task: Task, handle: TaskHandle) -> Decision | None:
+    def _watch(self, handle: TaskHandle) -> Decision | None:
         """Poststart, then wait for the task to exit."""
         if self._kill_requested.is_set():
             self._kill_handle(handle)
         else:
-            self.hooks.task_poststart(task, self.ctx, handle)
-        try:
-            result = handle.wait()
-        except Exception as exc:
-            self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("wait", exc))
-            return self._after_exit(task, self._kill_lost(handle), recoverable=False)
-        assert result is not None
-        return self._after_exit(task, result)
-
-    def _kill_lost(self, handle: TaskHandle) -> ExitResult:
-        """A task whose handle failed is killed, so that it never runs unwatched."""
-        try:
-            handle.kill(0, None)
-        except Exception as exc:
-            log.warning("task %s: cannot kill a task whose handle failed: %s", self.name, exc)
-        return ExitResult(exit_code=-1, error="the driver lost track of the task")
+            self._lifecycle.poststart(handle)
+        result, lost = self._lifecycle.wait(handle)
+        return self._after_exit(result, recoverable=not lost)
 
     def _after_start_error(self, recoverable: bool) -> Decision:
         decision = self.tracker.after_start_error(recoverable)
         self._persist_tracker()
         return decision
 
-    def _after_exit(self, task: Task, result: ExitResult, recoverable: bool = True) -> Decision | None:
+    def _after_exit(self, result: ExitResult, recoverable: bool = True) -> Decision | None:
         """Record the exit and decide what comes next; a task whose driver failed
         (``recoverable`` false) is not restarted."""
         with self._lock:
@@ -364,7 +354,7 @@ class TaskRunner:
         self._set(exit_code=result.exit_code, handle_state=None)
         self.emit(events.TERMINATED, _describe_exit(result), exit_code=result.exit_code, signal=result.signal,
                   oom_killed=result.oom_killed, error=result.error)
-        self.hooks.task_exited(task, self.ctx, result)
+        self._lifecycle.exited(result)
         if self._kill_requested.is_set():
             self.emit(events.KILLED, "Task successfully killed")
             return None
@@ -385,46 +375,24 @@ class TaskRunner:
         self._persist(restart_count=self.tracker.count, restart_window_start=self.tracker.window_start)
 
     def _kill_handle(self, handle: TaskHandle) -> None:
-        """prekill hooks, shutdown_delay (cut short by another kill), then kill_signal and force after
-        kill_timeout."""
-        task = self._running_task
-        self.hooks.task_prekill(task, self.ctx)
-        if task.shutdown_delay > 0:
-            self.emit(events.WAITING_FOR_SHUTDOWN_DELAY, f"Waiting {format_duration(task.shutdown_delay)}",
-                      shutdown_delay=task.shutdown_delay)
-            self._hurry.wait(task.shutdown_delay)
-        sig = parse_signal(task.kill_signal) if task.kill_signal else None
-        sent = task.kill_signal or "the stop signal"
-        self.emit(events.KILLING, f"Sent {sent}. Waiting {format_duration(task.kill_timeout)} before force killing",
-                  kill_timeout=task.kill_timeout, **self._capped)
+        """The lifecycle's kill; a handle that fails to kill is a ``Driver Failure``."""
         try:
-            handle.kill(task.kill_timeout, sig)
+            self._lifecycle.kill(handle)
         except Exception as exc:
             self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("kill", exc))
 
     def _cleanup(self) -> None:
-        """Cleanup in the documented order; a step raising RecoverableError is
-        retried, one raising CleanupLater is called again when due."""
-        for phase in CLEANUP_ORDER:
-            for attempt in range(CLEANUP_ATTEMPTS + 1):
-                try:
-                    self.hooks.task_cleanup(self._running_task, self.ctx, phase)
-                    break
-                except CleanupLater as exc:
-                    # What the plugin noted in ``created`` must reach the later call.
-                    self._persist(created=self.ctx.created.items())
-                    self._defer_cleanup(phase, exc.delay)
-                    break
-                except RecoverableError as exc:
-                    if attempt == CLEANUP_ATTEMPTS:
-                        self.emit(events.TASK_HOOK_FAILED,
-                                  self.hooks.describe_failure("herder_task_cleanup", exc))
-                        break
-                    time.sleep(CLEANUP_BASE_DELAY * 2**attempt)
-                except Exception as exc:
-                    self.emit(events.TASK_HOOK_FAILED, self.hooks.describe_failure("herder_task_cleanup", exc),
-                              hook="herder_task_cleanup", plugin=self.hooks.plugins.blame(exc))
-                    break
+        """The lifecycle's cleanup; a step that asked to finish later is deferred, one that
+        failed is a ``Task hook failed`` event."""
+        report = self._lifecycle.cleanup()
+        if report.later:
+            # What the plugins noted in ``created`` must reach the later calls.
+            self._set(created=self.ctx.created.items())
+        for who, later in report.later:
+            self._defer_cleanup(who, later.delay)
+        for _, exc in report.failed:
+            self.emit(events.TASK_HOOK_FAILED, self.hooks.describe_failure("herder_task_cleanup", exc),
+                      hook="herder_task_cleanup", plugin=self.hooks.plugins.blame(exc))
 
 
 def _describe_exit(result: ExitResult) -> str:

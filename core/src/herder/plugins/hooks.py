@@ -21,11 +21,14 @@ from herder.plugins.loader import PluginSet
 
 log = logging.getLogger(__name__)
 
-# Who takes part in one call: herder's built-in lifecycle plugins, third-party
-# lifecycle plugins, the task's driver, or all three at once.
-Phase = Literal["builtin", "lifecycle", "driver", "all"]
-PRESTART_ORDER: tuple[Phase, ...] = ("builtin", "lifecycle", "driver")
-CLEANUP_ORDER: tuple[Phase, ...] = ("driver", "lifecycle", "builtin")
+Participants = Literal["builtin", "lifecycle", "driver", "all"]
+"""Who takes part in one call of a hook: herder's built-in lifecycle plugins, third-party
+lifecycle plugins, the task's driver, or all three at once."""
+
+PRESTART_ORDER: tuple[Participants, ...] = ("builtin", "lifecycle", "driver")
+"""The steps of prestart, by who takes part in each."""
+CLEANUP_ORDER: tuple[Participants, ...] = ("driver", "lifecycle", "builtin")
+"""The steps of cleanup, by who takes part in each."""
 
 
 class Hooks:
@@ -33,7 +36,7 @@ class Hooks:
 
     def __init__(self, plugins: PluginSet) -> None:
         self.plugins = plugins
-        self._callers: dict[tuple[str, Phase, str], Any] = {}
+        self._callers: dict[tuple[str, Participants, str], Any] = {}
 
     @property
     def drivers(self) -> list[str]:
@@ -55,17 +58,17 @@ class Hooks:
 
     # -- choosing the participants ----------------------------------------
 
-    def _caller(self, hook: str, phase: Phase, driver: str = "") -> Any:
-        """A hook caller restricted to the plugins of ``phase`` (cached)."""
-        key = (hook, phase, driver)
+    def _caller(self, hook: str, who: Participants, driver: str = "") -> Any:
+        """A hook caller restricted to ``who`` (cached)."""
+        key = (hook, who, driver)
         caller = self._callers.get(key)
         if caller is None:
             keep: dict[str, object] = {}
-            if phase in ("builtin", "all"):
+            if who in ("builtin", "all"):
                 keep |= self.plugins.plugins("builtin")
-            if phase in ("lifecycle", "all"):
+            if who in ("lifecycle", "all"):
                 keep |= self.plugins.plugins("lifecycle")
-            if phase in ("driver", "all") and driver:
+            if who in ("driver", "all") and driver:
                 driver_plugin = self.plugins.plugins("driver").get(driver)
                 if driver_plugin is not None:
                     keep[driver] = driver_plugin
@@ -75,8 +78,8 @@ class Hooks:
             self._callers[key] = caller
         return caller
 
-    def _implemented(self, hook: str, phase: Phase, driver: str = "") -> bool:
-        return bool(self._caller(hook, phase, driver).get_hookimpls())
+    def _implemented(self, hook: str, who: Participants, driver: str = "") -> bool:
+        return bool(self._caller(hook, who, driver).get_hookimpls())
 
     def _observe(self, hook: str, task: Task, ctx: TaskContext, **kwargs: Any) -> None:
         """Call an observer hook; a failure becomes a ``Task hook failed`` event."""
@@ -143,13 +146,13 @@ class Hooks:
 
     # -- task start ----------------------------------------------------------
 
-    def task_prestart(self, task: Task, ctx: TaskContext, phase: Phase) -> None:
-        """One step of prestart; the runner calls the steps in :data:`PRESTART_ORDER`
+    def task_prestart(self, task: Task, ctx: TaskContext, who: Participants) -> None:
+        """One step of prestart; :mod:`herder.client.lifecycle` calls the steps in :data:`PRESTART_ORDER`
         (built-in plugins, third-party lifecycle plugins, the driver).
 
         Raises what a plugin raised (``RecoverableError`` means retry).
         """
-        self._caller("herder_task_prestart", phase, task.driver)(task=task, ctx=ctx)
+        self._caller("herder_task_prestart", who, task.driver)(task=task, ctx=ctx)
 
     def task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
         handle = self._caller("herder_task_start", "driver", task.driver)(task=task, ctx=ctx)
@@ -193,10 +196,10 @@ class Hooks:
         handle = self._caller("herder_task_recover", "driver", task.driver)(task=task, ctx=ctx, state=state)
         return handle  # type: ignore[no-any-return]
 
-    def task_cleanup(self, task: Task, ctx: TaskContext, phase: Phase) -> None:
-        """One step of cleanup; the runner calls the steps in :data:`CLEANUP_ORDER`
+    def task_cleanup(self, task: Task, ctx: TaskContext, who: Participants) -> None:
+        """One step of cleanup; :mod:`herder.client.lifecycle` calls the steps in :data:`CLEANUP_ORDER`
         and retries a step that raised ``RecoverableError``."""
-        self._caller("herder_task_cleanup", phase, task.driver)(task=task, ctx=ctx)
+        self._caller("herder_task_cleanup", who, task.driver)(task=task, ctx=ctx)
 
 
 def _drivers_of(tasks: Iterable[Task]) -> list[str]:

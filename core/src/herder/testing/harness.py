@@ -5,9 +5,10 @@ stands on, and what a driver's own tests can use for anything the kit does
 not cover. It loads every installed plugin through the entry points
 (:func:`herder.plugins.loader.load_plugins`, with the driver's
 ``[plugin.NAME]`` table) and calls them through the hook facade
-(:class:`herder.plugins.hooks.Hooks`) in the order herder's task runner does;
-but instead of the runner's loop, each step is a method of :class:`TaskRun`,
-so that a test can look at the task between two steps.
+(:class:`herder.plugins.hooks.Hooks`) through the steps herder's task runner
+takes (:class:`herder.client.lifecycle.TaskLifecycle`); but instead of the
+runner's loop, each step is a method of :class:`TaskRun`, so that a test can
+look at the task between two steps.
 
 Each task is the only task of an allocation of its own, placed by herder's
 placement (directories in the harness's data dir, ports from
@@ -18,7 +19,6 @@ sure no process of any task outlives it.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -31,15 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from herder.client.lifecycle import TaskLifecycle
 from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
 from herder.context import TaskContext
 from herder.errors import CleanupLater, JobError
-from herder.jobspec import interpolate, interpolate_task, load_job_text, validate_config
+from herder.jobspec import load_job_text
 from herder.model import Task
-from herder.objects import ExecResult, ExitResult, Fingerprint, TaskEvent, TaskHandle, parse_signal
-from herder.plugins.hooks import CLEANUP_ORDER, PRESTART_ORDER, Hooks
+from herder.objects import ExecResult, ExitResult, Fingerprint, TaskEvent, TaskHandle
+from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from herder.sdk import get_var
 from herder.supervisor import Supervisor
@@ -150,6 +151,9 @@ class DriverHarness:
         self._ports = PortAllocator(*PORT_RANGE)
         self._session = self._open_session()
         self._closed = False
+        self.closing = threading.Event()
+        """Set when the harness closes: every wait of the lifecycle steps (``shutdown_delay``, cleanup
+        retries) ends at once."""
 
     def __enter__(self) -> DriverHarness:
         return self
@@ -224,6 +228,7 @@ class DriverHarness:
         if self._closed:
             return
         self._closed = True
+        self.closing.set()
         errors: list[Exception] = []
 
         def attempt(call: Callable[[], object], limit: float, what: str) -> None:
@@ -304,16 +309,18 @@ class TaskRun:
         placed_task = placed.tasks[0]
         self.ctx: TaskContext = placed_task.ctx
         self.ctx.emitter = self._record
-        self.task: Task = placed_task.task
-        """The task as the hooks see it: interpolated for this run once prepared."""
-        self._spec = placed_task.task
-        self._env_task = placed_task.task
-        self._base_env = dict(self.ctx.env)
-        self._make_lookup = placed_task.make_lookup
+        self.ctx.env[processes.MARKER] = self.marker
+        self._lifecycle = TaskLifecycle(self.harness.hooks, placed_task.task, self.ctx,
+                                        make_lookup=placed_task.make_lookup, interrupt=self.harness.closing)
         self._prestarted = False
         self.handle: TaskHandle | None = None
         self.result: ExitResult | None = None
         """How the task ended, once :meth:`wait` has seen it."""
+
+    @property
+    def task(self) -> Task:
+        """The task as the hooks see it: interpolated for this run once prepared."""
+        return self._lifecycle.task
 
     def _record(self, event: TaskEvent) -> None:
         self.events.append(event)
@@ -326,12 +333,11 @@ class TaskRun:
 
         :raises JobError: the config does not match the driver's schema (each error names its path).
         """
-        task = self._prepare()
-        errors = validate_config(TASK_PATH, task.config, self.harness.hooks.task_schema(task.driver))
+        self._lifecycle.prepare()
+        errors = self._lifecycle.validate(TASK_PATH)
         if errors:
             raise JobError(errors)
-        for phase in PRESTART_ORDER:
-            self.harness.hooks.task_prestart(task, self.ctx, phase)
+        self._lifecycle.prestart()
         self._prestarted = True
 
     def start(self) -> TaskHandle:
@@ -339,17 +345,18 @@ class TaskRun:
         if not self._prestarted:
             self.prestart()
         self._prestarted = False
-        self.task = self._interpolate()
-        handle = self.harness.hooks.task_start(self.task, self.ctx)
+        handle = self._lifecycle.start()
         self.handle, self.result = handle, None
-        self.harness.hooks.task_poststart(self.task, self.ctx, handle)
+        self._lifecycle.poststart(handle)
         return handle
 
     def wait(self, timeout: float | None = None) -> ExitResult | None:
-        """The handle's ``wait(timeout)``; the result is kept in :attr:`result`."""
+        """The handle's ``wait(timeout)``; the result is kept in :attr:`result`, and told to the
+        ``herder_task_exited`` hooks."""
         result = self._running().wait(timeout)
-        if result is not None:
+        if result is not None and self.result is None:
             self.result = result
+            self._lifecycle.exited(result)
         return result
 
     def exec(self, command: Sequence[str], timeout: float) -> ExecResult:
@@ -357,44 +364,35 @@ class TaskRun:
         return self.harness.hooks.task_exec(self.task, self.ctx, self._running(), list(command), timeout)
 
     def kill(self) -> None:
-        """Prekill, then the handle's ``kill`` with the task's ``kill_timeout`` and ``kill_signal``."""
-        handle = self._running()
-        self.harness.hooks.task_prekill(self.task, self.ctx)
-        sig = parse_signal(self.task.kill_signal) if self.task.kill_signal else None
-        handle.kill(self.task.kill_timeout, sig)
+        """Prekill, the task's ``shutdown_delay``, then the handle's ``kill`` with the task's
+        ``kill_timeout`` and ``kill_signal``."""
+        self._lifecycle.kill(self._running())
 
     def recover(self, state: dict[str, Any]) -> TaskHandle | None:
         """``herder_task_recover`` with ``state`` (what a handle's ``state()`` gave), as after
         :meth:`DriverHarness.restart`: the environment is prepared again, prestart is not run."""
-        self.task = self._prepare()
-        handle = self.harness.hooks.task_recover(self.task, self.ctx, state)
+        handle = self._lifecycle.recover(state)
         self.handle, self.result = handle, None
         if handle is not None:
-            self.harness.hooks.task_poststart(self.task, self.ctx, handle)
+            self._lifecycle.poststart(handle)
         return handle
 
     def cleanup(self) -> list[CleanupLater]:
-        """Every cleanup step, in herder's order, each even if one before failed.
+        """Every cleanup step, in herder's order, each even if one before failed; a step that
+        raises RecoverableError is tried again, as herder does.
 
         :returns: what steps asked to be done later (:class:`herder.CleanupLater`); the harness
             does not wait for that.
         :raises Exception: what a step raised (an ``ExceptionGroup`` when several did).
         """
         self.cleaned_up = True
-        later: list[CleanupLater] = []
-        errors: list[Exception] = []
-        for phase in CLEANUP_ORDER:
-            try:
-                self.harness.hooks.task_cleanup(self.task, self.ctx, phase)
-            except CleanupLater as exc:
-                later.append(exc)
-            except Exception as exc:
-                errors.append(exc)
+        report = self._lifecycle.cleanup()
+        errors = [exc for _, exc in report.failed]
         if len(errors) == 1:
             raise errors[0]
         if errors:
             raise ExceptionGroup("cleanup steps failed", errors)
-        return later
+        return [later for _, later in report.later]
 
     # -- looking at the task ---------------------------------------------------------
 
@@ -416,25 +414,7 @@ class TaskRun:
         return b"".join(path.read_bytes() for path in log_files(self.ctx.task_dir.logs_dir, self.ctx.task_name,
                                                                  stream))
 
-    # -- as the runner prepares a run ---------------------------------------------------
-
     def _running(self) -> TaskHandle:
         if self.handle is None:
             raise RuntimeError("the task has no handle: start or recover it first")
         return self.handle
-
-    def _prepare(self) -> Task:
-        """herder's variables, then the task's ``env`` interpolated against them, then the
-        marker; the task interpolated against that."""
-        env = interpolate(self._spec.env, self._make_lookup(self._base_env))
-        self.ctx.env.clear()
-        self.ctx.env.update(self._base_env)
-        self.ctx.env.update(env)
-        self.ctx.env[processes.MARKER] = self.marker
-        self._env_task = dataclasses.replace(self._spec, env=env)
-        self.task = self._interpolate()
-        return self.task
-
-    def _interpolate(self) -> Task:
-        """The task interpolated against the environment as it is now (prestart may have changed it)."""
-        return interpolate_task(self._env_task, self._make_lookup(dict(self.ctx.env)))

@@ -23,12 +23,8 @@ from google.protobuf import any_pb2, timestamp_pb2
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
-from herder import DriverError, ExitResult, RecoverableError, TaskEvent
-from herder.context import CreatedResources
-from herder.objects import parse_signal
-from herder.plugins.hooks import Hooks
-from herder.plugins.loader import load_plugins
-from herder.supervisor import Supervisor
+from herder import CreatedResources, DriverError, ExitResult, RecoverableError, Task, TaskEvent
+from herder.app import Config, Hooks, Supervisor, TaskLifecycle, config_errors, load_hooks, parse_signal
 from herder_nomad import cty, hclspec, tasks
 from herder_nomad.tasks import NomadTask
 from herder_nomad.wire import (
@@ -104,7 +100,9 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
         self.supervisor: Supervisor | None = None
         self.tasks: dict[str, NomadTask] = {}
         self.events = tasks.EventHub()
+        self.later = tasks.LaterCleanups()
         self.stopping = threading.Event()
+        """Set when the plugin stops: every wait ends (the lifecycle's waits among them)."""
 
     # -- base plugin ----------------------------------------------------------
 
@@ -131,15 +129,16 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
                    'like { raw_exec = { enabled = true } }')
         # As in Nomad and in herder's agent, raw_exec (tasks as the agent's own user) is off unless enabled.
         tables = {**tables, "raw_exec": {"enabled": False, **tables.get("raw_exec", {})}}
-        hooks = Hooks(load_plugins(tables, config.get("disabled_plugins") or ()))
+        data_dir = Path(config["data_dir"]).absolute() if config.get("data_dir") else self.data_dir
+        hooks = load_hooks(Config(data_dir=data_dir, plugin=tables,
+                                  disabled_plugins=frozenset(config.get("disabled_plugins") or ())))
         for record in hooks.plugins.records:
             if record.error:
                 log.warning("herder plugin %s (%s %s) was not loaded: %s", record.name, record.distribution,
                             record.version, record.error)
         with self._lock:
             self.hooks = hooks
-            if config.get("data_dir"):
-                self.data_dir = Path(config["data_dir"]).absolute()
+            self.data_dir = data_dir
         return base_pb2.SetConfigResponse()
 
     # -- driver description -----------------------------------------------------
@@ -211,9 +210,8 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
                 self.supervisor = Supervisor(self.data_dir, session=f"nomad-{os.getpid()}", keep=True)
             return self.supervisor
 
-    def _decode_task(self, config: driver_pb2.TaskConfig, hooks: Hooks,
-                     context: grpc.ServicerContext) -> tuple[str, dict[str, Any]]:
-        """The herder driver and its config, checked against the driver's schema; errors name the path."""
+    def _decode_task(self, config: driver_pb2.TaskConfig, hooks: Hooks, context: grpc.ServicerContext) -> Task:
+        """The task of the herder driver, its config checked against the driver's schema; errors name the path."""
         where = f"job.group[{config.task_group_name}].task[{config.name}].config"
         try:
             decoded = cty.decode(config.msgpack_driver_config, TASK_CONFIG_TYPE) or {}
@@ -236,15 +234,14 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
             schema = hooks.task_schema(driver)
         except Exception as err:
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"{where}.driver: {err}")
-        # Imported here: herder.jobspec brings the HCL parser, which the plugin's start (at every
-        # Nomad agent start, twice) does not need.
-        from herder.jobspec.task_config import validate_config
-
-        driver_config = as_objects(driver_config, schema)
-        errors = validate_config(where, driver_config, schema)
+        task = tasks.build_task(config, driver, as_objects(driver_config, schema))
+        try:
+            errors = config_errors(hooks, task, where)
+        except DriverError as err:
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"{where}.driver: {err}")
         if errors:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "; ".join(errors))
-        return driver, driver_config
+        return task
 
     def _emitter(self, config: driver_pb2.TaskConfig, hooks: Hooks, holder: list[NomadTask]) -> Any:
         def emit(event: TaskEvent) -> None:
@@ -263,26 +260,26 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
         config = request.task
         if config.id in self.tasks:
             _abort(context, grpc.StatusCode.ALREADY_EXISTS, f"task {config.id} is already started")
-        driver, driver_config = self._decode_task(config, hooks, context)
+        task = self._decode_task(config, hooks, context)
         holder: list[NomadTask] = []
         try:
             ctx = tasks.build_context(config, self._supervisor(), self._emitter(config, hooks, holder))
         except OSError as err:
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot open the task's log FIFOs: {err}")
-        running = NomadTask(id=config.id, task=tasks.build_task(config, driver, driver_config), ctx=ctx)
+        running = NomadTask(id=config.id, lifecycle=TaskLifecycle(hooks, task, ctx, interrupt=self.stopping))
         holder.append(running)
         try:
-            tasks.start(hooks, running)
+            tasks.start(running)
         except RecoverableError as err:
-            tasks.cleanup(hooks, running)
-            _abort_recoverable(context, f"herder {driver}: {err}")
+            tasks.cleanup(running, self.later)
+            _abort_recoverable(context, f"herder {task.driver}: {err}")
         except Exception as err:
-            tasks.cleanup(hooks, running)
-            _abort(context, grpc.StatusCode.INTERNAL,
-                   str(err) if isinstance(err, DriverError) else hooks.describe_failure(running.stage, err))
+            tasks.cleanup(running, self.later)
+            _abort(context, grpc.StatusCode.INTERNAL, str(err) if isinstance(err, DriverError)
+                   else hooks.describe_failure(running.lifecycle.step.hook, err))
         assert running.handle is not None
         self.tasks[config.id] = running
-        tasks.watch(hooks, running)
+        tasks.watch(running)
         return driver_pb2.StartTaskResponse(
             result=driver_pb2.StartTaskResponse.SUCCESS, handle=self._handle(config, running),
             network_override=self._network(running))
@@ -321,20 +318,21 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
             ctx = tasks.build_context(config, self._supervisor(), self._emitter(config, hooks, holder), created)
         except OSError as err:
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot open the task's log FIFOs: {err}")
-        running = NomadTask(id=task_id, task=tasks.build_task(config, driver, saved.get("config") or {}),
-                            ctx=ctx, started_at=datetime.fromisoformat(saved["started_at"]))
+        lifecycle = TaskLifecycle(hooks, tasks.build_task(config, driver, saved.get("config") or {}), ctx,
+                                  interrupt=self.stopping)
+        running = NomadTask(id=task_id, lifecycle=lifecycle, started_at=datetime.fromisoformat(saved["started_at"]))
         holder.append(running)
         try:
-            running.handle = hooks.task_recover(running.task, ctx, saved["state"])
+            running.handle = lifecycle.recover(saved["state"])
         except Exception as err:
             _abort(context, grpc.StatusCode.INTERNAL, hooks.describe_failure("herder_task_recover", err))
         if running.handle is None:
             _abort(context, grpc.StatusCode.NOT_FOUND,
                    f"task {task_id}: herder's {driver} driver cannot find it any more")
         ctx.emit_event("Reattached", f"Reattached to the task through herder's {driver} driver")
-        hooks.task_poststart(running.task, ctx, running.handle)
+        lifecycle.poststart(running.handle)
         self.tasks[task_id] = running
-        tasks.watch(hooks, running)
+        tasks.watch(running)
         return driver_pb2.RecoverTaskResponse()
 
     # -- running tasks --------------------------------------------------------------
@@ -362,7 +360,7 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(err))
         timeout = request.timeout.ToTimedelta().total_seconds() if request.HasField("timeout") else 5.0
         try:
-            tasks.stop(self._hooks(context), running, timeout, sig)
+            tasks.stop(running, timeout, sig)
         except Exception as err:
             _abort(context, grpc.StatusCode.INTERNAL, f"stopping task {request.task_id}: {err}")
         return driver_pb2.StopTaskResponse()
@@ -371,13 +369,12 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
         running = self.tasks.get(request.task_id)
         if running is None:
             return driver_pb2.DestroyTaskResponse()
-        hooks = self._hooks(context)
         if running.running:
             if not request.force:
                 _abort(context, grpc.StatusCode.FAILED_PRECONDITION,
                        f"task {request.task_id} is still running (destroy with force to kill it)")
-            tasks.stop(hooks, running, 0.0, int(signal.SIGKILL))
-        tasks.cleanup(hooks, running)
+            tasks.stop(running, 0.0, int(signal.SIGKILL))
+        tasks.cleanup(running, self.later)
         self.tasks.pop(request.task_id, None)
         return driver_pb2.DestroyTaskResponse()
 
@@ -469,8 +466,10 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
     # -- shutting down ---------------------------------------------------------------
 
     def close(self) -> None:
-        """The plugin stops: tasks go on running (Nomad recovers them through a new plugin)."""
+        """The plugin stops: tasks go on running (Nomad recovers them through a new plugin); cleanup
+        steps not due yet are given up (see :class:`tasks.LaterCleanups`)."""
         self.stopping.set()
+        self.later.close()
         self.events.close()
         if self.supervisor is not None:
             self.supervisor.close()

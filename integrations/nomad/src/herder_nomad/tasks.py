@@ -1,11 +1,13 @@
-"""One Nomad task run through herder: its ``Task``, its ``ctx``, its handle, its hooks.
+"""One Nomad task run through herder: its ``Task``, its ``ctx``, its handle, its lifecycle.
 
 Nomad owns placement: the task directory, the environment and the ports come
 in the ``TaskConfig`` of ``StartTask``, and output goes to the log FIFOs
 Nomad's log collector reads (so ``nomad alloc logs`` works). herder's lifecycle
-plugins and the task's herder driver take part as in ``herder run``:
-prestart (lifecycle plugins, then the driver), start, poststart, exited,
-prekill, cleanup (the driver, then lifecycle plugins).
+plugins and the task's herder driver take part through herder's own lifecycle
+steps (:class:`herder.app.TaskLifecycle`), as in ``herder run``: prestart,
+start, poststart, exited, prekill and kill, cleanup with its retries; a cleanup
+step that asks to finish later (:class:`herder.CleanupLater`) is called again
+when due (:class:`LaterCleanups`).
 """
 
 from __future__ import annotations
@@ -15,41 +17,50 @@ import logging
 import os
 import queue
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from herder import ExitResult, RecoverableError, Task, TaskEvent, TaskHandle
-from herder.context import AllocatedPort, CreatedResources, TaskContext, TaskDir
-from herder.model import Resources
-from herder.plugins.hooks import Hooks
+from herder import (
+    AllocatedPort,
+    CleanupLater,
+    CreatedResources,
+    ExitResult,
+    Task,
+    TaskContext,
+    TaskDir,
+    TaskEvent,
+    TaskHandle,
+)
+from herder.app import Participants, Resources, TaskLifecycle
 from herder_nomad.wire import driver_pb2
 
 log = logging.getLogger(__name__)
-
-CLEANUP_ATTEMPTS = 4
-"""A cleanup step that raises RecoverableError is tried again, up to this many times in all."""
 
 DRIVER_STATE_VERSION = 1
 
 
 @dataclass
 class NomadTask:
-    """What ``StartTask`` (or, after a restart, ``RecoverTask``) tells about a task."""
+    """What ``StartTask`` (or, after a restart, ``RecoverTask``) tells about a task, and its lifecycle."""
 
     id: str
-    task: Task
-    ctx: TaskContext
+    lifecycle: TaskLifecycle
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     handle: TaskHandle | None = None
     result: ExitResult | None = None
     completed_at: datetime | None = None
     exited: threading.Event = field(default_factory=threading.Event)
-    stage: str = ""
-    """The hook being called while starting: what a start failure is reported against."""
+
+    @property
+    def task(self) -> Task:
+        return self.lifecycle.task
+
+    @property
+    def ctx(self) -> TaskContext:
+        return self.lifecycle.ctx
 
     @property
     def running(self) -> bool:
@@ -156,59 +167,94 @@ def build_context(config: driver_pb2.TaskConfig, supervisor: object,
     )
 
 
-def start(hooks: Hooks, running: NomadTask) -> None:
-    """Prestart (lifecycle plugins, then the driver), start, poststart. Raises what a plugin raised."""
-    task, ctx = running.task, running.ctx
-    running.stage = "herder_task_prestart"
-    hooks.task_prestart(task, ctx, "lifecycle")
-    hooks.task_prestart(task, ctx, "driver")
-    running.stage = "herder_task_start"
-    running.handle = hooks.task_start(task, ctx)
-    running.stage = "herder_task_poststart"
-    hooks.task_poststart(task, ctx, running.handle)
+def start(running: NomadTask) -> None:
+    """Prestart, start, poststart. Raises what a plugin raised (``running.lifecycle.step`` says where)."""
+    lifecycle = running.lifecycle
+    lifecycle.prestart()
+    running.handle = lifecycle.start()
+    lifecycle.poststart(running.handle)
 
 
-def watch(hooks: Hooks, running: NomadTask) -> None:
+def watch(running: NomadTask) -> None:
     """Wait for the task's exit in the background, then tell the ``herder_task_exited`` hooks."""
     def run() -> None:
         assert running.handle is not None
-        try:
-            result = running.handle.wait()
-        except Exception as exc:  # a broken handle is a failed task, not a stuck WaitTask
-            result = ExitResult(exit_code=-1, error=f"waiting for the task failed: {exc}")
-        result = result or ExitResult(exit_code=-1, error="the driver returned no exit result")
+        result, _ = running.lifecycle.wait(running.handle)
         running.result, running.completed_at = result, datetime.now(UTC)
-        hooks.task_exited(running.task, running.ctx, result)
+        running.lifecycle.exited(result)
         running.exited.set()
 
     threading.Thread(target=run, name=f"wait-{running.id}", daemon=True).start()
 
 
-def stop(hooks: Hooks, running: NomadTask, timeout: float, sig: int) -> None:
-    """``herder_task_prekill``, then the handle's kill: ``sig``, ``timeout`` s, then force."""
+def stop(running: NomadTask, timeout: float, sig: int) -> None:
+    """The lifecycle's kill with Nomad's ``sig`` and ``timeout``, then wait for the exit."""
     if running.handle is None or running.exited.is_set():
         return
-    hooks.task_prekill(running.task, running.ctx)
-    running.handle.kill(timeout, sig)
+    running.lifecycle.kill(running.handle, timeout=timeout, sig=sig)
     running.exited.wait(timeout + 30)
 
 
-def cleanup(hooks: Hooks, running: NomadTask) -> None:
-    """The driver's cleanup, then the lifecycle plugins'; a step that raises RecoverableError is
-    tried again with growing delays; whatever else fails is logged, never raised."""
-    for phase in ("driver", "lifecycle"):
-        for attempt in range(CLEANUP_ATTEMPTS):
-            try:
-                hooks.task_cleanup(running.task, running.ctx, phase)  # type: ignore[arg-type]
-                break
-            except RecoverableError as exc:
-                if attempt + 1 == CLEANUP_ATTEMPTS:
-                    log.warning("cleanup of %s (%s) gave up: %s", running.id, phase, exc)
-                else:
-                    time.sleep(0.5 * 2 ** attempt)
-            except Exception as exc:
-                log.warning("%s", hooks.describe_failure("herder_task_cleanup", exc))
-                break
+def cleanup(running: NomadTask, later: LaterCleanups) -> None:
+    """The lifecycle's cleanup: a step that failed for good is logged, one that asked to finish
+    later goes to ``later``. Then the log FIFOs are closed."""
+    report = running.lifecycle.cleanup()
+    for _, exc in report.failed:
+        log.warning("task %s: %s", running.id, running.lifecycle.hooks.describe_failure("herder_task_cleanup", exc))
+    for who, step in report.later:
+        later.add(running, who, step)
     for file in (running.ctx.stdout, running.ctx.stderr):
         with contextlib.suppress(OSError):
             file.close()
+
+
+class LaterCleanups:
+    """Cleanup steps that raised :class:`herder.CleanupLater`, called again when due, in this plugin process.
+
+    Nomad forgets a task once it destroyed it: no later plugin process hears of it
+    again. So a step not yet due when the plugin stops is given up, with a warning
+    naming the task, the step and what it waited for; what it would have released
+    stays (docker's image stays on the host, as with ``cleanup_image = false``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, Participants], tuple[threading.Timer, CleanupLater]] = {}
+        self._closed = False
+
+    def add(self, running: NomadTask, who: Participants, later: CleanupLater) -> None:
+        """Call the cleanup step of ``who`` again in ``later.delay`` seconds."""
+        timer = threading.Timer(later.delay, self._due, args=(running, who))
+        timer.daemon = True
+        with self._lock:
+            if not self._closed:
+                self._pending[(running.id, who)] = (timer, later)
+                timer.start()
+                return
+        _give_up(running.id, who, later)
+
+    def _due(self, running: NomadTask, who: Participants) -> None:
+        with self._lock:
+            if self._pending.pop((running.id, who), None) is None:  # closed meanwhile
+                return
+        try:
+            later = running.lifecycle.cleanup_step(who)
+        except Exception as exc:
+            log.warning("task %s: %s", running.id,
+                        running.lifecycle.hooks.describe_failure("herder_task_cleanup", exc))
+            return
+        if later is not None:
+            self.add(running, who, later)
+
+    def close(self) -> None:
+        """Give up every step not due yet (see the class)."""
+        with self._lock:
+            self._closed = True
+            pending, self._pending = self._pending, {}
+        for (task_id, who), (timer, later) in pending.items():
+            timer.cancel()
+            _give_up(task_id, who, later)
+
+
+def _give_up(task_id: str, who: Participants, later: CleanupLater) -> None:
+    log.warning("task %s: the cleanup step of %s is given up, as the plugin stops: %s", task_id, who, later)

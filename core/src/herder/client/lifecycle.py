@@ -1,0 +1,272 @@
+"""The steps of a task's life, written once for every front end.
+
+``herder run`` and the agent (through :class:`herder.client.task_runner.TaskRunner`),
+the conformance kit's harness (:class:`herder.testing.TaskRun`) and the Nomad
+integration all take a task through these steps, in this order:
+
+1. :meth:`TaskLifecycle.prepare`: the environment (herder's variables, then the
+   task's ``env`` interpolated against them) and the task interpolated against it;
+2. :meth:`TaskLifecycle.validate`: the task's ``config`` against its driver's schema;
+3. :meth:`TaskLifecycle.prestart`: ``herder_task_prestart`` in :data:`PRESTART_ORDER`;
+4. :meth:`TaskLifecycle.start`: ``herder_task_start``, with the task interpolated
+   again (prestart may have changed the environment);
+5. :meth:`TaskLifecycle.poststart`;
+6. :meth:`TaskLifecycle.wait`, then :meth:`TaskLifecycle.exited`;
+7. :meth:`TaskLifecycle.kill`: ``herder_task_prekill``, ``shutdown_delay``,
+   ``Killing``, then the handle's kill with ``kill_signal`` and ``kill_timeout``;
+8. :meth:`TaskLifecycle.cleanup`: ``herder_task_cleanup`` in :data:`CLEANUP_ORDER`,
+   a step that raised :class:`RecoverableError` tried again with growing delays,
+   one that raised :class:`CleanupLater` handed back to be called again when due
+   (:meth:`TaskLifecycle.cleanup_step`).
+
+What a front end does around the steps is its own: the task runner records
+events, persists state and follows the restart policy; the harness raises what a
+hook raised; the Nomad integration answers Nomad. Every wait of the steps
+(``shutdown_delay``, the delays between cleanup retries) ends at once when the
+``interrupt`` event is set: a stop never waits out a sleep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from herder import events
+from herder.context import TaskContext
+from herder.errors import CleanupLater, RecoverableError
+from herder.model import Task
+from herder.objects import ExitResult, TaskHandle, parse_signal
+from herder.plugins.hooks import CLEANUP_ORDER, PRESTART_ORDER, Hooks, Participants
+from herder.sdk.durations import format_duration
+
+log = logging.getLogger(__name__)
+
+CLEANUP_RETRIES = 4
+"""How many times a cleanup step that raised RecoverableError is tried again."""
+CLEANUP_BASE_DELAY = 0.5
+"""The wait before the first retry of a cleanup step; it doubles at each retry."""
+
+HANDLE_LOST = ExitResult(exit_code=-1, error="the driver lost track of the task")
+"""How a task whose handle failed ended (it is killed, so that it never runs unwatched)."""
+
+Lookup = Callable[[str], "str | None"]
+MakeLookup = Callable[[dict[str, str]], Lookup]
+"""Resolves ``${...}`` references against a given environment (see :class:`herder.client.placement.PlacedTask`)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """The hook being called, and who takes part: what a failure is reported against."""
+
+    hook: str
+    who: Participants = "all"
+
+
+class Exit(NamedTuple):
+    """How a task ended, and whether its handle was lost (the driver failed: no restart)."""
+
+    result: ExitResult
+    lost: bool = False
+
+
+@dataclass
+class CleanupReport:
+    """What the cleanup steps left: those to call again later, and those that failed for good."""
+
+    later: list[tuple[Participants, CleanupLater]] = field(default_factory=list)
+    failed: list[tuple[Participants, Exception]] = field(default_factory=list)
+
+
+def config_errors(hooks: Hooks, task: Task, where: str) -> list[str]:
+    """Problems of ``task.config`` against its driver's schema, each named from ``where``.
+
+    :raises DriverError: the driver cannot give its schema (it is broken).
+    """
+    # Imported here: herder.jobspec brings the job file parsers, which the Nomad plugin's start
+    # (at every Nomad agent start, twice) does not need.
+    from herder.jobspec.task_config import validate_config
+
+    return validate_config(where, task.config, hooks.task_schema(task.driver))
+
+
+def cleanup_step(hooks: Hooks, task: Task, ctx: TaskContext, who: Participants,
+                 interrupt: threading.Event) -> CleanupLater | None:
+    """One step of cleanup; a step that raises RecoverableError is tried again up to
+    :data:`CLEANUP_RETRIES` times, after growing delays that ``interrupt`` cuts short (the
+    step is then given up).
+
+    :returns: the step's :class:`CleanupLater` when it asked to be called again later.
+    :raises Exception: what the step raised when it failed for good.
+    """
+    for attempt in range(CLEANUP_RETRIES + 1):
+        try:
+            hooks.task_cleanup(task, ctx, who)
+            return None
+        except CleanupLater as later:
+            return later
+        except RecoverableError:
+            if attempt == CLEANUP_RETRIES or interrupt.wait(CLEANUP_BASE_DELAY * 2**attempt):
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+class TaskLifecycle:
+    """The steps of one task, called through ``hooks`` with ``ctx``.
+
+    ``spec`` is the task as placed. ``make_lookup`` resolves ``${...}`` references;
+    without it (the Nomad integration: Nomad interpolated the task already) the
+    task is taken as it is. ``interrupt`` ends every wait of the steps at once.
+    ``kill_details`` are more details of the ``Killing`` event.
+    """
+
+    def __init__(self, hooks: Hooks, spec: Task, ctx: TaskContext, *, make_lookup: MakeLookup | None = None,
+                 interrupt: threading.Event | None = None, kill_details: Mapping[str, Any] | None = None) -> None:
+        self.hooks = hooks
+        self.spec = spec
+        self.ctx = ctx
+        self.interrupt = interrupt or threading.Event()
+        self.task = spec
+        """The task as the hooks see it: interpolated for the current run once prepared."""
+        self.step = Step("")
+        """The hook being called (the last one called once the steps are over)."""
+        self._make_lookup = make_lookup
+        self._base_env = dict(ctx.env)
+        self._env_task = spec
+        self._kill_details = dict(kill_details or {})
+
+    # -- starting -------------------------------------------------------------------
+
+    def prepare(self) -> Task:
+        """A fresh environment (herder's variables, then the task's ``env`` interpolated
+        against them) and the task interpolated against it: before every run."""
+        if self._make_lookup is None:
+            return self.task
+        from herder.jobspec.interpolate import interpolate
+
+        env = interpolate(self.spec.env, self._make_lookup(self._base_env))
+        self.ctx.env.clear()
+        self.ctx.env.update(self._base_env)
+        self.ctx.env.update(env)
+        self._env_task = dataclasses.replace(self.spec, env=env)
+        return self.interpolate()
+
+    def interpolate(self) -> Task:
+        """The task interpolated against the environment as it is now: again after
+        prestart, whose hooks may change it (a driver that maps ports sets the port
+        the task listens on)."""
+        if self._make_lookup is not None:
+            from herder.jobspec.interpolate import interpolate_task
+
+            self.task = interpolate_task(self._env_task, self._make_lookup(dict(self.ctx.env)))
+        return self.task
+
+    def validate(self, where: str) -> list[str]:
+        """See :func:`config_errors`."""
+        self.step = Step("herder_driver_task_schema", "driver")
+        return config_errors(self.hooks, self.task, where)
+
+    def prestart(self) -> None:
+        """Every step of prestart; raises what a plugin raised (RecoverableError: try again)."""
+        for who in PRESTART_ORDER:
+            self.step = Step("herder_task_prestart", who)
+            self.hooks.task_prestart(self.task, self.ctx, who)
+
+    def start(self) -> TaskHandle:
+        """``herder_task_start`` with the task interpolated against the environment prestart left."""
+        task = self.interpolate()
+        self.step = Step("herder_task_start", "driver")
+        return self.hooks.task_start(task, self.ctx)
+
+    def recover(self, state: dict[str, Any]) -> TaskHandle | None:
+        """``herder_task_recover``: the task a handle's ``state()`` describes, after a restart of herder
+        (the environment is prepared again, prestart is not run). None when it cannot be found."""
+        task = self.prepare()
+        self.step = Step("herder_task_recover", "driver")
+        return self.hooks.task_recover(task, self.ctx, state)
+
+    def poststart(self, handle: TaskHandle) -> None:
+        self.step = Step("herder_task_poststart")
+        self.hooks.task_poststart(self.task, self.ctx, handle)
+
+    # -- running --------------------------------------------------------------------
+
+    def wait(self, handle: TaskHandle) -> Exit:
+        """Wait for the task to exit. A handle that fails to wait is a lost task: it is
+        killed, so that it never runs unwatched (``Driver Failure``)."""
+        try:
+            result = handle.wait()
+        except Exception as exc:
+            self.ctx.emit_event(events.DRIVER_FAILURE, self.hooks.describe_failure("wait", exc))
+            return Exit(self.kill_lost(handle), lost=True)
+        if result is None:  # wait() without a timeout returns a result: a driver that does not is lost
+            self.ctx.emit_event(events.DRIVER_FAILURE, f"driver {self.task.driver} returned no exit result")
+            return Exit(self.kill_lost(handle), lost=True)
+        return Exit(result)
+
+    def exited(self, result: ExitResult) -> None:
+        self.step = Step("herder_task_exited")
+        self.hooks.task_exited(self.task, self.ctx, result)
+
+    def kill_lost(self, handle: TaskHandle) -> ExitResult:
+        """Kill a task whose handle failed, at once."""
+        try:
+            handle.kill(0, None)
+        except Exception as exc:
+            log.warning("task %s: cannot kill a task whose handle failed: %s", self.task.name, exc)
+        return HANDLE_LOST
+
+    def kill(self, handle: TaskHandle, *, timeout: float | None = None, sig: int | None = None) -> None:
+        """``herder_task_prekill``, ``shutdown_delay`` (cut short by ``interrupt``), ``Killing``,
+        then the handle's kill: ``sig`` (else the task's ``kill_signal``, else the driver's
+        stop signal), and by force after ``timeout`` (else the task's ``kill_timeout``) seconds.
+
+        :raises Exception: what the handle's kill raised.
+        """
+        task = self.task
+        self.step = Step("herder_task_prekill")
+        self.hooks.task_prekill(task, self.ctx)
+        if task.shutdown_delay > 0:
+            self.ctx.emit_event(events.WAITING_FOR_SHUTDOWN_DELAY, f"Waiting {format_duration(task.shutdown_delay)}",
+                                shutdown_delay=task.shutdown_delay)
+            self.interrupt.wait(task.shutdown_delay)
+        if sig is None and task.kill_signal:
+            sig = parse_signal(task.kill_signal)
+        timeout = task.kill_timeout if timeout is None else timeout
+        sent = _signal_name(sig) if sig is not None else "the stop signal"
+        self.ctx.emit_event(events.KILLING, f"Sent {sent}. Waiting {format_duration(timeout)} before force killing",
+                            kill_timeout=timeout, **self._kill_details)
+        self.step = Step("kill", "driver")
+        handle.kill(timeout, sig)
+
+    # -- cleaning up ----------------------------------------------------------------
+
+    def cleanup(self) -> CleanupReport:
+        """Every step of cleanup, in :data:`CLEANUP_ORDER`, each even if one before failed."""
+        report = CleanupReport()
+        for who in CLEANUP_ORDER:
+            try:
+                later = self.cleanup_step(who)
+            except Exception as exc:
+                report.failed.append((who, exc))
+                continue
+            if later is not None:
+                report.later.append((who, later))
+        return report
+
+    def cleanup_step(self, who: Participants) -> CleanupLater | None:
+        """One step of cleanup (see :func:`cleanup_step`): also the later call of a step that
+        raised :class:`CleanupLater`."""
+        self.step = Step("herder_task_cleanup", who)
+        return cleanup_step(self.hooks, self.task, self.ctx, who, self.interrupt)
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:  # a real-time signal has no name of its own
+        return f"signal {sig}"
