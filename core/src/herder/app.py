@@ -19,10 +19,10 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from herder import __version__
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.client import Client, JobSource
 from herder.client.config import Config
@@ -367,7 +367,7 @@ class Agent:
                  on_health: Callable[[HealthChange], None] = lambda change: None) -> None:
         self.config = config
         self.hooks = hooks
-        self.version = version("herder")
+        self.version = __version__
         self.draining = False
         self._submit_lock = threading.Lock()
         self._self_check: str | None = None

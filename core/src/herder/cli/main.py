@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from herder import __version__
 from herder.cli.common import EXIT_FAILED, say
 
 COMMANDS = {
@@ -50,7 +51,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, commands_at=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="herder")
+@click.version_option(version=__version__)
 def cli() -> None:
     """Run tasks on this host through pluggable drivers."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
