@@ -175,13 +175,14 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         return _error(exc.status, exc.message, exc.errors, headers)
 
-    def answer(status: int) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
-        async def handler(request: Request, exc: Exception) -> JSONResponse:
-            return _error(status, str(exc))
-        return handler
+    # The use cases' errors, answered here rather than in each route.
+    @api.exception_handler(NotFound)
+    async def not_found(request: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, str(exc))
 
-    api.add_exception_handler(NotFound, answer(404))
-    api.add_exception_handler(Conflict, answer(409))
+    @api.exception_handler(Conflict)
+    async def conflict(request: Request, exc: Conflict) -> JSONResponse:
+        return _error(409, str(exc))
 
     @api.exception_handler(JobError)
     async def invalid_job(request: Request, exc: JobError) -> JSONResponse:
