@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import signal
 import sys
 import threading
@@ -39,6 +40,7 @@ def plugin_options(func: F) -> F:
 def configuration(config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...], *,
                   agent: bool = False) -> Config:
     """The configuration (the agent's with ``agent``); a bad one exits 2."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return load_config(config_path, data_dir=data_dir, agent=agent, disabled=disabled)
     except ConfigError as exc:

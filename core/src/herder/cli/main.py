@@ -8,7 +8,6 @@ and starts in tens of milliseconds.
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
 from typing import Any
@@ -54,7 +53,6 @@ class LazyGroup(click.Group):
 @click.version_option(version=__version__)
 def cli() -> None:
     """Run tasks on this host through pluggable drivers."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 
 def main() -> None:
