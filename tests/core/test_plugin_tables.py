@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from herder.agent.agent import agent_config
-from herder.app import plugin_tables
+from herder.app import agent_config, plugin_tables
 from herder.client.config import Config
 
 

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     hookimpl: pluggy.HookimplMarker
     """Marker for hook implementations: ``@herder.hookimpl``."""
 
+__version__ = "0.1.0"
+"""herder's version, written here only (the distribution's metadata reads it): ``herder --version``
+shows it without looking through the installed distributions."""
+
 _MODULES = {
     "herder.context": ("AllocatedPort", "CreatedResources", "TaskContext", "TaskDir"),
     "herder.errors": ("CleanupLater", "DriverError", "RecoverableError"),

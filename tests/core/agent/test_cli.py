@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.core.agent.conftest import ticker
@@ -82,3 +85,17 @@ def test_a_ca_bundle_that_cannot_be_loaded_is_one_clear_line(tmp_path: Path) -> 
         assert result.returncode == 1
         assert result.stderr.startswith(f"Error: HERDER_CACERT {bundle}: cannot load a CA bundle")
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_alloc_logs_follows_until_the_task_is_dead(agent: AgentProcess) -> None:
+    alloc_id = agent.submit(ticker("follow"))["allocations"][0]["id"]
+    agent.wait_task(alloc_id, "t")
+    environ = {**os.environ, "HERDER_ADDR": agent.url, "HERDER_TOKEN": agent.token}
+    with subprocess.Popen([sys.executable, "-m", "herder", "alloc", "logs", "-f", alloc_id[:8], "t"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environ) as follower:
+        assert follower.stdout is not None
+        assert follower.stdout.readline() == b"started\n"  # streamed while the task runs
+        assert agent.cli("job", "stop", "follow").returncode == 0
+        out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    assert out == b""

@@ -8,7 +8,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from herder.agent.agent import SELF_CHECK_TTL
+from herder.app import SELF_CHECK_TTL
 from tests.support.agent import AgentProcess
 from tests.support.consul import ConsulAgent
 from tests.support.http import read_url

@@ -1,8 +1,10 @@
 """The HTTP API under ``/v1/`` (SPEC §10), documented at ``/v1/openapi.json``.
 
-Handlers are thin: they find what the request names through :class:`Agent`
-and shape the answer with the models of :mod:`herder.agent.models`. Every
-error is an :class:`~herder.agent.models.Error` body; a request the API
+Handlers are thin: they call the use cases of :class:`herder.app.Agent` and
+shape the answer with the models of :mod:`herder.agent.models`. The errors of
+the use cases become answers in one place, the exception handlers
+(:class:`~herder.app.NotFound` 404, :class:`~herder.app.Conflict` 409, ...).
+Every error is an :class:`~herder.agent.models.Error` body; a request the API
 cannot understand is a 4xx, never a 500.
 """
 
@@ -23,7 +25,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from herder import app
 from herder.agent import models
-from herder.agent.agent import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound, logs_dir, sse
+from herder.agent.events import EventLog, sse
+from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.logtail import LogTail
 from herder.errors import JobError, PlacementError
@@ -146,8 +149,8 @@ async def heartbeat(agent: Agent) -> None:
         await asyncio.sleep(SELF_CHECK_INTERVAL)
 
 
-def create_app(agent: Agent) -> FastAPI:
-    """The ASGI application of ``agent``."""
+def create_app(agent: Agent, events: EventLog) -> FastAPI:
+    """The ASGI application of ``agent``, whose task events ``events`` records."""
     token = agent.config.token
     bearer = HTTPBearer(auto_error=False, description="The agent's `token`, when it has one.")
 
@@ -172,6 +175,23 @@ def create_app(agent: Agent) -> FastAPI:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         return _error(exc.status, exc.message, exc.errors, headers)
 
+    # The use cases' errors, answered here rather than in each route.
+    @api.exception_handler(NotFound)
+    async def not_found(request: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @api.exception_handler(Conflict)
+    async def conflict(request: Request, exc: Conflict) -> JSONResponse:
+        return _error(409, str(exc))
+
+    @api.exception_handler(JobError)
+    async def invalid_job(request: Request, exc: JobError) -> JSONResponse:
+        return _error(400, "invalid job", exc.errors)
+
+    @api.exception_handler(PlacementError)
+    async def unplaceable(request: Request, exc: PlacementError) -> JSONResponse:
+        return _error(409, f"cannot place the job: {exc}")
+
     @api.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in exc.errors()]
@@ -185,22 +205,6 @@ def create_app(agent: Agent) -> FastAPI:
     async def bug(request: Request, exc: Exception) -> JSONResponse:
         log.exception("%s %s failed", request.method, request.url.path)
         return _error(500, f"internal error: {type(exc).__name__}")
-
-    def find(alloc_id: str) -> AllocRunner:
-        try:
-            return agent.alloc(alloc_id)
-        except NotFound as exc:
-            raise ApiError(404, str(exc)) from None
-        except Conflict as exc:
-            raise ApiError(409, str(exc)) from None
-
-    def acting(call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except NotFound as exc:
-            raise ApiError(404, str(exc)) from None
-        except Conflict as exc:
-            raise ApiError(409, str(exc)) from None
 
     AllocId = Annotated[str, Path(min_length=1, max_length=64, description="An allocation ID or a unique prefix.")]
 
@@ -233,14 +237,7 @@ def create_app(agent: Agent) -> FastAPI:
         if (body.text is None) == (body.job is None):
             raise ApiError(400, "give either text (a job file, with its format) or job (canonical JSON)")
         text, fmt = (body.text, body.format) if body.text is not None else (json.dumps(body.job), "json")
-        try:
-            name, allocs, warnings = agent.submit(text, fmt, body.variables, body.source, body.lines)
-        except JobError as exc:
-            raise ApiError(400, "invalid job", exc.errors) from None
-        except PlacementError as exc:
-            raise ApiError(409, f"cannot place the job: {exc}") from None
-        except Conflict as exc:
-            raise ApiError(409, str(exc)) from None
+        name, allocs, warnings = agent.submit(text, fmt, body.variables, body.source, body.lines)
         return models.JobSubmitted(**job_json(name, allocs).model_dump(), warnings=warnings)
 
     @api.get("/v1/jobs", response_model=models.Jobs, tags=["jobs"])
@@ -251,11 +248,11 @@ def create_app(agent: Agent) -> FastAPI:
 
     @api.get("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
     async def job(name: JobName) -> models.Job:
-        return job_json(name, acting(lambda: agent.job(name)))
+        return job_json(name, agent.job(name))
 
     @api.delete("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
     def stop_job(name: JobName) -> models.Job:
-        return job_json(name, acting(lambda: agent.stop_job(name)))
+        return job_json(name, agent.stop_job(name))
 
     # -- allocations -------------------------------------------------------
 
@@ -265,7 +262,7 @@ def create_app(agent: Agent) -> FastAPI:
 
     @api.get("/v1/allocations/{alloc_id}", response_model=models.Allocation, tags=["allocations"])
     async def allocation(alloc_id: AllocId) -> models.Allocation:
-        alloc = find(alloc_id)
+        alloc = agent.alloc(alloc_id)
         return alloc_status(alloc, agent.health(alloc.alloc.id))
 
     @api.get("/v1/events", tags=["allocations"], response_class=StreamingResponse,
@@ -278,12 +275,12 @@ def create_app(agent: Agent) -> FastAPI:
                                                                              "(an ID or a unique prefix)")] = None,
                            index: Annotated[int, Query(ge=0, description="Only events after this index")] = 0,
                            follow: bool = True) -> StreamingResponse:
-        wanted = find(alloc_id).alloc.id if alloc_id else None
+        wanted = agent.alloc(alloc_id).alloc.id if alloc_id else None
 
         async def stream() -> AsyncIterator[str]:
             seq = index
             while True:
-                last, found = agent.events_after(seq, wanted)
+                last, found = events.after(seq, wanted)
                 for event in found:
                     yield sse(event)
                 seq = max(seq, last)
@@ -291,7 +288,7 @@ def create_app(agent: Agent) -> FastAPI:
                     return
                 if not found:
                     yield ": keep-alive\n\n"
-                await asyncio.to_thread(agent.wait_events, seq, 5.0)
+                await asyncio.to_thread(events.wait, seq, 5.0)
 
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
@@ -304,10 +301,10 @@ def create_app(agent: Agent) -> FastAPI:
                    offset: Annotated[int, Query(ge=0, description="Bytes into the kept files, oldest first "
                                                                   "(from the end with origin=end)")] = 0,
                    origin: Literal["start", "end"] = "start", follow: bool = False) -> StreamingResponse:
-        alloc = find(alloc_id)
-        runner = acting(lambda: agent.task(alloc, task))
+        alloc = agent.alloc(alloc_id)
+        runner = agent.task(alloc, task)
         # The task's name, as the allocation has it, picks the files: nothing in the request is a path.
-        tail = LogTail(logs_dir(alloc), runner.name, stream)
+        tail = LogTail(app.logs_dir(alloc), runner.name, stream)
         size = tail.size()
         start = tail.seek(max(0, size - offset) if origin == "end" else offset)
 
@@ -327,28 +324,25 @@ def create_app(agent: Agent) -> FastAPI:
 
     @api.post("/v1/allocations/{alloc_id}/exec", response_model=models.ExecResponse, tags=["allocations"])
     def exec_(alloc_id: AllocId, body: models.ExecRequest) -> models.ExecResponse:
-        alloc = find(alloc_id)
-        code, output = acting(lambda: agent.exec(alloc, body.task, body.command, body.timeout))
+        code, output = agent.exec(agent.alloc(alloc_id), body.task, body.command, body.timeout)
         return models.ExecResponse(exit_code=code, output=output.decode("utf-8", "replace"))
 
     @api.post("/v1/allocations/{alloc_id}/signal", response_model=models.Done, tags=["allocations"])
     def signal(alloc_id: AllocId, body: models.SignalRequest) -> models.Done:
-        alloc = find(alloc_id)
-        tasks = acting(lambda: agent.signal(alloc, body.task, body.signal))
+        tasks = agent.signal(agent.alloc(alloc_id), body.task, body.signal)
         return models.Done(message=f"{body.signal} sent to {', '.join(tasks)}")
 
     @api.post("/v1/allocations/{alloc_id}/restart", response_model=models.Done, tags=["allocations"])
     def restart(alloc_id: AllocId, body: models.RestartRequest) -> models.Done:
-        alloc = find(alloc_id)
-        tasks = acting(lambda: agent.restart(alloc, body.task, body.reason))
+        tasks = agent.restart(agent.alloc(alloc_id), body.task, body.reason)
         return models.Done(message=f"restarting {', '.join(tasks)}")
 
     return api
 
 
-def asgi(agent: Agent) -> ASGIApp:
+def asgi(agent: Agent, events: EventLog) -> ASGIApp:
     """The application with its guard in front."""
-    return Guard(create_app(agent), agent.config.token)
+    return Guard(create_app(agent, events), agent.config.token)
 
 
 # -- shapes ------------------------------------------------------------------
@@ -386,15 +380,5 @@ def _record(alloc: AllocRunner, task: str, event: TaskEvent) -> EventRecord:
 
 
 def job_json(name: str, allocs: list[AllocRunner]) -> models.Job:
-    """A job's status is its latest submission's: running while any of its
-    allocations runs, else failed, complete or stopped."""
-    latest = allocs[-1].job_id
-    current = [a.status for a in allocs if a.job_id == latest]
-    if any(s in ("pending", "running") for s in current):
-        status = "running"
-    elif "failed" in current:
-        status = "failed"
-    else:
-        status = "complete" if all(s == "complete" for s in current) else "stopped"
-    return models.Job(name=name, id=latest, type=allocs[-1].job.type, status=status,
+    return models.Job(name=name, id=allocs[-1].job_id, type=allocs[-1].job.type, status=app.job_status(allocs),
                       allocations=[alloc_summary(a) for a in allocs])

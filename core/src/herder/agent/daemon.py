@@ -17,8 +17,8 @@ from types import FrameType
 import uvicorn
 
 from herder import app
-from herder.agent.agent import Agent
 from herder.agent.api import asgi
+from herder.agent.events import EventLog, log_health
 from herder.client.config import Config, TlsConfig
 from herder.errors import ConfigError
 
@@ -76,24 +76,26 @@ def is_loopback(host: str) -> bool:
     return all(ipaddress.ip_address(str(info[4][0]).partition("%")[0]).is_loopback for info in found)
 
 
-def check_exposure(config: Config) -> None:
-    """Refuse a bind beyond loopback without a token: whoever reaches the agent could
-    run jobs on this host as root. (With a token, every route needs it.)
+def check_exposure(config: Config) -> tuple[str, int]:
+    """Where to listen (``bind`` parsed), refusing a bind beyond loopback without a
+    token: whoever reaches the agent could run jobs on this host as root. (With a
+    token, every route needs it.)
 
     :raises ConfigError: the bind is malformed, or open without a token.
     """
     try:
-        host, _ = parse_bind(config.bind)
+        host, port = parse_bind(config.bind)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if is_loopback(host):
-        return
+        return host, port
     if not config.token:
         raise ConfigError(f"refusing to listen on {config.bind} without a token: whoever can reach it could run "
                           "jobs on this host; set token in the configuration, or bind to 127.0.0.1")
     if config.tls.cert_file is None:
         log.warning("listening on %s without TLS: the token crosses the network in the clear "
                     "(set [tls] cert_file and key_file)", config.bind)
+    return host, port
 
 
 def tls_context(tls: TlsConfig) -> ssl.SSLContext | None:
@@ -112,8 +114,7 @@ def tls_context(tls: TlsConfig) -> ssl.SSLContext | None:
     return context
 
 
-def listen(bind: str) -> socket.socket:
-    host, port = parse_bind(bind)
+def listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -147,21 +148,22 @@ def run(config: Config, *, drain: bool = False) -> int:
     is settled before anything is bound or started.
     """
     try:
-        check_exposure(config)
+        host, port = check_exposure(config)
         tls = tls_context(config.tls)
     except ConfigError as exc:
         log.error("%s", exc)
         return 1
     try:
-        sock = listen(config.bind)
-    except (OSError, ValueError) as exc:
+        sock = listen(host, port)
+    except OSError as exc:
         log.error("cannot listen on %s: %s", config.bind, exc)
         return 1
     hooks = app.load_hooks(config)
     for warning in app.failed_plugins(hooks):
         log.warning("%s", warning)
-    agent = Agent(config, hooks)
-    server = _Server(uvicorn.Config(asgi(agent), log_config=None, access_log=False, lifespan="on",
+    events = EventLog()
+    agent = app.Agent(config, hooks, on_event=events.record, on_health=log_health)
+    server = _Server(uvicorn.Config(asgi(agent, events), log_config=None, access_log=False, lifespan="on",
                                     timeout_graceful_shutdown=SHUTDOWN_GRACE,
                                     timeout_keep_alive=KEEP_ALIVE,
                                     ssl_context_factory=None if tls is None else lambda _config, _default: tls))
@@ -174,7 +176,7 @@ def run(config: Config, *, drain: bool = False) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     try:
-        restored = agent.start(address=f"{sock.getsockname()[0]}:{sock.getsockname()[1]}")
+        restored = agent.start(address=sock.getsockname()[:2])
         log.info("agent %s listening on %s, data dir %s, %d allocation(s) reattached", agent.version, config.bind,
                  config.data_dir, len(restored))
         server.run(sockets=[sock])

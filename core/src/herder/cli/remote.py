@@ -6,10 +6,18 @@ verified against ``HERDER_CACERT`` (a CA bundle) if set, else the system's
 store; ``HERDER_SKIP_VERIFY=true`` skips that (tests only: the token then goes
 to whoever answers). Every failure to talk to it is one clear line on stderr
 and exit 1, never a traceback.
+
+This is the command line's HTTP client, on the standard library's
+:mod:`http.client`: these commands start in tens of milliseconds, so they
+import neither the agent nor an HTTP library's own imports (httpx alone takes
+longer than all of this). Only ``job run`` loads the job parser, to read its
+file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import os
 import ssl
@@ -17,93 +25,126 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import quote, urlencode, urlsplit
 
 import click
-import httpx
 
-from herder import app
+from herder.cli.common import EXIT_FAILED, EXIT_OK, event_line, fail, invalid, say, variable_options
 from herder.errors import JobError
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 DEFAULT_ADDR = "http://127.0.0.1:4646"
-TIMEOUT = httpx.Timeout(30.0, connect=5.0)
-
-
-def say(text: str) -> None:
-    click.echo(text, err=True)
-
-
-def fail(text: str, code: int = EXIT_FAILED) -> NoReturn:
-    say(f"Error: {text}")
-    sys.exit(code)
-
-
-def invalid(errors: list[str]) -> NoReturn:
-    say("Error: the job is invalid:")
-    for error in errors:
-        say(f"  * {error}")
-    sys.exit(EXIT_INVALID)
+CONNECT_TIMEOUT = 5.0
+READ_TIMEOUT: float | None = 30.0
+"""Seconds to connect, and to wait for each read of an answer (None: a followed stream waits for ever)."""
+CHUNK = 64 << 10
 
 
 class Agent:
-    """An HTTP client of the agent that turns every failure into a message."""
+    """An HTTP client of the agent at ``HERDER_ADDR`` that turns every failure into a message.
+
+    Each request has a connection of its own: the agent is near, and no
+    connection is left half-read by a stream that stopped early.
+    """
 
     def __init__(self) -> None:
-        self.addr = os.environ.get("HERDER_ADDR") or DEFAULT_ADDR
-        token = os.environ.get("HERDER_TOKEN", "")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        if "://" not in self.addr:
-            self.addr = "http://" + self.addr
-        self.http = httpx.Client(base_url=self.addr, headers=headers, timeout=TIMEOUT, verify=tls_verify())
-
-    def _check(self, response: httpx.Response) -> None:
-        if response.is_success:
-            return
+        addr = os.environ.get("HERDER_ADDR") or DEFAULT_ADDR
+        self.addr = addr if "://" in addr else "http://" + addr
         try:
-            body = json.loads(response.read())
+            url = urlsplit(self.addr)
+            port = url.port
+        except ValueError:  # a port that is not a number, or out of range
+            port = -1
+        if url.scheme not in ("http", "https") or not url.hostname or port == -1:
+            fail(f"HERDER_ADDR {addr}: expected a URL such as {DEFAULT_ADDR}")
+        self.host = url.hostname
+        self.port = port or (443 if url.scheme == "https" else 80)
+        self.prefix = url.path.rstrip("/")
+        self.https = url.scheme == "https"
+        # A CA bundle that is named is loaded whatever the address: a wrong one is said at once.
+        self.tls = tls_verify() if self.https or os.environ.get("HERDER_CACERT") else None
+        token = os.environ.get("HERDER_TOKEN", "")
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    def _send(self, method: str, path: str, params: dict[str, Any] | None, body: Any,
+              read_timeout: float | None) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        target = quote(self.prefix + path, safe="/:@") + (f"?{urlencode(params)}" if params else "")
+        headers = dict(self.headers)
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        connection = (http.client.HTTPSConnection(self.host, self.port, timeout=CONNECT_TIMEOUT, context=self.tls)
+                      if self.https else
+                      http.client.HTTPConnection(self.host, self.port, timeout=CONNECT_TIMEOUT))
+        try:
+            connection.connect()
+            assert connection.sock is not None
+            connection.sock.settimeout(read_timeout)
+            connection.request(method, target, body=data, headers=headers)
+            response = connection.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            self.unreachable(exc)
+        if not 200 <= response.status < 300:
+            with contextlib.closing(connection):
+                self._refused(response)
+        return connection, response
+
+    def _refused(self, response: http.client.HTTPResponse) -> NoReturn:
+        try:
+            text = response.read()
+            body = json.loads(text)
             message, errors = str(body.get("error", "")), [str(e) for e in body.get("errors", [])]
         except (ValueError, AttributeError):
-            message, errors = response.text[:200], []
-        if response.status_code == 401:
+            message, errors = text[:200].decode("utf-8", "replace"), []
+        except (OSError, http.client.HTTPException) as exc:
+            self.unreachable(exc)
+        if response.status == 401:
             fail(f"the agent at {self.addr} refused the request: {message} (is HERDER_TOKEN right?)")
         if errors and message == "invalid job":
-            invalid(errors)
-        fail(message or f"HTTP {response.status_code}" + "".join(f"\n  * {e}" for e in errors))
+            invalid("the job is invalid", errors)
+        fail(message or f"HTTP {response.status}" + "".join(f"\n  * {e}" for e in errors))
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            response = self.http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            self.unreachable(exc)
-        self._check(response)
-        return response.json()
+    def request(self, method: str, path: str, *, json_body: Any = None,
+                read_timeout: float | None = READ_TIMEOUT) -> Any:
+        """The JSON answer to ``method path`` (with ``json_body``)."""
+        connection, response = self._send(method, path, None, json_body, read_timeout)
+        with contextlib.closing(connection):
+            try:
+                return json.loads(response.read())
+            except (OSError, http.client.HTTPException) as exc:
+                self.unreachable(exc)
 
-    def stream(self, path: str, params: dict[str, Any], timeout: httpx.Timeout | None = None) -> Iterator[bytes]:
-        try:
-            with self.http.stream("GET", path, params=params, timeout=timeout or TIMEOUT) as response:
-                self._check(response)
-                yield from response.iter_bytes()
-        except httpx.HTTPError as exc:
-            self.unreachable(exc)
+    def stream(self, path: str, params: dict[str, Any], read_timeout: float | None = READ_TIMEOUT) -> Iterator[bytes]:
+        """The body of ``GET path?params`` as it comes."""
+        connection, response = self._send("GET", path, params, None, read_timeout)
+        with contextlib.closing(connection):
+            try:
+                while chunk := response.read1(CHUNK):
+                    yield chunk
+            except (OSError, http.client.HTTPException) as exc:
+                self.unreachable(exc)
 
-    def unreachable(self, exc: httpx.HTTPError) -> NoReturn:
-        if isinstance(exc, httpx.TimeoutException):
+    def unreachable(self, exc: BaseException) -> NoReturn:
+        if isinstance(exc, TimeoutError):
             fail(f"the agent at {self.addr} did not answer in time: {exc}")
-        tls = _ssl_error(exc)
-        if isinstance(tls, ssl.SSLCertVerificationError):
-            fail(f"the certificate of the agent at {self.addr} is not trusted ({tls.verify_message}); "
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            fail(f"the certificate of the agent at {self.addr} is not trusted ({exc.verify_message}); "
                  "set HERDER_CACERT to the CA bundle that signed it")
-        if tls is not None:
-            fail(f"no TLS with the agent at {self.addr} ({tls.reason or tls}); does it serve HTTPS?")
+        if isinstance(exc, ssl.SSLError):
+            fail(f"no TLS with the agent at {self.addr} ({exc.reason or exc}); does it serve HTTPS?")
         https = " (https:// if it serves TLS)" if self.addr.startswith("http://") else ""
         fail(f"cannot reach the herder agent at {self.addr} ({exc or type(exc).__name__}); "
              f"is `herder agent` running, and is HERDER_ADDR right{https}?")
 
 
-def tls_verify() -> ssl.SSLContext | bool:
+def tls_verify() -> ssl.SSLContext:
     """How an https agent's certificate is verified: against HERDER_CACERT, else the system's store."""
     if os.environ.get("HERDER_SKIP_VERIFY", "").lower() in ("1", "true", "yes"):
-        return False
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
     cacert = os.environ.get("HERDER_CACERT") or None
     try:
         return ssl.create_default_context(cafile=cacert)
@@ -112,18 +153,10 @@ def tls_verify() -> ssl.SSLContext | bool:
              f"{exc.strerror or exc}")
 
 
-def _ssl_error(exc: BaseException) -> ssl.SSLError | None:
-    """The TLS failure under an HTTP error, if that is what it is."""
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, ssl.SSLError):
-        cause = cause.__cause__ or cause.__context__
-    return cause
-
-
 def events(agent: Agent, alloc_ids: set[str]) -> Iterator[dict[str, Any]]:
     """The task events of ``alloc_ids`` as they come (the agent keeps the recent ones)."""
     buffer = b""
-    for chunk in agent.stream("/v1/events", {"follow": "true"}, httpx.Timeout(None, connect=5.0)):
+    for chunk in agent.stream("/v1/events", {"follow": "true"}, read_timeout=None):
         buffer += chunk
         while b"\n\n" in buffer:
             message, buffer = buffer.split(b"\n\n", 1)
@@ -132,11 +165,6 @@ def events(agent: Agent, alloc_ids: set[str]) -> Iterator[dict[str, Any]]:
                     event = json.loads(line[len("data: "):])
                     if event.get("alloc_id") in alloc_ids:
                         yield event
-
-
-def event_line(event: dict[str, Any]) -> str:
-    message = f": {event['message']}" if event.get("message") else ""
-    return f"{event['time']} {event['alloc_name']} {event['task']} {event['type']}{message}"
 
 
 # -- herder job ----------------------------------------------------------------
@@ -149,9 +177,7 @@ def job() -> None:
 
 @job.command("run")
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--var", "variables", multiple=True, metavar="KEY=VALUE", help="Set a job variable.")
-@click.option("--var-file", "var_files", multiple=True, type=click.Path(path_type=Path), metavar="FILE",
-              help="Set job variables from an .hcl or .json file (repeatable; --var wins).")
+@variable_options
 @click.option("--detach", is_flag=True, help="Return once the job is placed, without following its events.")
 @click.option("--allow-file-outside", is_flag=True,
               help="Let file() in the job file read outside the job file's directory.")
@@ -163,16 +189,18 @@ def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
     file() relative to its directory. The agent gets the evaluated job and
     never reads a file of yours (nor one of its own) for it.
     """
+    from herder import app  # the job parser and what it needs: this command alone reads a job file
+
     try:
         job, source = app.evaluate_job(file, app.parse_variables(variables), var_files,
                                        allow_file_outside=allow_file_outside)
     except JobError as exc:
-        invalid(exc.errors)
+        invalid("the job is invalid", exc.errors)
     for warning in job.warnings:
         say(f"Warning: {warning}")
     body = {"job": json.loads(source.text), "source": source.source, "lines": job.lines}
     agent = Agent()
-    submitted = agent.request("POST", "/v1/jobs", json=body)
+    submitted = agent.request("POST", "/v1/jobs", json_body=body)
     for warning in submitted.get("warnings", []):
         if warning not in job.warnings:
             say(f"Warning: {warning}")
@@ -286,7 +314,7 @@ def alloc_logs(follow: bool, stderr: bool, tail: int | None, alloc_id: str, task
     out = sys.stdout.buffer
     try:
         for chunk in Agent().stream(f"/v1/allocations/{alloc_id}/logs/{task}", params,
-                                    httpx.Timeout(None if follow else 30.0, connect=5.0)):
+                                    None if follow else READ_TIMEOUT):
             out.write(chunk)
             out.flush()
     except KeyboardInterrupt:
@@ -302,8 +330,8 @@ def alloc_logs(follow: bool, stderr: bool, tail: int | None, alloc_id: str, task
 def alloc_exec(timeout: float, alloc_id: str, task: str, command: tuple[str, ...]) -> None:
     """Run COMMAND inside TASK; print its output and exit with its code."""
     result = Agent().request("POST", f"/v1/allocations/{alloc_id}/exec",
-                             json={"task": task, "command": list(command), "timeout": timeout},
-                             timeout=httpx.Timeout(timeout + 30.0, connect=5.0))
+                             json_body={"task": task, "command": list(command), "timeout": timeout},
+                             read_timeout=timeout + 30.0)
     click.echo(result["output"], nl=False)
     sys.exit(result["exit_code"] if 0 <= result["exit_code"] < 256 else EXIT_FAILED)
 
@@ -314,7 +342,8 @@ def alloc_exec(timeout: float, alloc_id: str, task: str, command: tuple[str, ...
 @click.argument("task", required=False)
 def alloc_signal(sig: str, alloc_id: str, task: str | None) -> None:
     """Send a signal to TASK, or to every running task of the allocation."""
-    say(Agent().request("POST", f"/v1/allocations/{alloc_id}/signal", json={"task": task, "signal": sig})["message"])
+    say(Agent().request("POST", f"/v1/allocations/{alloc_id}/signal",
+                        json_body={"task": task, "signal": sig})["message"])
 
 
 @alloc.command("restart")
@@ -323,4 +352,4 @@ def alloc_signal(sig: str, alloc_id: str, task: str | None) -> None:
 def alloc_restart(alloc_id: str, task: str | None) -> None:
     """Restart TASK, or every running task of the allocation (not counted against the restart policy)."""
     say(Agent().request("POST", f"/v1/allocations/{alloc_id}/restart",
-                        json={"task": task, "reason": "Restart requested from the command line"})["message"])
+                        json_body={"task": task, "reason": "Restart requested from the command line"})["message"])

@@ -18,17 +18,12 @@ from rich.table import Table
 
 from herder import events
 from herder.app import event_json, health_json, rfc3339
+from herder.cli.common import event_line
 from herder.client.alloc_runner import EventRecord
 from herder.client.health import HealthChange
 
 _STATE_STYLE = {"pending": "yellow", "running": "green", "dead": "dim"}
 _HEALTH_STYLE = {"passing": "green", "warning": "yellow", "critical": "red"}
-
-
-def event_line(record: EventRecord) -> str:
-    event = record.event
-    message = f": {event.message}" if event.message else ""
-    return f"{rfc3339(event.time)} {record.alloc_name} {record.task} {event.type}{message}"
 
 
 class EventView(Protocol):
@@ -58,7 +53,8 @@ class _Lines:
         self.stream.flush()
 
     def show(self, record: EventRecord) -> None:
-        text = json.dumps(event_json(record)) if self.as_json else event_line(record)
+        event = event_json(record)
+        text = json.dumps(event) if self.as_json else event_line(event)
         with self._lock:
             self.stream.write(text + "\n")
             self.stream.flush()
