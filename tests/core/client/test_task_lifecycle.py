@@ -11,12 +11,9 @@ from pathlib import Path
 from tests.support.foreground import HerderRun
 from tests.support.processes import alive
 from tests.support.running import Run, run_job, start_job
-from tests.support.waiting import wait_for
+from tests.support.waiting import SH_WAIT_FOR, wait_for
 
 NO_RESTARTS = 'restart {\n attempts = 0\n mode = "fail"\n }'
-# A task script's wait for a file another task writes: generous (60 s), so a loaded machine
-# does not fail it; it succeeds as soon as the file has content, and fails (exit 1) otherwise.
-WAIT_FOR = "wait_for() { for i in $(seq 600); do test -s \"$1\" && return 0; sleep 0.1; done; return 1; }; wait_for"
 
 
 def job(tasks: str, *, type: str = "batch", restart: str = "") -> str:
@@ -45,6 +42,8 @@ def wait_for_file(path: Path) -> str:
 
 def test_a_prestart_task_completes_before_the_main_task_starts(data_dir: Path, tmp_path: Path) -> None:
     mark = tmp_path / "prepared"
+    # The prestart task's sleep only widens the window in which a main task started too early
+    # would find no mark: it can make a defect show, never fail a correct herder.
     text = job(task("init", f"sleep 0.3; echo ok > {mark}", hook="prestart")
                + task("main", f"test -s {mark}"))
     run = run_job(text, data_dir)
@@ -57,7 +56,7 @@ def test_a_prestart_sidecar_runs_before_and_beside_the_main_task_and_is_killed_a
         data_dir: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "sidecar.pid"
     text = job(task("proxy", f"echo $$ > {pid_file}; exec sleep 300", hook="prestart", sidecar=True)
-               + task("main", f"kill -0 $(cat {pid_file})"))
+               + task("main", f"{SH_WAIT_FOR} {pid_file} && kill -0 $(cat {pid_file})"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     assert index(run, "Started", "proxy") < index(run, "Started", "main")
@@ -71,11 +70,11 @@ def test_a_poststart_task_starts_once_the_main_task_runs(data_dir: Path, tmp_pat
     # The poststart task records whether the main task's process was alive when it ran; the
     # main task waits for that mark, so it outlives it. The two exits that follow come close
     # together and their events may be recorded in either order: nothing is asserted on them.
-    text = job(task("announce", f"{WAIT_FOR} {pid_file}; "
+    text = job(task("announce", f"{SH_WAIT_FOR} {pid_file}; "
                                 f"kill -0 $(cat {pid_file}) && echo running > {mark} || echo gone > {mark}",
                     hook="poststart")
                + task("main", f"echo $$ > {pid_file}; "
-                              f"{WAIT_FOR} {mark}"))
+                              f"{SH_WAIT_FOR} {mark}"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     assert index(run, "Started", "main") < index(run, "Started", "announce")
@@ -85,7 +84,7 @@ def test_a_poststart_task_starts_once_the_main_task_runs(data_dir: Path, tmp_pat
 def test_a_poststart_sidecar_is_killed_when_the_main_task_is_dead(data_dir: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "sidecar.pid"
     text = job(task("shipper", f"echo $$ > {pid_file}; exec sleep 300", hook="poststart", sidecar=True)
-               + task("main", f"{WAIT_FOR} {pid_file}"))
+               + task("main", f"{SH_WAIT_FOR} {pid_file}"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     assert index(run, "Started", "main") < index(run, "Started", "shipper")
@@ -95,6 +94,7 @@ def test_a_poststart_sidecar_is_killed_when_the_main_task_is_dead(data_dir: Path
 
 def test_a_poststop_task_runs_after_the_main_task_is_dead(data_dir: Path, tmp_path: Path) -> None:
     pid_file, seen = tmp_path / "main.pid", tmp_path / "seen"
+    # The main task's sleep keeps it alive a while for a poststop task started too early to see.
     text = job(task("main", f"echo $$ > {pid_file}; sleep 0.3")
                + task("cleanup", f"kill -0 $(cat {pid_file}) 2>/dev/null && echo alive > {seen} || echo dead > {seen}",
                       hook="poststop"))
@@ -105,18 +105,27 @@ def test_a_poststop_task_runs_after_the_main_task_is_dead(data_dir: Path, tmp_pa
 
 
 def test_every_hook_together_in_order(data_dir: Path, tmp_path: Path) -> None:
-    """The issue's example: a prestart task, a sidecar, the main task, a poststart and a poststop task."""
-    log = tmp_path / "order"
+    """The issue's example: a prestart task, a sidecar, the main task, a poststart and a poststop task.
+
+    Only what herder orders is asserted: the sidecar and the main task both run after the prestart
+    task, and the main task beside the poststart task, so their marks may come in either order.
+    """
+    log, sidecar_up, poststart_ran = tmp_path / "order", tmp_path / "sidecar-up", tmp_path / "poststart-ran"
     text = job(task("init", f"echo init >> {log}", hook="prestart")
-               + task("sidecar", f"echo sidecar >> {log}; exec sleep 300", hook="prestart", sidecar=True)
-               + task("main", f"echo main >> {log}; sleep 1")
-               + task("after", f"echo poststart >> {log}", hook="poststart")
+               + task("sidecar", f"echo sidecar >> {log}; echo up > {sidecar_up}; exec sleep 300",
+                      hook="prestart", sidecar=True)
+               + task("main", f"echo main >> {log}; {SH_WAIT_FOR} {sidecar_up} && {SH_WAIT_FOR} {poststart_ran}")
+               + task("after", f"echo poststart >> {log}; echo yes > {poststart_ran}", hook="poststart")
                + task("cleanup", f"echo poststop >> {log}", hook="poststop"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     lines = log.read_text().split()
-    assert set(lines[:2]) == {"init", "sidecar"}
-    assert lines[2:] == ["main", "poststart", "poststop"]
+    assert sorted(lines) == ["init", "main", "poststart", "poststop", "sidecar"]
+    assert lines.index("init") < lines.index("main") and lines[-1] == "poststop"
+    assert index(run, "Terminated", "init") < index(run, "Started", "main")
+    assert index(run, "Started", "sidecar") < index(run, "Started", "main")
+    assert index(run, "Started", "main") < index(run, "Started", "after")
+    assert index(run, "Terminated", "main") < index(run, "Started", "cleanup")
     assert index(run, "Killed", "sidecar") < index(run, "Started", "cleanup")
 
 
@@ -175,9 +184,10 @@ def test_stopping_runs_poststop_tasks_after_the_others_are_killed(data_dir: Path
     assert index(run, "Killed", "side") < index(run, "Started", "cleanup")
 
 
-def test_a_dead_leader_kills_the_sidecars_with_its_own_reason(data_dir: Path) -> None:
-    text = job(task("side", "exec sleep 300", hook="poststart", sidecar=True)
-               + task("main", "sleep 0.5", extra="leader = true"))
+def test_a_dead_leader_kills_the_sidecars_with_its_own_reason(data_dir: Path, tmp_path: Path) -> None:
+    side_up = tmp_path / "side-up"
+    text = job(task("side", f"echo up > {side_up}; exec sleep 300", hook="poststart", sidecar=True)
+               + task("main", f"{SH_WAIT_FOR} {side_up}", extra="leader = true"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     assert "Leader Task Dead" in run.types("side")
