@@ -85,7 +85,7 @@ def test_kept_tasks_survive_their_client_and_lose_no_line(
     [entry] = supervisor.list()
     assert entry.session == supervisor.session and entry.running
     supervisor.stop("counter", signal.SIGTERM, 5)
-    assert supervisor.wait("counter", timeout=10) == ExitInfo(128 + signal.SIGTERM, signal.SIGTERM)
+    assert supervisor.wait("counter", timeout=30) == ExitInfo(128 + signal.SIGTERM, signal.SIGTERM)
     supervisor.forget("counter")
     counted = lines(log)
     assert len(counted) >= seen + 20
@@ -120,9 +120,9 @@ def test_an_exit_while_no_client_is_connected_is_reported_on_attach(
                               argv=["sh", "-c", "sleep 0.3; exit 7"], env=task_env, logs_dir=str(logs_dir))
     kill(client)
     wait_for(lambda: not alive(task["pid"]), what="the task ends")
-    # The subject: a supervisor past its start grace with no client exits at once unless something
-    # keeps it; the unclaimed exit must. A sleep is the only way to be past the grace; a loaded
-    # machine only makes it longer, which the test tolerates.
+    # A supervisor past its start grace with no client exits at once unless something keeps it; the
+    # unclaimed exit must. Load only makes the sleep longer, which the test tolerates.
+    # deliberate sleep: being past the start grace is the subject, and nothing else says it is over
     time.sleep(START_GRACE + 0.5)
     supervisor = connect()
     info = supervisor.attach("short")
@@ -136,14 +136,13 @@ def test_bye_leaves_the_tasks_running_for_a_later_client(connect: Callable[..., 
     first = connect(keep=False)
     info = spawn(first, "t1", ["sleep", "100"])
     first.close()  # a clean goodbye: even keep=False leaves the task running
-    # The subject is that nothing happens to the task: give the supervisor the time it would take
-    # to (wrongly) stop it. Load can only lengthen it, so this cannot flake; it can only miss.
-    time.sleep(0.2)
+    # Load can only lengthen the look, so this cannot flake; it can only miss.
+    time.sleep(0.2)  # deliberate sleep: the subject is that nothing happens to the task meanwhile
     second = connect()
     attached = second.attach("t1")
     assert attached is not None and attached.pid == info.pid and attached.exit is None
     second.stop("t1", signal.SIGTERM, 5)
-    second.wait("t1", timeout=10)
+    second.wait("t1", timeout=30)
     second.forget("t1")
 
 
@@ -174,16 +173,17 @@ def test_the_supervisor_exits_when_idle(connect: Callable[..., Supervisor], spaw
     pid = supervisor.pid
     assert supervisor_pids(data_dir) == [pid]
     spawn(supervisor, "t1", ["true"])
-    supervisor.wait("t1", timeout=10)
+    supervisor.wait("t1", timeout=30)
     supervisor.close()
-    time.sleep(START_GRACE + 0.5)  # the subject: past the start grace, only the unforgotten exit keeps it
+    # deliberate sleep: past the start grace, only the unforgotten exit keeps the supervisor
+    time.sleep(START_GRACE + 0.5)
     assert alive(pid), "an exit nobody forgot keeps it alive"
     again = connect()
     assert again.pid == pid
     again.attach("t1")
     again.forget("t1")
     again.close()
-    wait_for(lambda: not alive(pid), 5, "the idle supervisor exits")
+    wait_for(lambda: not alive(pid), what="the idle supervisor exits")
 
 
 def test_the_supervisor_ignores_sigterm_and_sigint(connect: Callable[..., Supervisor], spawn: Spawn) -> None:
@@ -191,11 +191,11 @@ def test_the_supervisor_ignores_sigterm_and_sigint(connect: Callable[..., Superv
     info = spawn(supervisor, "t1", ["sleep", "100"])
     for sig in (signal.SIGTERM, signal.SIGINT):
         os.kill(supervisor.pid, sig)
-    time.sleep(0.2)  # the subject: nothing happens after the signals (load only lengthens the look)
+    time.sleep(0.2)  # deliberate sleep: the subject is that nothing happens after the signals
     assert alive(supervisor.pid) and alive(info.pid)
     assert [entry.id for entry in supervisor.list()] == ["t1"]
     supervisor.stop("t1", signal.SIGTERM, 5)
-    supervisor.wait("t1", timeout=10)
+    supervisor.wait("t1", timeout=30)
     supervisor.forget("t1")
 
 

@@ -61,7 +61,7 @@ def test_kill_stops_the_task_gracefully_or_by_force(connect: Callable[..., Super
     wait_for(lambda: b"ready" in (ctx.task_dir.logs_dir / "web.stdout.0").read_bytes(), what="ready")
     started = time.monotonic()
     handle.kill(0.5, signal.SIGTERM)
-    assert 0.5 <= time.monotonic() - started < 3
+    assert time.monotonic() - started >= 0.5  # the SIGKILL came after the timeout, not instead of it
     assert handle.wait() == ExitResult(exit_code=128 + signal.SIGKILL, signal=signal.SIGKILL)
     handle.signal(signal.SIGTERM)  # exited and forgotten: nothing to do
 
@@ -125,7 +125,7 @@ def test_losing_the_supervisor_ends_the_wait_and_the_task(connect: Callable[...,
     os.kill(supervisor.pid, signal.SIGKILL)
     result = handle.wait(10)
     assert result is not None and result.error is not None and "lost the process supervisor" in result.error
-    wait_for(lambda: not alive(handle.pid), 2, "the orphaned task is gone")
+    wait_for(lambda: not alive(handle.pid), what="the orphaned task is gone")
 
 
 def test_start_failures_are_driver_errors(connect: Callable[..., Supervisor], task: Task, tmp_path: Path) -> None:
