@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -158,10 +157,9 @@ def test_a_killed_run_has_its_container_removed(docker_driver: str, busybox_imag
     [started] = run.wait_for("Started")
     assert containers_of(docker_client, started["alloc_id"])
     run.kill()
-    deadline = time.monotonic() + 30
-    while containers_of(docker_client, started["alloc_id"]) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert containers_of(docker_client, started["alloc_id"]) == []
+    wait_for(lambda: not containers_of(docker_client, started["alloc_id"]),
+             what=lambda: f"the container removed; left {containers_of(docker_client, started['alloc_id'])}",
+             interval=0.2)
 
 
 def test_a_kept_container_is_reattached_by_the_next_run(docker_driver: str, busybox_image: str,
