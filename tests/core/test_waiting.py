@@ -15,8 +15,9 @@ WAITING = TESTS / "support" / "waiting.py"
 
 
 def unexplained_sleeps(source: str) -> list[int]:
-    """The lines of every call to a ``sleep`` (``time.sleep``, ``asyncio.sleep``, a bare ``sleep``)
-    in ``source`` that neither its own line nor a comment line just above explains after :data:`DELIBERATE`.
+    """The lines of every call to a ``sleep`` (``time.sleep``, ``asyncio.sleep``, a bare ``sleep``, a wait
+    on a fresh ``Event``) in ``source`` that neither its own line nor a comment line just above explains
+    after :data:`DELIBERATE`.
 
     Code in strings (a task's program) is not looked at: a task may sleep to stay alive.
     """
@@ -30,9 +31,13 @@ def unexplained_sleeps(source: str) -> list[int]:
         if not isinstance(node, ast.Call):
             continue
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        # A wait on an Event made for it (``threading.Event().wait(0.05)``) is a sleep too.
+        on_a_fresh_event = (name == "wait" and isinstance(node.func, ast.Attribute)
+                            and isinstance(node.func.value, ast.Call) and ast.unparse(node.func.value.func)
+                            in ("Event", "threading.Event"))
         above = lines[node.lineno - 1]
         explained = reason(lines[node.lineno]) or (above.lstrip().startswith("#") and reason(above))
-        if name == "sleep" and not explained:
+        if (name == "sleep" or on_a_fresh_event) and not explained:
             found.append(node.lineno)
     return sorted(found)
 
@@ -52,8 +57,10 @@ def test_the_guard_sees_a_sleep_and_accepts_a_reason() -> None:
               "time.sleep(3)\n"
               f"time.sleep(4)  {DELIBERATE}\n"
               "sleep(5)\n"
-              "TASK = 'time.sleep(6)'\n")
-    assert unexplained_sleeps(source) == [3, 7, 8]
+              "TASK = 'time.sleep(6)'\n"
+              "threading.Event().wait(0.05)\n"
+              "stop.wait(0.05)\n")
+    assert unexplained_sleeps(source) == [3, 7, 8, 10]
 
 
 def test_wait_for_returns_the_first_true_value() -> None:

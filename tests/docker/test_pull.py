@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.waiting import poll
+from tests.support.waiting import poll, wait_for
 
 from .helpers import (
     Docker,
@@ -241,7 +241,7 @@ def test_cleanup_image_removes_a_pulled_image_once_the_task_is_done(registry: Re
                    plugin={"docker": {"cleanup_image": True, "cleanup_image_delay": "0s"}})
     assert run.status == "complete", run.types()
     assert events_of(run, "Driver"), "the image was not pulled"
-    assert poll(lambda: not image_exists(docker_client, image.ref), timeout=10), f"{image.ref} was not removed"
+    wait_for(lambda: not image_exists(docker_client, image.ref), what=f"{image.ref} removed")
 
 
 def test_cleanup_image_keeps_a_pulled_image_for_the_default_delay(registry: Registry, jobs: DockerJobs,

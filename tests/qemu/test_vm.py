@@ -80,7 +80,7 @@ def test_forwards_udp_and_without_graceful_shutdown_qemu_gets_the_kill_signal(ha
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken, pytest.raises(OSError, match="in use"):
         taken.bind((port.host_ip, port.value))
     run.kill()
-    assert run.wait(10) is not None
+    assert run.wait(30) is not None
     assert POWER_OFF not in run.output()
     assert b"terminating on signal 15" in run.output("stderr")
 

@@ -203,9 +203,9 @@ def test_a_task_starts_while_consul_is_down(data_dir: Path, own_consul: ConsulAg
     config = dataclasses.replace(make_config(data_dir), services_backend="consul",
                                  consul={"address": own_consul.address})
     run, wait = start_job(web_job(), data_dir, config=config)
-    run.wait_for("Started", "server", timeout=10)
+    run.wait_for("Started", "server")
     run.runner.stop()
-    assert wait(20) == "stopped"
+    assert wait() == "stopped"
 
 
 def test_a_herder_killed_outright_leaves_no_stale_service_after_the_next_start(

@@ -78,7 +78,7 @@ def test_a_cgroup_holds_and_signals_every_process_whatever_its_session(cgroup: C
     wait_for(lambda: len({os.getsid(pid) for pid in [leader.pid, *escapees]}) == 3, what="three sessions")
     assert {leader.pid, *escapees} <= set(cgroup.pids())
     cgroup.signal(signal.SIGTERM)
-    assert leader.wait(10) == -signal.SIGTERM
+    assert leader.wait(30) == -signal.SIGTERM
     wait_for(lambda: not any(alive(pid) for pid in escapees), what="the escapees took SIGTERM")
 
 
@@ -86,7 +86,7 @@ def test_a_cgroup_is_killed_while_it_forks(cgroup: Cgroup, task_env: dict[str, s
     leader = start(cgroup, "trap '' TERM INT; while :; do (setsid sleep 100 &); done", task_env)
     wait_for(lambda: len(cgroup.pids()) > 5, what="a few forks")
     cgroup.kill()
-    assert leader.wait(10) == -signal.SIGKILL
+    assert leader.wait(30) == -signal.SIGKILL
     wait_for(lambda: not cgroup.pids(), what="the cgroup is empty")
 
 
@@ -112,7 +112,7 @@ def test_without_a_cgroup_the_tree_is_found_by_parentage_and_session(task_env: d
         wait_for(orphaned, what="the last grandchild is an orphan")
         assert {leader.pid, *escapees} <= set(tree.pids())
         tree.signal(signal.SIGTERM)
-        assert leader.wait(10) == -signal.SIGTERM
+        assert leader.wait(30) == -signal.SIGTERM
         wait_for(lambda: not any(alive(pid) for pid in escapees), what="the escapees took SIGTERM")
         assert tree.release()
     finally:
@@ -226,7 +226,7 @@ def test_recover_kills_every_process_of_an_orphans_cgroup(connect: Callable[...,
     state = {"supervisor": {"id": "alloc1.web.gone", "pid": leader.pid,
                             "start_time": process_start_time(leader.pid), "cgroup": str(cgroup.path)}}
     assert SupervisedProcess.recover(ctx, state) is None
-    assert leader.wait(5) == -signal.SIGKILL
+    assert leader.wait(30) == -signal.SIGKILL
     assert not alive(child) and not cgroup.path.exists()
 
 

@@ -16,7 +16,7 @@ from herder.supervisor import ExitInfo, ProcInfo, Supervisor, SupervisorUnavaila
 from herder.supervisor.protocol import process_start_time
 from herder.supervisor.server import START_GRACE
 from tests.core.supervisor.helpers import COUNTER, PATH, alive, python, supervisor_pids
-from tests.support.waiting import wait_for
+from tests.support.waiting import SH_WAIT_FOR, wait_for
 
 Spawn = Callable[..., ProcInfo]
 
@@ -113,12 +113,14 @@ def test_lost_tasks_are_stopped_then_on_lost_runs(
 
 
 def test_an_exit_while_no_client_is_connected_is_reported_on_attach(
-    connect: Callable[..., Supervisor], data_dir: Path, logs_dir: Path, task_env: dict[str, str],
+    connect: Callable[..., Supervisor], data_dir: Path, logs_dir: Path, tmp_path: Path, task_env: dict[str, str],
     client_env: dict[str, str],
 ) -> None:
+    go = tmp_path / "go"  # the task exits once its client is gone (or after 60 s)
     client, task = run_client(client_env, data_dir=str(data_dir), keep=True, on_lost=None, id="short",
-                              argv=["sh", "-c", "sleep 0.3; exit 7"], env=task_env, logs_dir=str(logs_dir))
+                              argv=["sh", "-c", f"{SH_WAIT_FOR} {go}; exit 7"], env=task_env, logs_dir=str(logs_dir))
     kill(client)
+    go.write_text("go\n")
     wait_for(lambda: not alive(task["pid"]), what="the task ends")
     # A supervisor past its start grace with no client exits at once unless something keeps it; the
     # unclaimed exit must. Load only makes the sleep longer, which the test tolerates.
@@ -213,7 +215,7 @@ def test_a_broken_connection_fails_waiting_calls(connect: Callable[..., Supervis
     thread = threading.Thread(target=waiter)
     thread.start()
     os.kill(supervisor.pid, signal.SIGKILL)
-    thread.join(10)
+    thread.join(30)
     assert not thread.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], SupervisorUnavailable)
     # Its task is an orphan now, that no supervisor knows: nothing but its pid can stop it.

@@ -94,7 +94,7 @@ def test_state_recovers_through_a_new_client(connect: Callable[..., Supervisor],
     recovered = SupervisedProcess.recover(make_ctx(tmp_path, connect()), state)
     assert recovered is not None and (recovered.id, recovered.pid) == (handle.id, handle.pid)
     recovered.signal(signal.SIGTERM)
-    assert recovered.wait(10) == ExitResult(exit_code=128 + signal.SIGTERM, signal=signal.SIGTERM)
+    assert recovered.wait(30) == ExitResult(exit_code=128 + signal.SIGTERM, signal=signal.SIGTERM)
     assert SupervisedProcess.recover(make_ctx(tmp_path, connect()), {"pid": 1}) is None  # not our state
 
 
@@ -106,7 +106,7 @@ def test_recover_kills_the_orphan_no_supervisor_knows(connect: Callable[..., Sup
         mine, other = orphans
         state = {"supervisor": {"id": "alloc1.web.gone", "pid": mine.pid, "start_time": process_start_time(mine.pid)}}
         assert SupervisedProcess.recover(ctx, state) is None
-        assert mine.wait(5) == -signal.SIGKILL
+        assert mine.wait(30) == -signal.SIGKILL
         # A pid whose start time differs is another process now: left alone.
         state = {"supervisor": {"id": "alloc1.web.gone", "pid": other.pid, "start_time": 1}}
         assert SupervisedProcess.recover(ctx, state) is None
