@@ -19,7 +19,7 @@ from tests.support.http import read_url
 from tests.support.require import require
 from tests.support.waiting import wait_for
 
-from .helpers import Docker, containers_of
+from .helpers import Docker, container_ids, containers_of
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "docker-web.hcl"
@@ -157,8 +157,8 @@ def test_a_killed_run_has_its_container_removed(docker_driver: str, busybox_imag
     [started] = run.wait_for("Started")
     assert containers_of(docker_client, started["alloc_id"])
     run.kill()
-    wait_for(lambda: not containers_of(docker_client, started["alloc_id"]),
-             what=lambda: f"the container removed; left {containers_of(docker_client, started['alloc_id'])}",
+    wait_for(lambda: not container_ids(docker_client, started["alloc_id"]),
+             what=lambda: f"the container removed; left {container_ids(docker_client, started['alloc_id'])}",
              interval=0.2)
 
 
