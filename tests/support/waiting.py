@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -45,7 +46,7 @@ def poll(predicate: Callable[[], object], timeout: float = TIMEOUT, interval: fl
         time.sleep(interval)
 
 
-def wait_for(check: Callable[[], T], timeout: float = TIMEOUT, what: str | Callable[[], str] = "condition",
+def wait_for(check: Callable[[], T | None], timeout: float = TIMEOUT, what: str | Callable[[], str] = "condition",
              interval: float = INTERVAL) -> T:
     """Call ``check`` until it returns something true, and return that.
 
@@ -61,3 +62,8 @@ def wait_for(check: Callable[[], T], timeout: float = TIMEOUT, what: str | Calla
             described = what() if callable(what) else what
             raise AssertionError(f"timed out after {timeout:g} s waiting for: {described}")
         time.sleep(interval)
+
+
+def wait_for_text(path: Path, timeout: float = TIMEOUT) -> str:
+    """The text of ``path`` (stripped) once another process has written some."""
+    return wait_for(lambda: path.read_text().strip() if path.exists() else None, timeout, f"{path} written")

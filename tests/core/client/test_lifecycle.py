@@ -16,7 +16,7 @@ from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from tests.support.running import make_config, run_job, start_job
-from tests.support.waiting import SH_WAIT_FOR, wait_for
+from tests.support.waiting import SH_WAIT_FOR, wait_for, wait_for_text
 
 
 def job(tasks: str, *, type: str = "service", restart: str = "", count: int = 1) -> str:
@@ -38,16 +38,12 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def wait_for_file(path: Path) -> str:
-    return wait_for(lambda: path.exists() and path.read_text().strip(), what=f"{path} written")
-
-
 def test_a_task_ignoring_sigint_is_killed_after_kill_timeout_with_its_child(data_dir: Path, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     script = (f"trap '' INT; sh -c \"trap '' INT; sleep 300\" & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; "
               "while true; do sleep 0.1; done")
     run, wait = start_job(job(sh("stubborn", script, 'kill_timeout = "1s"')), data_dir)
-    leader, child = map(int, wait_for_file(pids).split())
+    leader, child = map(int, wait_for_text(pids).split())
     assert alive(leader) and alive(child)
     run.runner.stop()
     assert wait() == "stopped"
@@ -64,7 +60,7 @@ def test_kill_signal_is_what_the_task_receives(data_dir: Path, tmp_path: Path) -
               "while true; do sleep 0.1; done")
     run, wait = start_job(job(sh("t", script, 'kill_signal = "SIGTERM"')), data_dir)
     run.wait_for("Started")
-    wait_for_file(ready)  # the traps are in place
+    wait_for_text(ready)  # the traps are in place
     run.runner.stop()
     wait()
     assert got.read_text().strip() == "TERM"
@@ -140,10 +136,10 @@ def test_restart_and_signal_a_running_task(data_dir: Path, tmp_path: Path) -> No
     script = f"trap 'echo USR1 >> {got}' USR1; echo yes > {ready}; while true; do sleep 0.1; done"
     run, wait = start_job(job(sh("t", script)), data_dir)
     run.wait_for("Started")
-    wait_for_file(ready)  # the trap is in place
+    wait_for_text(ready)  # the trap is in place
     task = run.runner.allocs[0].tasks[0]
     task.signal(signal.SIGUSR1)
-    assert wait_for_file(got).strip() == "USR1"
+    assert wait_for_text(got) == "USR1"
     task.restart("checks failed")
     wait_for(lambda: run.types("t").count("Started") == 2, what=lambda: f"a second start; events {run.types()}")
     run.runner.stop()

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.support.foreground import HerderRun
 from tests.support.processes import alive
 from tests.support.running import Run, run_job, start_job
-from tests.support.waiting import SH_WAIT_FOR, wait_for
+from tests.support.waiting import SH_WAIT_FOR, wait_for, wait_for_text
 
 NO_RESTARTS = 'restart {\n attempts = 0\n mode = "fail"\n }'
 
@@ -34,10 +34,6 @@ def index(run: Run, type: str, task: str) -> int:
         if record.event.type == type and record.task == task:
             return position
     raise AssertionError(f"no {type!r} event of {task}: {[(r.task, r.event.type) for r in run.events]}")
-
-
-def wait_for_file(path: Path) -> str:
-    return wait_for(lambda: path.exists() and path.read_text().strip(), what=f"{path} written")
 
 
 def test_a_prestart_task_completes_before_the_main_task_starts(data_dir: Path, tmp_path: Path) -> None:
@@ -148,7 +144,7 @@ def test_a_prestart_task_that_exits_0_in_a_service_job_is_complete_not_restarted
     text = job(task("init", "exit 0", hook="prestart") + task("main", f"echo up > {ready}; exec sleep 300"),
                type="service")
     run, wait = start_job(text, data_dir)
-    wait_for_file(ready)
+    wait_for_text(ready)
     # A runner is dead only once it decided not to restart its task: no restart can follow.
     init = next(runner for runner in run.runner.allocs[0].tasks if runner.name == "init")
     wait_for(lambda: init.status.state == "dead", what="the prestart task's runner done")
@@ -175,7 +171,7 @@ def test_stopping_runs_poststop_tasks_after_the_others_are_killed(data_dir: Path
                + task("main", f"echo up > {ready}; exec sleep 300", extra="leader = true")
                + task("cleanup", f"echo yes > {seen}", hook="poststop"), type="service")
     run, wait = start_job(text, data_dir)
-    wait_for_file(ready)
+    wait_for_text(ready)
     run.runner.stop()
     assert wait() == "stopped"
     assert seen.read_text().strip() == "yes"
