@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +29,20 @@ def no_process_left_behind(tmp_path: Path) -> Iterator[None]:
     yield
     left = wait_until_gone(tmp_path)
     assert not left, f"processes left behind: {left}"
+
+
+SEED_VARIABLE = "HERDER_TEST_SEED"
+
+
+@pytest.fixture
+def seed() -> int:
+    """The seed of the test's random schedule: ``$HERDER_TEST_SEED`` if set, else a fresh one.
+
+    It is printed, so the output of a failing test says how to run the same schedule again.
+    """
+    value = int(os.environ.get(SEED_VARIABLE) or random.randrange(1 << 32))
+    print(f"random schedule: {SEED_VARIABLE}={value} replays it")
+    return value
 
 
 @pytest.fixture

@@ -307,7 +307,7 @@ class Registry:
             for start in range(0, len(data), CHUNK):
                 handler.wfile.write(data[start:start + CHUNK])
                 handler.wfile.flush()
-                time.sleep(slow)
+                time.sleep(slow)  # deliberate sleep: a slow registry is what the test asks for
         except (BrokenPipeError, ConnectionResetError):  # the daemon gave up on this download
             handler.close_connection = True
         finally:

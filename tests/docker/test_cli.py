@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from tests.support.http import read_url
 from tests.support.require import require
 from tests.support.waiting import wait_for
 
-from .helpers import Docker, containers_of
+from .helpers import Docker, container_ids, containers_of
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "docker-web.hcl"
@@ -158,10 +157,9 @@ def test_a_killed_run_has_its_container_removed(docker_driver: str, busybox_imag
     [started] = run.wait_for("Started")
     assert containers_of(docker_client, started["alloc_id"])
     run.kill()
-    deadline = time.monotonic() + 30
-    while containers_of(docker_client, started["alloc_id"]) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert containers_of(docker_client, started["alloc_id"]) == []
+    wait_for(lambda: not container_ids(docker_client, started["alloc_id"]),
+             what=lambda: f"the container removed; left {container_ids(docker_client, started['alloc_id'])}",
+             interval=0.2)
 
 
 def test_a_kept_container_is_reattached_by_the_next_run(docker_driver: str, busybox_image: str,

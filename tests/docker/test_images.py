@@ -19,7 +19,7 @@ from herder.client.client import Client
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from tests.support.running import make_config, start_job
-from tests.support.waiting import poll
+from tests.support.waiting import TIMEOUT, poll, wait_for
 
 from .helpers import (
     Docker,
@@ -84,7 +84,7 @@ def test_load_runs_the_task_from_the_image_tarball(jobs: DockerJobs, docker_clie
     assert run.status == "complete", [(r.event.type, r.event.message) for r in run.events]
     assert (run.runner.allocs[0].tasks[0].ctx.task_dir.local_dir / "ran").read_text() == "loaded\n"
     # herder loaded the image, so with cleanup_image it removes it once the task is done
-    assert poll(lambda: not image_exists(docker_client, tag), timeout=10), f"{tag} was not removed"
+    wait_for(lambda: not image_exists(docker_client, tag), what=f"{tag} removed")
 
 
 def test_load_of_a_tarball_without_the_image_fails_clearly(jobs: DockerJobs, unique_image: Callable[[], str],
@@ -116,14 +116,14 @@ def test_cleanup_image_waits_for_the_last_task_using_it(jobs: DockerJobs, docker
                                       type="batch", count=2),
                            plugin=plugins(tarball, cleanup_image=True, cleanup_image_delay="0s"))
     first, last = (alloc.tasks[0] for alloc in run.runner.allocs)
-    assert poll(lambda: first.status.state == "dead", timeout=30), run.types()
+    wait_for(lambda: first.status.state == "dead", what=lambda: f"the first task dead; events {run.types()}")
     assert not first.status.failed, first.status.events
-    assert poll(lambda: last.status.state == "running", timeout=30), run.types()
+    wait_for(lambda: last.status.state == "running", what=lambda: f"the last task running; events {run.types()}")
     assert image_exists(docker_client, tag), "the image was removed while a task still used it"
 
     (last.ctx.task_dir.local_dir / "go").touch()
     assert wait() == "complete"
-    assert poll(lambda: not image_exists(docker_client, tag), timeout=10), f"{tag} was not removed"
+    wait_for(lambda: not image_exists(docker_client, tag), what=f"{tag} removed")
     for alloc in run.runner.allocs:
         assert containers_of(docker_client, alloc.alloc.id) == []
 
@@ -174,7 +174,7 @@ def test_a_task_wanting_the_image_again_cancels_its_removal(docker_client: Docke
         # the run ended before the delay: the next herder on the data dir removes the image when due
         with Client(config, hooks) as later:
             later.start()
-            assert poll(lambda: not image_exists(docker_client, tag), timeout=delay + 10), f"{tag} was not removed"
+            wait_for(lambda: not image_exists(docker_client, tag), delay + TIMEOUT, f"{tag} removed")
     finally:
         jobs.close()
 
@@ -197,8 +197,8 @@ def test_a_removal_pending_when_herder_ends_is_done_by_the_next_herder(
             [pending] = later.store.deferred()
             assert pending.payload["task"] == "t"
             later.start()
-            assert poll(lambda: not image_exists(docker_client, tag), timeout=15), f"{tag} was not removed"
-            assert poll(lambda: later.store.deferred() == [], timeout=5)
+            wait_for(lambda: not image_exists(docker_client, tag), what=f"{tag} removed")
+            wait_for(lambda: later.store.deferred() == [], what="no removal left deferred")
     finally:
         jobs.close()
 

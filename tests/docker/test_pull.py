@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -28,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.waiting import poll
+from tests.support.waiting import poll, wait_for
 
 from .helpers import (
     Docker,
@@ -216,12 +215,10 @@ def test_a_tag_the_registry_does_not_have_fails_fast(registry: Registry, jobs: D
                                                      serve: Callable[[str], ServedImage]) -> None:
     image = serve(unique_image())
     missing = f"{registry.host}/{image.name}:2"
-    started = time.monotonic()
-    # restarts allowed: only an unrecoverable error stops at once
+    # restarts allowed: only an unrecoverable error stops at once (no Restarting event, below)
     run = jobs.run(docker_job(job_name("missing"), sh("true", image=missing), type="batch", attempts=3),
                    timeout=30)
     assert run.status == "failed"
-    assert time.monotonic() - started < 15
     failures = events_of(run, "Driver Failure")
     assert len(failures) == 1, run.types("t")
     assert missing in failures[0].message and "manifest unknown" in failures[0].message, failures[0].message
@@ -241,7 +238,7 @@ def test_cleanup_image_removes_a_pulled_image_once_the_task_is_done(registry: Re
                    plugin={"docker": {"cleanup_image": True, "cleanup_image_delay": "0s"}})
     assert run.status == "complete", run.types()
     assert events_of(run, "Driver"), "the image was not pulled"
-    assert poll(lambda: not image_exists(docker_client, image.ref), timeout=10), f"{image.ref} was not removed"
+    wait_for(lambda: not image_exists(docker_client, image.ref), what=f"{image.ref} removed")
 
 
 def test_cleanup_image_keeps_a_pulled_image_for_the_default_delay(registry: Registry, jobs: DockerJobs,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.http import read_url
-from tests.support.waiting import poll
+from tests.support.waiting import wait_for
 
 from .helpers import (
     IMAGE,
@@ -55,7 +55,7 @@ def test_port_interpolated_in_args_is_the_container_port(jobs: DockerJobs, docke
     [container] = containers_of(docker_client, run.runner.allocs[0].alloc.id)
     assert container.attrs["Args"] == ["-f", "-p", "8080", "-h", "/local"]
     port = next(p for p in run.runner.allocs[0].ports if p.label == "http")
-    assert read_url(f"http://127.0.0.1:{port.value}/", timeout=5) == b"interpolated\n"
+    assert read_url(f"http://127.0.0.1:{port.value}/") == b"interpolated\n"
     run.runner.stop()
     wait()
 
@@ -131,7 +131,7 @@ def test_a_container_ignoring_sigterm_is_killed_after_kill_timeout(jobs: DockerJ
     run, wait = jobs.start(docker_job(job_name("stubborn"), sh(script), kill_timeout="1s"))
     run.wait_for("Started")
     ready = run.runner.allocs[0].tasks[0].ctx.task_dir.local_dir / "ready"
-    assert poll(ready.exists), "the container never got to install its trap"
+    wait_for(ready.exists, what="the container to install its trap")
     run.runner.stop()
     assert wait() == "stopped"
     assert run.types("t")[-3:] == ["Killing", "Terminated", "Killed"]
@@ -146,7 +146,7 @@ def test_kill_signal_reaches_the_container(jobs: DockerJobs) -> None:
     run, wait = jobs.start(docker_job(job_name("sigint"), sh(script), kill_signal="SIGINT", kill_timeout="10s"))
     run.wait_for("Started")
     local = run.runner.allocs[0].tasks[0].ctx.task_dir.local_dir
-    assert poll((local / "ready").exists)
+    wait_for((local / "ready").exists, what="the container ready")
     run.runner.stop()
     assert wait() == "stopped"
     assert (local / "got").read_text() == "got-int\n"
@@ -160,7 +160,7 @@ def test_the_default_kill_signal_is_sigterm(jobs: DockerJobs) -> None:
     run, wait = jobs.start(docker_job(job_name("sigterm"), sh(script), kill_timeout="10s"))
     run.wait_for("Started")
     local = run.runner.allocs[0].tasks[0].ctx.task_dir.local_dir
-    assert poll((local / "ready").exists)
+    wait_for((local / "ready").exists, what="the container ready")
     run.runner.stop()
     assert wait() == "stopped"
     assert (local / "got").read_text() == "got-term\n"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.support.consul import ConsulAgent
-from tests.support.waiting import poll
+from tests.support.waiting import wait_for
 
 from .helpers import DockerJobs, containers_of, docker_job, job_name, sh
 
@@ -36,7 +36,8 @@ def test_a_script_check_runs_in_the_container_and_its_ttl_check_follows_it(
     assert check["Type"] == "ttl" and check["Status"] == "passing" and check["Output"].startswith("inside\n")
     (task_dir.local_dir / "healthy").unlink()
     run.wait_for_health("inside", "critical", after=passing)
-    assert poll(lambda: next(c for c in consul.checks().values() if c["Name"] == "inside")["Status"] == "critical")
+    wait_for(lambda: next(c for c in consul.checks().values() if c["Name"] == "inside")["Status"] == "critical",
+             what="the check 'inside' critical")
     run.runner.stop()
     wait()
     assert not [c for c in consul.checks().values() if c["Name"] == "inside"]
@@ -51,7 +52,7 @@ def test_address_mode_driver_advertises_the_container_address_and_port(
     [container] = containers_of(jobs.client, run.runner.allocs[0].alloc.id)
     container_ip = container.attrs["NetworkSettings"]["IPAddress"]
     assert container_ip
-    assert poll(lambda: any(s["Service"] == name for s in consul.services().values()))
+    wait_for(lambda: any(s["Service"] == name for s in consul.services().values()), what=f"{name} registered")
     [service] = [s for s in consul.services().values() if s["Service"] == name]
     assert (service["Address"], service["Port"]) == (container_ip, 8080)
     run.runner.stop()

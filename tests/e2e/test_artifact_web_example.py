@@ -48,7 +48,7 @@ def test_the_example_downloads_configures_and_serves(server: FileServer, config_
         first = proc.stderr.readline()
         match = re.search(r"port http is ([\d.]+):(\d+)", first)
         assert match, first
-        assert read_url(f"http://{match[1]}:{match[2]}/", timeout=20) == b"Hello from greeter of ARTIFACT-WEB\n"
+        assert read_url(f"http://{match[1]}:{match[2]}/") == b"Hello from greeter of ARTIFACT-WEB\n"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:

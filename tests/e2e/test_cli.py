@@ -152,7 +152,7 @@ def test_web_serves_on_its_port_until_interrupted(sig: signal.Signals, config_fi
         while not (match := re.search(r"port http is ([\d.]+):(\d+)", seen[-1])) and seen[-1]:
             seen.append(proc.stderr.readline())
         assert match, seen
-        assert b"Directory listing" in read_url(f"http://{match[1]}:{match[2]}/", timeout=10)
+        assert b"Directory listing" in read_url(f"http://{match[1]}:{match[2]}/")
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
     finally:

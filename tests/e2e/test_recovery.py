@@ -112,8 +112,15 @@ def test_a_task_that_exited_while_herder_was_down_is_seen_and_restarted_by_polic
               kill_timeout = "1s"
               config {
                 command = "/bin/sh"
-                # the first run exits 3 after a second; the restarted one stays up
-                args    = ["-c", "[ -e local/pid ] && exec sleep 60; echo $$ > local/pid; sleep 1; exit 3"]
+                # the first run exits 3 once told to (by local/go, herder being down then; or after
+                # 60 s); the restarted one stays up
+                args    = ["-c", <<EOT
+[ -e local/pid ] && exec sleep 60
+echo $$ > local/pid
+i=0; until [ -e local/go ] || [ $i -gt 1200 ]; do i=$((i+1)); sleep 0.05; done
+exit 3
+EOT
+                ]
               }
             }
           }
@@ -123,6 +130,8 @@ def test_a_task_that_exited_while_herder_was_down_is_seen_and_restarted_by_polic
     first.wait_for("Started")
     [pid] = wait_for_pids(data_dir, "t", 1)
     first.kill()
+    [task_dir] = task_dirs(data_dir, "t")
+    (task_dir / "local" / "go").touch()
     wait_for(lambda: not alive(pid), what="the task to exit (with 3) while herder is down")
 
     second = HerderRun(job, data_dir, "--keep")
@@ -158,7 +167,7 @@ def test_a_killed_run_leaves_no_task_behind_and_the_next_run_starts_afresh(tmp_p
 
 
 @pytest.mark.slow
-def test_the_state_database_survives_kills_at_random_points(tmp_path: Path) -> None:
+def test_the_state_database_survives_kills_at_random_points(tmp_path: Path, seed: int) -> None:
     data_dir = tmp_path / "data"
     job = write(tmp_path, """
         job "churn" {
@@ -188,12 +197,10 @@ def test_the_state_database_survives_kills_at_random_points(tmp_path: Path) -> N
           }
         }
     """)
-    seed = random.randrange(1 << 32)
-    print(f"kill schedule seed: {seed}")  # random.Random(seed) replays a failing schedule
     rng = random.Random(seed)
     for _ in range(15):
         run = HerderRun(job, data_dir)
-        time.sleep(rng.uniform(0.0, 1.2))  # the subject: a kill at a random point of the run
+        time.sleep(rng.uniform(0.0, 1.2))  # deliberate sleep: the subject is a kill at a random point of the run
         run.kill()
     last = HerderRun(job, data_dir)
     assert last.finish() is not None and last.proc.returncode in (0, 1), last.stderr

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from tests.support.consul import ConsulAgent
 from tests.support.foreground import HerderRun
+from tests.support.waiting import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "web-checked.hcl"
 
 
-def wait_for_checks(run: HerderRun, *names: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not all(any(c.get("check", {}).get("name") == name and c["check"]["status"] == "passing"
-                      for c in run.checks) for name in names):
-        assert time.monotonic() < deadline, f"checks not passing: {run.checks}; {run.stderr}"
-        time.sleep(0.1)
+def wait_for_checks(run: HerderRun, *names: str) -> None:
+    wait_for(lambda: all(any(c.get("check", {}).get("name") == name and c["check"]["status"] == "passing"
+                             for c in run.checks) for name in names),
+             what=lambda: f"checks {names} passing; seen {run.checks}; stderr {run.stderr}", interval=0.1)
 
 
 def test_the_example_turns_passing_on_the_embedded_registry(data_dir: Path, config_file: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.support.foreground import HerderRun
 from tests.support.http import read_url
-from tests.support.waiting import poll
+from tests.support.waiting import wait_for
 
 from .helpers import containers_under, runc
 
@@ -74,9 +74,7 @@ def test_the_example_serves_as_nobody_until_interrupted(exec_driver: str, tmp_pa
     try:
         run.wait_for("Started", timeout=30)
         port_line = re.compile(r"exec-web\.web\[0\]: port http is ([\d.]+:\d+)")
-        assert poll(lambda: port_line.search(run.stderr) is not None, 10), run.stderr
-        address = port_line.search(run.stderr)
-        assert address is not None
+        address = wait_for(lambda: port_line.search(run.stderr), what=lambda: f"the port line; stderr {run.stderr}")
         assert read_url(f"http://{address[1]}/") == b"hello from nobody in exec-web.web[0]\n"
         assert containers_under(tmp_path)
     finally:
@@ -89,7 +87,8 @@ def test_a_killed_herder_reattaches_to_its_running_container(exec_driver: str, t
     job.write_text(SLEEPER)
     first = HerderRun(job, data_dir, "--keep")
     first.wait_for("Started", timeout=30)
-    assert poll(lambda: len(containers_under(tmp_path)) == 1)
+    wait_for(lambda: len(containers_under(tmp_path)) == 1,
+             what=lambda: f"one container, not {containers_under(tmp_path)}")
     [container] = containers_under(tmp_path)
     init = _init(container)
     first.kill()
@@ -97,7 +96,7 @@ def test_a_killed_herder_reattaches_to_its_running_container(exec_driver: str, t
     # herder is gone: the container runs on, and its output still reaches the log file
     [log] = (data_dir / "allocs").glob("*/alloc/logs/t.stdout.0")
     size = log.stat().st_size
-    assert poll(lambda: log.stat().st_size > size, 5)
+    wait_for(lambda: log.stat().st_size > size, what="the log growing")
     assert _init(container) == init
 
     second = HerderRun(job, data_dir, "--keep")

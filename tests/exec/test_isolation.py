@@ -11,7 +11,7 @@ import pytest
 
 from herder.testing import DriverHarness
 from herder.testing.plugin import HarnessFactory
-from tests.support.waiting import poll
+from tests.support.waiting import wait_for
 
 from .helpers import runc, sh
 
@@ -86,10 +86,10 @@ def test_a_task_within_its_memory_is_not_oom_killed(harness: DriverHarness) -> N
 def test_a_killed_task_is_not_reported_oom_killed(harness: DriverHarness) -> None:
     run = harness.task(sh("trap '' INT TERM; sleep 3600 & wait"), kill_timeout="1s", resources={"memory": 32})
     run.start()
-    assert poll(lambda: len(runc().pids(_id(run))) == 2, 20)
+    wait_for(lambda: len(runc().pids(_id(run))) == 2, what="the task's two processes")
     run.kill()
     assert run.result is None or not run.result.oom_killed
-    result = run.wait(10)
+    result = run.wait(30)
     assert result is not None and result.signal == signal.SIGKILL and not result.oom_killed, result
 
 
@@ -102,17 +102,17 @@ def test_a_fork_bomb_is_contained_by_the_pids_limit_and_killed(exec_driver: str,
                        resources={"memory": 256})
     run.start()
     container = _id(run)
-    assert poll(lambda: len(runc().pids(container)) >= 30, 20), runc().pids(container)
+    wait_for(lambda: len(runc().pids(container)) >= 30, what=lambda: f"30 forks, not {runc().pids(container)}")
     assert len(runc().pids(container)) <= 32
     run.kill()
-    assert run.wait(10) is not None
+    assert run.wait(30) is not None
     assert runc().pids(container) == []
 
 
 def test_exec_runs_inside_the_container(harness: DriverHarness) -> None:
     run = harness.task(sh('echo ready > /local/ready; exec sleep 3600'), kill_timeout="1s")
     run.start()
-    assert poll(lambda: run.local_file("ready").is_file())
+    wait_for(lambda: run.local_file("ready").is_file(), what="the task ready")
     result = run.exec(["/bin/sh", "-c", "ls /local; cat /proc/1/cmdline | tr '\\0' ' '; echo; id -u"], 10)
     lines = result.output.decode().splitlines()
     assert result.exit_code == 0 and lines == ["ready", "sleep 3600 ", "65534"], lines
@@ -122,19 +122,19 @@ def test_a_child_dies_with_the_task(harness: DriverHarness) -> None:
     run = harness.task(sh("sleep 3600 & echo $! > /local/child; trap 'exit 0' INT; wait"), kill_timeout="5s")
     run.start()
     container = _id(run)
-    assert poll(lambda: len(runc().pids(container)) == 2)
+    wait_for(lambda: len(runc().pids(container)) == 2, what="the task and its child")
     host_pids = runc().pids(container)
     run.kill()
-    result = run.wait(10)
+    result = run.wait(30)
     assert result is not None and result.exit_code == 0, result
-    assert poll(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in host_pids), 5)
+    wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in host_pids), what="the child gone")
 
 
 def test_cleanup_removes_the_container_its_cgroup_and_bundle(harness: DriverHarness) -> None:
     run = harness.task(sh("exec sleep 3600"), kill_timeout="1s")
     run.start()
     container = _id(run)
-    assert poll(lambda: runc().state(container) is not None)
+    wait_for(lambda: runc().state(container) is not None, what="the container created")
     cgroup = Path("/sys/fs/cgroup/memory/herder") / container
     run.kill()
     run.cleanup()
@@ -148,19 +148,19 @@ def test_a_container_left_by_a_crash_is_removed_before_the_next_start(harness: D
     run = harness.task(sh("exec sleep 3600"), kill_timeout="1s")
     first = run.start()
     container = _id(run)
-    assert poll(lambda: len(runc().pids(container)) == 1)
+    wait_for(lambda: len(runc().pids(container)) == 1, what="the container's one process")
     [orphan] = runc().pids(container)
     # What a crash leaves: runc's own process killed (the container's init, in a session of its own,
     # runs on), and no herder that knows of the container.
     os.kill(first.state()["supervisor"]["pid"], signal.SIGKILL)
-    assert first.wait(10) is not None
+    assert first.wait(30) is not None
     assert runc().pids(container) == [orphan]
     second = run.start()
-    assert poll(lambda: not os.path.exists(f"/proc/{orphan}"), 5), "the orphan still runs"
-    assert poll(lambda: len(runc().pids(container)) == 1)
+    wait_for(lambda: not os.path.exists(f"/proc/{orphan}"), what="the orphan gone")
+    wait_for(lambda: len(runc().pids(container)) == 1, what="the new container's one process")
     assert runc().pids(container) != [orphan]
     second.kill(1, None)
-    assert second.wait(10) is not None
+    assert second.wait(30) is not None
 
 
 def _id(run: object) -> str:

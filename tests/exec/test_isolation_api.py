@@ -18,7 +18,7 @@ from herder import DriverError, RecoverableError, TaskContext
 from herder.context import TaskDir
 from herder.testing import DriverHarness
 from herder.testing.plugin import HarnessFactory
-from tests.support.waiting import poll
+from tests.support.waiting import wait_for
 
 from .helpers import sh
 
@@ -78,7 +78,8 @@ def test_another_program_with_a_read_only_directory_a_working_directory_and_sigt
     handle = isolation.start(run.task, run.ctx, ["/bin/sh", "-c", script], read_only=[runtime], cwd="/local",
                              default_signal=signal.SIGTERM)
     try:
-        assert poll(lambda: run.local_file("ready").is_file(), 20), run.output("stderr")
+        wait_for(lambda: run.local_file("ready").is_file(),
+                 what=lambda: f"the task ready; stderr {run.output('stderr')!r}")
         assert isolation.exec(handle, ["/bin/cat", "/local/ready"], 10).output == b"ready\n"
         assert isolation.recover(run.ctx, handle.state(), default_signal=signal.SIGTERM) is not None
         handle.kill(5, None)

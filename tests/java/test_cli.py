@@ -17,7 +17,7 @@ from herder_java.version import parse_version
 from tests.support.foreground import HerderRun
 from tests.support.http import read_url
 from tests.support.require import require
-from tests.support.waiting import poll
+from tests.support.waiting import wait_for
 
 from .helpers import JAR
 
@@ -61,9 +61,7 @@ def with_plugin_table(config_file: Path, table: str) -> Path:
 
 
 def address(run: HerderRun) -> str:
-    assert poll(lambda: PORT_LINE.search(run.stderr) is not None, 10), run.stderr
-    found = PORT_LINE.search(run.stderr)
-    assert found is not None
+    found = wait_for(lambda: PORT_LINE.search(run.stderr), what=lambda: f"the port line; stderr {run.stderr}")
     return found[1]
 
 

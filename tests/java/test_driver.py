@@ -20,7 +20,7 @@ from herder import DriverError
 from herder.testing import DriverHarness
 from herder.testing.plugin import HarnessFactory
 from tests.support.http import read_url
-from tests.support.waiting import poll
+from tests.support.waiting import wait_for
 
 from .conftest import EXEC_INSTALLED
 from .helpers import CLASSES, LIB, MAIN_CLASS, PLAIN, app
@@ -143,7 +143,7 @@ def test_exec_runs_where_the_jvm_runs(harness: DriverHarness) -> None:
     run.prestart()
     run.ctx.env["READY_FILE"] = run.task_path("ready")
     run.start()
-    assert poll(lambda: run.local_file("ready").is_file(), 30)
+    wait_for(lambda: run.local_file("ready").is_file(), what="the task ready")
     result = run.exec(["/bin/sh", "-c", "pwd; ls local/app.jar; id -un"], 10)
     output = result.output.decode().splitlines()
     assert result.exit_code == 0 and output[1] == "local/app.jar", output

@@ -187,7 +187,7 @@ def test_a_task_that_ignores_its_signal_is_killed_after_kill_timeout(cluster: No
     pid = int(wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text().strip(),
                        what="the task's pid"))
     cluster.nomad("job", "stop", "-detach", "stubborn")
-    wait_for(lambda: not alive(pid), 20, "the task to be killed")
+    wait_for(lambda: not alive(pid), what="the task to be killed")
     events = {e["Type"]: e for e in cluster.events(alloc["ID"], "t")}
     assert "Killing" in events
     terminated = wait_for(lambda: [e for e in cluster.events(alloc["ID"], "t") if e["Type"] == "Terminated"],
@@ -210,7 +210,7 @@ def test_exec_and_signal_in_a_running_task(cluster: NomadCluster, tmp_path: Path
     assert failed.returncode == 7
     assert "out" in failed.stdout and "err" in failed.stdout
     cluster.nomad("alloc", "signal", "-s", "SIGHUP", alloc["ID"], "t")
-    wait_for(lambda: "got HUP" in cluster.logs(alloc["ID"], "t"), 15, "the task to get SIGHUP")
+    wait_for(lambda: "got HUP" in cluster.logs(alloc["ID"], "t"), what="the task to get SIGHUP")
 
     def rss() -> int:
         stats = cluster.try_api(f"/v1/client/allocation/{alloc['ID']}/stats") or {}
@@ -409,4 +409,4 @@ def test_a_docker_task_is_recovered_after_a_client_restart(cluster: NomadCluster
     assert read_url(f"http://127.0.0.1:{port}/") == b"still here"
     cluster.nomad("job", "stop", "box")
     cluster.wait_alloc("box", "complete")
-    wait_for(lambda: not containers(), 20, "the container to be removed")
+    wait_for(lambda: not containers(), what="the container to be removed")

@@ -41,7 +41,7 @@ def guest(qemu_driver: str, tmp_path_factory: pytest.TempPathFactory) -> Guest:
 def no_machine_left_behind(tmp_path: Path) -> Iterator[None]:
     """No QEMU of the test's tasks outlives the test (a failed test's too: it is killed, and the test fails)."""
     yield
-    left = {pid: command for pid, command in wait_until_gone(tmp_path, timeout=5).items() if "qemu-system" in command}
+    left = {pid: command for pid, command in wait_until_gone(tmp_path).items() if "qemu-system" in command}
     for pid in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -12,9 +12,10 @@ import pytest
 from herder_qemu.qmp import SOCKET
 
 from herder import DriverError, RecoverableError
-from herder.testing import DriverHarness
+from herder.testing import DriverHarness, TaskRun
 from herder.testing.plugin import HarnessFactory
 from tests.support.http import read_url
+from tests.support.waiting import wait_for
 
 from .helpers import APPEND, ARGS_ALLOWLIST, DEBUG_EXIT, Guest
 
@@ -22,13 +23,14 @@ POWER_OFF = b"guest: power button pressed, powering off"
 DISK_LINE = b"herder-disk: booted"
 
 
-def wait_for_output(harness_run: object, text: bytes, timeout: float = 60.0) -> bytes:
+def wait_for_output(run: TaskRun, text: bytes, timeout: float = 60.0) -> bytes:
     """The task's stdout once it holds ``text``."""
-    deadline = time.monotonic() + timeout
-    while text not in (output := harness_run.output()):  # type: ignore[attr-defined]
-        assert time.monotonic() < deadline, f"{text!r} is not in the console output: {output[-2000:]!r}"
-        time.sleep(0.1)
-    return output
+    def holding() -> bytes | None:
+        output = run.output()
+        return output if text in output else None
+
+    return wait_for(holding, timeout, lambda: f"{text!r} in the console output: {run.output()[-2000:]!r}",
+                    interval=0.1)
 
 
 @pytest.fixture
@@ -78,7 +80,7 @@ def test_forwards_udp_and_without_graceful_shutdown_qemu_gets_the_kill_signal(ha
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken, pytest.raises(OSError, match="in use"):
         taken.bind((port.host_ip, port.value))
     run.kill()
-    assert run.wait(10) is not None
+    assert run.wait(30) is not None
     assert POWER_OFF not in run.output()
     assert b"terminating on signal 15" in run.output("stderr")
 

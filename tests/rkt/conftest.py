@@ -69,7 +69,7 @@ def no_pod_left_behind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
         return
     store: Path = request.getfixturevalue("rkt_store")
     rkt = rkt_for(store)
-    poll(lambda: not processes_rooted_under(store), 5)  # a pod killed at the test's end may be on its way out
+    poll(lambda: not processes_rooted_under(store))  # a pod killed at the test's end may be on its way out
     processes = processes_rooted_under(store)
     pods = listed_pods(rkt)
     mounted = mounts_under(tmp_path) + mounts_under(store)

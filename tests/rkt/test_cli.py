@@ -14,7 +14,7 @@ from herder.plugins.loader import load_plugins
 from tests.support.foreground import HerderRun
 from tests.support.http import read_url
 from tests.support.require import require
-from tests.support.waiting import poll
+from tests.support.waiting import wait_for
 
 from .helpers import app_pid, listed_pods, mounts_under, rkt_for
 
@@ -80,10 +80,7 @@ def test_the_example_serves_its_page_until_interrupted(rkt_plugin_config: dict[s
     try:
         run.wait_for("Started", timeout=30)
         port_line = re.compile(r"rkt-web\.web\[0\]: port http is ([\d.]+:\d+)")
-        assert poll(lambda: port_line.search(run.stderr) is not None, 10), run.stderr
-        address = port_line.search(run.stderr)
-        assert address is not None
-        assert poll(lambda: _answers(f"http://{address[1]}/"), 10)
+        address = wait_for(lambda: port_line.search(run.stderr), what=lambda: f"the port line; stderr {run.stderr}")
         assert read_url(f"http://{address[1]}/") == b"hello from rkt-web.web[0]\n"
         assert [pod.state for pod in rkt.pods()] == ["running"]
     finally:
@@ -91,14 +88,6 @@ def test_the_example_serves_its_page_until_interrupted(rkt_plugin_config: dict[s
     assert listed_pods(rkt) == []
     assert mounts_under(rkt_store) == []
     rkt.image_rm(next(i.id for i in rkt.images() if i.id.startswith(image_id)))
-
-
-def _answers(url: str) -> bool:
-    try:
-        read_url(url)
-    except OSError:
-        return False
-    return True
 
 
 def test_a_killed_herder_reattaches_to_its_running_pod(rkt_plugin_config: dict[str, Any], rkt_store: Path,
@@ -112,7 +101,8 @@ def test_a_killed_herder_reattaches_to_its_running_pod(rkt_plugin_config: dict[s
     try:
         first.wait_for("Started", timeout=30)
         # Started comes once rkt wrote the UUID, while it still prepares the pod: wait for the app
-        assert poll(lambda: [state for _, state in listed_pods(rkt)] == ["running"]), listed_pods(rkt)
+        wait_for(lambda: [state for _, state in listed_pods(rkt)] == ["running"],
+                 what=lambda: f"the pod running; pods {listed_pods(rkt)}")
         [(uuid, _)] = listed_pods(rkt)
         pid = app_pid(rkt, uuid)
         first.kill()
@@ -120,7 +110,7 @@ def test_a_killed_herder_reattaches_to_its_running_pod(rkt_plugin_config: dict[s
         # herder is gone: the pod runs on, and its output still reaches the log file
         [log] = (data_dir / "allocs").glob("*/alloc/logs/t.stdout.0")
         size = log.stat().st_size
-        assert poll(lambda: log.stat().st_size > size, 5)
+        wait_for(lambda: log.stat().st_size > size, what="the log growing")
         assert app_pid(rkt, uuid) == pid
 
         second = HerderRun(job, data_dir, "--keep", config=config)

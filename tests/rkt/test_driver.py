@@ -18,7 +18,7 @@ from herder.errors import JobError
 from herder.testing import DriverHarness
 from herder.testing.harness import TaskRun
 from herder.testing.plugin import HarnessFactory
-from tests.support.waiting import poll
+from tests.support.waiting import wait_for
 
 from .helpers import IMAGE_NAME, build_aci, listed_pods, mounts_under, rkt_for, sh
 
@@ -56,7 +56,7 @@ def test_env_task_dirs_and_exit_code_reach_the_pod(harness: Harness, tmp_path: P
 def test_exec_runs_inside_the_pod(harness: Harness, rkt_store: Path) -> None:
     run = harness().task(sh("echo inside > /local/mark; exec sleep 3600"), kill_timeout="2s")
     run.start()
-    assert poll(lambda: run.local_file("mark").is_file())
+    wait_for(lambda: run.local_file("mark").is_file(), what="the task's mark")
     result = run.exec(["/bin/sh", "-c", "cat /local/mark; ls /; test -e /usr/bin || echo no-host-usr; "
                                         "echo $NOMAD_TASK_NAME; exit 4"], 10)
     assert result.exit_code == 4, result
@@ -75,7 +75,7 @@ def test_exec_is_refused_in_a_task_of_another_user(harness: Harness) -> None:
     """``rkt enter`` runs commands as root: in a task of ``user`` they would not run as its user."""
     run = harness().task(sh("echo up; exec sleep 3600"), kill_timeout="2s", user="65534")
     run.start()
-    assert poll(lambda: b"up" in run.output())  # as 65534 it cannot write the root-owned /local
+    wait_for(lambda: b"up" in run.output(), what="the task up")  # as 65534 it cannot write the root-owned /local
     with pytest.raises(DriverError, match="exec refused: the task runs as user '65534'"):
         run.exec(["/bin/sh", "-c", "id -u"], 10)
     run.kill()
@@ -89,8 +89,8 @@ def test_stop_and_cleanup_leave_no_pod_and_no_mount(harness: Harness, rkt_store:
     assert run.handle is not None
     uuid = run.handle.id
     rkt = rkt_for(rkt_store)
-    assert poll(lambda: any(uuid in mount and mount.endswith("/local") for mount in mounts_under(rkt_store))), \
-        f"the task's local dir is not mounted in pod {uuid}: {mounts_under(rkt_store)}"
+    wait_for(lambda: any(uuid in mount and mount.endswith("/local") for mount in mounts_under(rkt_store)),
+             what=lambda: f"the task's local dir mounted in pod {uuid}: {mounts_under(rkt_store)}")
     run.kill()
     assert run.wait(WAIT) is not None
     pod = rkt.status(uuid)

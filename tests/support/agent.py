@@ -7,7 +7,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import httpx
 
 from tests.support.consul import free_ports
 from tests.support.tls import Certificates
+from tests.support.waiting import TIMEOUT, poll, wait_for
 
 
 class AgentProcess:
@@ -76,16 +76,20 @@ class AgentProcess:
         raise AssertionError(f"the agent did not start:\n{self.log.read_text()}")
 
     def _wait_up(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        assert self.proc is not None
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
+        proc = self.proc
+        assert proc is not None
+
+        def answered_or_exited() -> bool:
+            if proc.poll() is not None:
+                return True
             try:
                 httpx.get(f"{self.url}/v1/health", headers=self.headers, timeout=2.0, verify=self.verify)
-                return True
             except httpx.HTTPError:
-                time.sleep(0.1)
+                return False
+            return True
+
+        if poll(answered_or_exited, timeout, interval=0.1) and proc.poll() is None:
+            return True
         self.kill()
         return False
 
@@ -137,23 +141,24 @@ class AgentProcess:
         assert response.status_code == 200, response.text
         return dict(response.json())
 
-    def wait_task(self, alloc_id: str, task: str, state: str = "running", timeout: float = 30.0) -> dict[str, Any]:
+    def wait_task(self, alloc_id: str, task: str, state: str = "running", timeout: float = TIMEOUT) -> dict[str, Any]:
         """The task's status once it is in ``state``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            status = self.alloc(alloc_id)["tasks"][task]
-            if status["state"] == state:
-                return dict(status)
-            if time.monotonic() > deadline:
-                raise AssertionError(f"task {task} is {status['state']}, not {state}: {status['events']}")
-            time.sleep(0.1)
+        def status() -> dict[str, Any]:
+            return dict(self.alloc(alloc_id)["tasks"][task])
 
-    def wait_event(self, alloc_id: str, task: str, type: str, count: int = 1, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            events = [e for e in self.alloc(alloc_id)["tasks"][task]["events"] if e["type"] == type]
-            if len(events) >= count:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{len(events)} of {count} {type!r} events of {task}")
-            time.sleep(0.1)
+        def reached() -> dict[str, Any] | None:
+            now = status()
+            return now if now["state"] == state else None
+
+        def described() -> str:
+            now = status()
+            return f"task {task} {state}; it is {now['state']}: {now['events']}"
+
+        return wait_for(reached, timeout, described, interval=0.1)
+
+    def wait_event(self, alloc_id: str, task: str, type: str, count: int = 1, timeout: float = TIMEOUT) -> None:
+        def events() -> list[dict[str, Any]]:
+            return [e for e in self.alloc(alloc_id)["tasks"][task]["events"] if e["type"] == type]
+
+        wait_for(lambda: len(events()) >= count, timeout, lambda: f"{count} {type!r} events of {task}, not "
+                 f"{len(events())}", interval=0.1)

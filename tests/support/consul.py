@@ -12,13 +12,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from tests.support.require import require
+from tests.support.waiting import TIMEOUT, poll
 
 PORT_NAMES = ("http", "dns", "serf-lan", "serf-wan", "server", "grpc")
 PR_SET_PDEATHSIG = 1
@@ -90,19 +90,23 @@ class ConsulAgent:
         log = (self.workdir / "consul.log").open("ab")
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
                                         preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"consul exited with {self.process.returncode}: "
-                                   f"{(self.workdir / 'consul.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{self.url}/v1/status/leader", timeout=1).json():
-                    return self
-            except (httpx.HTTPError, ValueError):
-                pass
-            time.sleep(0.1)
+        if poll(self._leader_or_exit, interval=0.1):
+            if self.process.poll() is None:
+                return self
+            raise RuntimeError(f"consul exited with {self.process.returncode}: "
+                               f"{(self.workdir / 'consul.log').read_text()[-2000:]}")
         self.stop()
-        raise RuntimeError("consul did not elect itself leader within 30 s")
+        raise RuntimeError(f"consul did not elect itself leader within {TIMEOUT:g} s")
+
+    def _leader_or_exit(self) -> bool:
+        """Whether the agent has a leader, or has exited."""
+        assert self.process is not None
+        if self.process.poll() is not None:
+            return True
+        try:
+            return bool(httpx.get(f"{self.url}/v1/status/leader", timeout=1).json())
+        except (httpx.HTTPError, ValueError):
+            return False
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -8,9 +8,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
+
+from tests.support.waiting import poll
 
 
 class HerderRun:
@@ -59,12 +60,14 @@ class HerderRun:
             return [e for e in self.events if e["type"] == type]
 
     def wait_for(self, type: str, count: int = 1, timeout: float = 120.0) -> list[dict[str, Any]]:
-        """The first ``count`` events of ``type``, once there are that many."""
-        deadline = time.monotonic() + timeout
-        while len(found := self.of(type)) < count:
-            if time.monotonic() > deadline or (self.proc.poll() is not None and not self._reader.is_alive()):
-                raise AssertionError(f"{len(found)} of {count} {type!r} events; stderr: {self.finish(kill=True)}")
-            time.sleep(0.05)
+        """The first ``count`` events of ``type``, once there are that many (failing at once if herder ended)."""
+        def enough_or_ended() -> bool:
+            return len(self.of(type)) >= count or (self.proc.poll() is not None and not self._reader.is_alive())
+
+        poll(enough_or_ended, timeout)
+        found = self.of(type)
+        if len(found) < count:
+            raise AssertionError(f"{len(found)} of {count} {type!r} events; stderr: {self.finish(kill=True)}")
         return found[:count]
 
     def kill(self) -> None:

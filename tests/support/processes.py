@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
+
+from tests.support.waiting import TIMEOUT, poll
 
 
 def processes_using(path: Path) -> dict[int, str]:
@@ -25,12 +26,10 @@ def processes_using(path: Path) -> dict[int, str]:
     return found
 
 
-def wait_until_gone(path: Path, timeout: float = 10.0) -> dict[int, str]:
+def wait_until_gone(path: Path, timeout: float = TIMEOUT) -> dict[int, str]:
     """Wait for every process using ``path`` to end; those still there after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while (left := processes_using(path)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
+    poll(lambda: not processes_using(path), timeout, interval=0.1)
+    return processes_using(path)
 
 
 def alive(pid: int) -> bool:

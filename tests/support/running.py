@@ -15,6 +15,7 @@ from herder.client.health import HealthChange
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
+from tests.support.waiting import TIMEOUT, wait_for
 
 
 @dataclass
@@ -33,34 +34,31 @@ class Run:
         with self._lock:
             self.health.append(change)
 
-    def wait_for_health(self, check: str, status: str, timeout: float = 30.0, after: int = 0) -> int:
+    def wait_for_health(self, check: str, status: str, timeout: float = TIMEOUT, after: int = 0) -> int:
         """Block until ``check`` turns ``status`` (a change numbered ``after`` or later); its number."""
-        deadline = threading.Event()
-        for _ in range(int(timeout / 0.05)):
+        def found() -> list[int]:
             with self._lock:
-                found = [n for n, c in enumerate(self.health) if n >= after and c.check == check
-                         and c.status == status]
-            if found:
-                return found[0]
-            deadline.wait(0.05)
-        raise AssertionError(f"check {check!r} did not turn {status} within {timeout}s: "
-                             f"{[(c.check, c.status, c.output[:80]) for c in self.health]} {self.types()}")
+                return [n for n, c in enumerate(self.health) if n >= after and c.check == check and c.status == status]
+
+        def seen() -> str:
+            with self._lock:
+                changes = [(c.check, c.status, c.output[:80]) for c in self.health]
+            return f"check {check!r} to turn {status}; health changes {changes}, events {self.types()}"
+
+        return wait_for(found, timeout, seen)[0]
 
     def types(self, task: str | None = None) -> list[str]:
         """Event types in order, of one task or of all."""
         with self._lock:
             return [r.event.type for r in self.events if task is None or r.task == task]
 
-    def wait_for(self, type: str, task: str | None = None, timeout: float = 20.0) -> EventRecord:
+    def wait_for(self, type: str, task: str | None = None, timeout: float = TIMEOUT) -> EventRecord:
         """Block until an event of ``type`` arrives (polling the recorded list)."""
-        done = threading.Event()
-        for _ in range(int(timeout / 0.05)):
+        def found() -> list[EventRecord]:
             with self._lock:
-                found = [r for r in self.events if r.event.type == type and (task is None or r.task == task)]
-            if found:
-                return found[0]
-            done.wait(0.05)
-        raise AssertionError(f"no {type!r} event for {task or 'any task'} within {timeout}s: {self.types()}")
+                return [r for r in self.events if r.event.type == type and (task is None or r.task == task)]
+
+        return wait_for(found, timeout, lambda: f"a {type!r} event of {task or 'any task'}; events {self.types()}")[0]
 
 
 def make_config(data_dir: Path, plugin: dict[str, dict[str, object]] | None = None) -> Config:

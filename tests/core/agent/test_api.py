@@ -12,6 +12,7 @@ import httpx
 
 from tests.core.agent.conftest import ticker
 from tests.support.agent import AgentProcess
+from tests.support.waiting import wait_for
 
 
 def test_health_drivers_plugins_and_the_openapi_document(shared_agent: AgentProcess) -> None:
@@ -40,10 +41,8 @@ def test_a_job_runs_and_shows_its_status_events_and_logs(shared_agent: AgentProc
         assert http.get("/v1/jobs/logs").json()["status"] == "running"
         assert alloc_id in {a["id"] for a in http.get("/v1/allocations").json()["allocations"]}
 
-        deadline = time.monotonic() + 10
-        while b"oops" not in (err := http.get(f"/v1/allocations/{alloc_id}/logs/t", params={"stream": "stderr"})
-                              .content) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        err = wait_for(lambda: http.get(f"/v1/allocations/{alloc_id}/logs/t", params={"stream": "stderr"}).content,
+                       what="the task's stderr")
         assert err == b"oops\n"
         out = http.get(f"/v1/allocations/{alloc_id}/logs/t", params={"offset": 3})
         assert out.content == b"rted\n" and out.headers["X-Herder-Log-Offset"] == "3"
@@ -159,7 +158,8 @@ def test_a_kept_alive_connection_outlives_the_clients_idle_time(shared_agent: Ag
         first = connection.getresponse()
         assert first.status == 200 and json.loads(first.read())["status"] == "ok"
         kept = connection.sock
-        time.sleep(6)  # the subject: idle longer than httpx keeps a connection (and uvicorn's default)
+        # deliberate sleep: the subject is a connection idle longer than httpx keeps one (and uvicorn's default)
+        time.sleep(6)
         connection.request("GET", "/v1/health")  # on the same socket: http.client reconnects only if we closed it
         assert connection.sock is kept
         second = connection.getresponse()  # RemoteDisconnected if the server closed the connection

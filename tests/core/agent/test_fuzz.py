@@ -3,6 +3,7 @@ no request, however malformed, gets a 500, and every answer matches the schema."
 
 from __future__ import annotations
 
+import hypothesis
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import (
@@ -22,7 +23,7 @@ SAFE_COMMAND = ["true"]
 """What the fuzzed exec requests run: a generated command would run on this host."""
 
 
-def test_no_operation_fails_or_strays_from_its_schema(shared_agent: AgentProcess) -> None:
+def test_no_operation_fails_or_strays_from_its_schema(shared_agent: AgentProcess, seed: int) -> None:
     # A running job, so that generated allocation IDs and prefixes can find one.
     shared_agent.submit(ticker("fuzzed", count=2))
     schema = schemathesis.openapi.from_url(f"{shared_agent.url}/v1/openapi.json", headers=shared_agent.headers)
@@ -32,6 +33,7 @@ def test_no_operation_fails_or_strays_from_its_schema(shared_agent: AgentProcess
         # Not schemathesis.pytest: its fixture support does not run under pytest 9.
         @given(case=operation.as_strategy())
         @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @hypothesis.seed(seed)  # the test's seed: its output says how to replay the same examples
         def fuzz(case: schemathesis.Case) -> None:
             if case.path.endswith("/logs/{task}") or case.path == "/v1/events":
                 case.query = {**(case.query or {}), "follow": "false"}  # an endless stream is no answer to check

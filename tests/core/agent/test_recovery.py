@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 from herder.app import SELF_CHECK_TTL
@@ -13,6 +11,7 @@ from tests.support.agent import AgentProcess
 from tests.support.consul import ConsulAgent
 from tests.support.http import read_url
 from tests.support.processes import alive, processes_using
+from tests.support.waiting import TIMEOUT, wait_for
 
 WEB = """
 job "web" {
@@ -83,13 +82,12 @@ def test_a_killed_agent_reattaches_every_task_on_its_port(agent: AgentProcess) -
 
 
 def wait_checks(agent: AgentProcess, alloc_id: str) -> list[str]:
-    """The statuses of the task's checks once they pass, or after 20 s."""
-    deadline = time.monotonic() + 20
-    while True:
-        checks = [c["status"] for c in agent.alloc(alloc_id)["tasks"]["server"]["checks"]]
-        if checks == ["passing"] or time.monotonic() > deadline:
-            return checks
-        time.sleep(0.2)
+    """The statuses of the task's checks, once they pass."""
+    def statuses() -> list[str]:
+        return [c["status"] for c in agent.alloc(alloc_id)["tasks"]["server"]["checks"]]
+
+    wait_for(lambda: statuses() == ["passing"], what=lambda: f"the checks passing, not {statuses()}", interval=0.2)
+    return statuses()
 
 
 def test_sigterm_leaves_tasks_running_and_drain_stops_them(agent: AgentProcess) -> None:
@@ -127,25 +125,22 @@ def test_the_agent_is_a_service_and_task_services_are_resynced_in_consul(tmp_pat
                                                     if c["ServiceID"] == sid), ""))
                     for sid, s in consul.services().items()}
 
+        def wait_for_registered(expected: dict[str, tuple[int, str]], timeout: float = TIMEOUT) -> None:
+            wait_for(lambda: registered() == expected, timeout,
+                     lambda: f"consul to hold {expected}, not {registered()}", interval=0.2)
+
         wanted = {"herder-client": (agent.port, "passing"), "web": (port, "passing")}
-        wait_for(lambda: registered() == wanted, registered)
+        wait_for_registered(wanted)
 
         # The agent's own check is a heartbeat: a dead agent turns critical once its TTL ran out.
         agent.kill()
         dead = wanted | {"herder-client": (agent.port, "critical")}
-        wait_for(lambda: registered() == dead, registered, timeout=SELF_CHECK_TTL + 30.0)
+        wait_for_registered(dead, timeout=SELF_CHECK_TTL + TIMEOUT)
         agent.start()
         agent.wait_event(alloc_id, "server", "Reattached")
-        wait_for(lambda: registered() == wanted, registered)
+        wait_for_registered(wanted)
         assert len(consul.services()) == 2  # nothing registered twice
     finally:
         agent.shutdown()
-    wait_for(lambda: registered() == {}, registered)
+    wait_for_registered({})
 
-
-def wait_for(condition: Callable[[], bool], shown: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout}s: {shown()}")
-        time.sleep(0.2)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from herder.client.fingerprints import Fingerprints
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
-from tests.support.waiting import poll
+from tests.support.waiting import wait_for
 
 FLAKY = '''
 from pathlib import Path
@@ -41,10 +40,10 @@ def test_a_driver_that_goes_away_and_comes_back_is_noticed(install: Callable[...
     fingerprints.start()
     try:
         flag.unlink()
-        assert poll(lambda: not fingerprints.get("flaky").healthy)
+        wait_for(lambda: not fingerprints.get("flaky").healthy, what="the driver seen unhealthy")
         assert fingerprints.get("flaky").description == "the daemon went away"
         flag.touch()
-        assert poll(lambda: fingerprints.get("flaky").healthy)
+        wait_for(lambda: fingerprints.get("flaky").healthy, what="the driver seen healthy again")
     finally:
         fingerprints.stop()
 
@@ -53,11 +52,15 @@ def test_without_start_the_first_fingerprint_is_kept(install: Callable[..., Path
     install("herder-flaky", "0.1", {"herder.drivers": {"flaky": "flaky:Driver"}}, {"flaky.py": FLAKY})
     flag = tmp_path / "up"
     flag.touch()
-    fingerprints = Fingerprints(Hooks(load_plugins({"flaky": {"flag": str(flag)}})), interval=0.05)
-    assert fingerprints.get("flaky").healthy
-    flag.unlink()
-    # The subject is that nothing happens: four intervals in which a started loop would have
-    # refreshed it. Load only lengthens the look, so this can miss a defect, never flake.
-    time.sleep(4 * 0.05)
+    hooks = Hooks(load_plugins({"flaky": {"flag": str(flag)}}))
+    fingerprints, started = Fingerprints(hooks, interval=0.05), Fingerprints(hooks, interval=0.05)
+    assert fingerprints.get("flaky").healthy and started.get("flaky").healthy
+    started.start()
+    try:
+        flag.unlink()
+        # The subject is that nothing happens: as long as a started twin takes to notice.
+        wait_for(lambda: not started.get("flaky").healthy, what="the started twin to notice")
+    finally:
+        started.stop()
     assert fingerprints.get("flaky").healthy  # nothing refreshes it
     assert not fingerprints.refresh("flaky").healthy

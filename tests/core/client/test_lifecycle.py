@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from tests.support.running import make_config, run_job, start_job
+from tests.support.waiting import SH_WAIT_FOR, wait_for, wait_for_text
 
 
 def job(tasks: str, *, type: str = "service", restart: str = "", count: int = 1) -> str:
@@ -38,20 +38,12 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def wait_for_file(path: Path, timeout: float = 10) -> str:
-    for _ in range(int(timeout / 0.05)):
-        if path.exists() and path.read_text().strip():
-            return path.read_text()
-        time.sleep(0.05)
-    raise AssertionError(f"{path} was not written")
-
-
 def test_a_task_ignoring_sigint_is_killed_after_kill_timeout_with_its_child(data_dir: Path, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     script = (f"trap '' INT; sh -c \"trap '' INT; sleep 300\" & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; "
               "while true; do sleep 0.1; done")
     run, wait = start_job(job(sh("stubborn", script, 'kill_timeout = "1s"')), data_dir)
-    leader, child = map(int, wait_for_file(pids).split())
+    leader, child = map(int, wait_for_text(pids).split())
     assert alive(leader) and alive(child)
     run.runner.stop()
     assert wait() == "stopped"
@@ -68,7 +60,7 @@ def test_kill_signal_is_what_the_task_receives(data_dir: Path, tmp_path: Path) -
               "while true; do sleep 0.1; done")
     run, wait = start_job(job(sh("t", script, 'kill_signal = "SIGTERM"')), data_dir)
     run.wait_for("Started")
-    wait_for_file(ready)  # the traps are in place
+    wait_for_text(ready)  # the traps are in place
     run.runner.stop()
     wait()
     assert got.read_text().strip() == "TERM"
@@ -94,17 +86,20 @@ def test_batch_exit_0_is_complete_and_not_restarted(data_dir: Path) -> None:
     assert run.types("t").count("Started") == 1
 
 
-def test_leader_death_kills_the_others(data_dir: Path) -> None:
-    tasks = sh("leader", "sleep 0.5", "leader = true") + sh("sidecar", "while true; do sleep 0.1; done")
+def test_leader_death_kills_the_others(data_dir: Path, tmp_path: Path) -> None:
+    up = tmp_path / "sidecar-up"
+    tasks = (sh("leader", f"{SH_WAIT_FOR} {up}", "leader = true")
+             + sh("sidecar", f"echo up > {up}; while true; do sleep 0.1; done"))
     run = run_job(job(tasks, type="batch"), data_dir)
     assert run.status == "complete"
     sidecar = run.types("sidecar")
     assert "Leader Task Dead" in sidecar and sidecar[-1] == "Killed"
 
 
-def test_a_failed_task_kills_its_siblings(data_dir: Path) -> None:
+def test_a_failed_task_kills_its_siblings(data_dir: Path, tmp_path: Path) -> None:
     restart = 'restart {\n attempts = 0\n mode = "fail"\n }'
-    tasks = sh("bad", "sleep 0.3; exit 1") + sh("good", "while true; do sleep 0.1; done")
+    up = tmp_path / "good-up"
+    tasks = sh("bad", f"{SH_WAIT_FOR} {up}; exit 1") + sh("good", f"echo up > {up}; while true; do sleep 0.1; done")
     run = run_job(job(tasks, restart=restart), data_dir)
     assert run.status == "failed"
     good = run.types("good")
@@ -114,11 +109,12 @@ def test_a_failed_task_kills_its_siblings(data_dir: Path) -> None:
 
 
 def test_count_allocations_and_their_tasks_start_in_parallel(data_dir: Path, tmp_path: Path) -> None:
-    # Every task waits until all six have started: run one after another, none would finish.
+    # Every task waits until all six have started: run one after another, none would finish
+    # (each gives up after 60 s).
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     script = (f"touch {barrier}/$NOMAD_ALLOC_INDEX-$NOMAD_TASK_NAME; i=0; "
-              f"while [ $(ls {barrier} | wc -l) -lt 6 ]; do i=$((i+1)); [ $i -gt 200 ] && exit 1; sleep 0.05; done")
+              f"while [ $(ls {barrier} | wc -l) -lt 6 ]; do i=$((i+1)); [ $i -gt 1200 ] && exit 1; sleep 0.05; done")
     run = run_job(job(sh("a", script) + sh("b", script), type="batch", count=3), data_dir)
     assert run.status == "complete"
     assert len(run.runner.allocs) == 3
@@ -140,15 +136,12 @@ def test_restart_and_signal_a_running_task(data_dir: Path, tmp_path: Path) -> No
     script = f"trap 'echo USR1 >> {got}' USR1; echo yes > {ready}; while true; do sleep 0.1; done"
     run, wait = start_job(job(sh("t", script)), data_dir)
     run.wait_for("Started")
-    wait_for_file(ready)  # the trap is in place
+    wait_for_text(ready)  # the trap is in place
     task = run.runner.allocs[0].tasks[0]
     task.signal(signal.SIGUSR1)
-    assert wait_for_file(got).strip() == "USR1"
+    assert wait_for_text(got) == "USR1"
     task.restart("checks failed")
-    for _ in range(200):
-        if run.types("t").count("Started") == 2:
-            break
-        time.sleep(0.05)
+    wait_for(lambda: run.types("t").count("Started") == 2, what=lambda: f"a second start; events {run.types()}")
     run.runner.stop()
     wait()
     types = run.types("t")

@@ -16,6 +16,7 @@ import pytest
 from herder.client.logs import LogSink, TaskLogs
 from herder.model import LogConfig
 from herder.supervisor.logfiles import log_files
+from tests.support.waiting import TIMEOUT, wait_for
 
 MIB = 1024 * 1024
 
@@ -151,24 +152,15 @@ def test_close_with_an_orphan_holding_the_pipe_is_bounded(tmp_path: Path) -> Non
     )
     sink = LogSink(tmp_path, "web", "stdout")
     subprocess.run([sys.executable, "-c", script], stdout=sink, check=True)
-    assert _wait_for_output(tmp_path)
+    wait_for(lambda: kept_bytes(tmp_path).endswith(b"\n"), what="the orphan's pid in the log")
     orphan = int(kept_bytes(tmp_path))
     try:
         started = time.monotonic()
         sink.close(timeout=0.5)
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < TIMEOUT  # not the orphan's 60 s
         assert sink.closed
     finally:
         os.kill(orphan, signal.SIGKILL)
-
-
-def _wait_for_output(logs_dir: Path, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if kept_bytes(logs_dir).endswith(b"\n"):
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_closed_sink_refuses_writes(tmp_path: Path) -> None:
@@ -188,10 +180,7 @@ def test_failing_disk_drops_output_instead_of_blocking(tmp_path: Path) -> None:
         sink.write(b"a" * MIB)
         # The full first file is rotated as soon as it is written: let that happen
         # before the directory goes, or the two race.
-        for _ in range(200):
-            if (logs_dir / "web.stdout.1").exists():
-                break
-            time.sleep(0.01)
+        wait_for((logs_dir / "web.stdout.1").exists, what="the first file rotated")
         shutil.rmtree(logs_dir)
         sink.write(b"b" * 3 * MIB)  # more than the pipe holds: only returns if drained
         logs_dir.mkdir()

@@ -11,12 +11,9 @@ from pathlib import Path
 from tests.support.foreground import HerderRun
 from tests.support.processes import alive
 from tests.support.running import Run, run_job, start_job
-from tests.support.waiting import wait_for
+from tests.support.waiting import SH_WAIT_FOR, wait_for, wait_for_text
 
 NO_RESTARTS = 'restart {\n attempts = 0\n mode = "fail"\n }'
-# A task script's wait for a file another task writes: generous (60 s), so a loaded machine
-# does not fail it; it succeeds as soon as the file has content, and fails (exit 1) otherwise.
-WAIT_FOR = "wait_for() { for i in $(seq 600); do test -s \"$1\" && return 0; sleep 0.1; done; return 1; }; wait_for"
 
 
 def job(tasks: str, *, type: str = "batch", restart: str = "") -> str:
@@ -39,12 +36,10 @@ def index(run: Run, type: str, task: str) -> int:
     raise AssertionError(f"no {type!r} event of {task}: {[(r.task, r.event.type) for r in run.events]}")
 
 
-def wait_for_file(path: Path) -> str:
-    return wait_for(lambda: path.exists() and path.read_text().strip(), what=f"{path} written")
-
-
 def test_a_prestart_task_completes_before_the_main_task_starts(data_dir: Path, tmp_path: Path) -> None:
     mark = tmp_path / "prepared"
+    # The prestart task's sleep only widens the window in which a main task started too early
+    # would find no mark: it can make a defect show, never fail a correct herder.
     text = job(task("init", f"sleep 0.3; echo ok > {mark}", hook="prestart")
                + task("main", f"test -s {mark}"))
     run = run_job(text, data_dir)
@@ -57,7 +52,7 @@ def test_a_prestart_sidecar_runs_before_and_beside_the_main_task_and_is_killed_a
         data_dir: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "sidecar.pid"
     text = job(task("proxy", f"echo $$ > {pid_file}; exec sleep 300", hook="prestart", sidecar=True)
-               + task("main", f"kill -0 $(cat {pid_file})"))
+               + task("main", f"{SH_WAIT_FOR} {pid_file} && kill -0 $(cat {pid_file})"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     assert index(run, "Started", "proxy") < index(run, "Started", "main")
@@ -71,11 +66,11 @@ def test_a_poststart_task_starts_once_the_main_task_runs(data_dir: Path, tmp_pat
     # The poststart task records whether the main task's process was alive when it ran; the
     # main task waits for that mark, so it outlives it. The two exits that follow come close
     # together and their events may be recorded in either order: nothing is asserted on them.
-    text = job(task("announce", f"{WAIT_FOR} {pid_file}; "
+    text = job(task("announce", f"{SH_WAIT_FOR} {pid_file}; "
                                 f"kill -0 $(cat {pid_file}) && echo running > {mark} || echo gone > {mark}",
                     hook="poststart")
                + task("main", f"echo $$ > {pid_file}; "
-                              f"{WAIT_FOR} {mark}"))
+                              f"{SH_WAIT_FOR} {mark}"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     assert index(run, "Started", "main") < index(run, "Started", "announce")
@@ -85,7 +80,7 @@ def test_a_poststart_task_starts_once_the_main_task_runs(data_dir: Path, tmp_pat
 def test_a_poststart_sidecar_is_killed_when_the_main_task_is_dead(data_dir: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "sidecar.pid"
     text = job(task("shipper", f"echo $$ > {pid_file}; exec sleep 300", hook="poststart", sidecar=True)
-               + task("main", f"{WAIT_FOR} {pid_file}"))
+               + task("main", f"{SH_WAIT_FOR} {pid_file}"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     assert index(run, "Started", "main") < index(run, "Started", "shipper")
@@ -95,6 +90,7 @@ def test_a_poststart_sidecar_is_killed_when_the_main_task_is_dead(data_dir: Path
 
 def test_a_poststop_task_runs_after_the_main_task_is_dead(data_dir: Path, tmp_path: Path) -> None:
     pid_file, seen = tmp_path / "main.pid", tmp_path / "seen"
+    # The main task's sleep keeps it alive a while for a poststop task started too early to see.
     text = job(task("main", f"echo $$ > {pid_file}; sleep 0.3")
                + task("cleanup", f"kill -0 $(cat {pid_file}) 2>/dev/null && echo alive > {seen} || echo dead > {seen}",
                       hook="poststop"))
@@ -105,18 +101,27 @@ def test_a_poststop_task_runs_after_the_main_task_is_dead(data_dir: Path, tmp_pa
 
 
 def test_every_hook_together_in_order(data_dir: Path, tmp_path: Path) -> None:
-    """The issue's example: a prestart task, a sidecar, the main task, a poststart and a poststop task."""
-    log = tmp_path / "order"
+    """The issue's example: a prestart task, a sidecar, the main task, a poststart and a poststop task.
+
+    Only what herder orders is asserted: the sidecar and the main task both run after the prestart
+    task, and the main task beside the poststart task, so their marks may come in either order.
+    """
+    log, sidecar_up, poststart_ran = tmp_path / "order", tmp_path / "sidecar-up", tmp_path / "poststart-ran"
     text = job(task("init", f"echo init >> {log}", hook="prestart")
-               + task("sidecar", f"echo sidecar >> {log}; exec sleep 300", hook="prestart", sidecar=True)
-               + task("main", f"echo main >> {log}; sleep 1")
-               + task("after", f"echo poststart >> {log}", hook="poststart")
+               + task("sidecar", f"echo sidecar >> {log}; echo up > {sidecar_up}; exec sleep 300",
+                      hook="prestart", sidecar=True)
+               + task("main", f"echo main >> {log}; {SH_WAIT_FOR} {sidecar_up} && {SH_WAIT_FOR} {poststart_ran}")
+               + task("after", f"echo poststart >> {log}; echo yes > {poststart_ran}", hook="poststart")
                + task("cleanup", f"echo poststop >> {log}", hook="poststop"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     lines = log.read_text().split()
-    assert set(lines[:2]) == {"init", "sidecar"}
-    assert lines[2:] == ["main", "poststart", "poststop"]
+    assert sorted(lines) == ["init", "main", "poststart", "poststop", "sidecar"]
+    assert lines.index("init") < lines.index("main") and lines[-1] == "poststop"
+    assert index(run, "Terminated", "init") < index(run, "Started", "main")
+    assert index(run, "Started", "sidecar") < index(run, "Started", "main")
+    assert index(run, "Started", "main") < index(run, "Started", "after")
+    assert index(run, "Terminated", "main") < index(run, "Started", "cleanup")
     assert index(run, "Killed", "sidecar") < index(run, "Started", "cleanup")
 
 
@@ -139,7 +144,7 @@ def test_a_prestart_task_that_exits_0_in_a_service_job_is_complete_not_restarted
     text = job(task("init", "exit 0", hook="prestart") + task("main", f"echo up > {ready}; exec sleep 300"),
                type="service")
     run, wait = start_job(text, data_dir)
-    wait_for_file(ready)
+    wait_for_text(ready)
     # A runner is dead only once it decided not to restart its task: no restart can follow.
     init = next(runner for runner in run.runner.allocs[0].tasks if runner.name == "init")
     wait_for(lambda: init.status.state == "dead", what="the prestart task's runner done")
@@ -166,7 +171,7 @@ def test_stopping_runs_poststop_tasks_after_the_others_are_killed(data_dir: Path
                + task("main", f"echo up > {ready}; exec sleep 300", extra="leader = true")
                + task("cleanup", f"echo yes > {seen}", hook="poststop"), type="service")
     run, wait = start_job(text, data_dir)
-    wait_for_file(ready)
+    wait_for_text(ready)
     run.runner.stop()
     assert wait() == "stopped"
     assert seen.read_text().strip() == "yes"
@@ -175,9 +180,10 @@ def test_stopping_runs_poststop_tasks_after_the_others_are_killed(data_dir: Path
     assert index(run, "Killed", "side") < index(run, "Started", "cleanup")
 
 
-def test_a_dead_leader_kills_the_sidecars_with_its_own_reason(data_dir: Path) -> None:
-    text = job(task("side", "exec sleep 300", hook="poststart", sidecar=True)
-               + task("main", "sleep 0.5", extra="leader = true"))
+def test_a_dead_leader_kills_the_sidecars_with_its_own_reason(data_dir: Path, tmp_path: Path) -> None:
+    side_up = tmp_path / "side-up"
+    text = job(task("side", f"echo up > {side_up}; exec sleep 300", hook="poststart", sidecar=True)
+               + task("main", f"{SH_WAIT_FOR} {side_up}", extra="leader = true"))
     run = run_job(text, data_dir)
     assert run.status == "complete", run.types()
     assert "Leader Task Dead" in run.types("side")

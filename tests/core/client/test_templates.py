@@ -26,6 +26,7 @@ from herder.client.hooks.templates import (
 from herder.errors import ConfigError, RecoverableError
 from herder.model import Task, Template
 from tests.core.client.artifact_support import Context
+from tests.support.waiting import TIMEOUT, wait_for
 
 
 class MemoryKV:
@@ -150,14 +151,11 @@ def test_a_missing_key_is_waited_for_with_an_event(plugin: TemplatesPlugin, cont
 
     thread = threading.Thread(target=run)
     thread.start()
-    for _ in range(100):
-        if context.events:
-            break
-        threading.Event().wait(0.05)
+    wait_for(lambda: context.events, what="the template's first event")
     assert [(e.type, e.message) for e in context.events] == [("Template", "Missing: kv.block(app/port)")]
     assert not (context.task_dir / "local/out").exists() and not done.is_set()
     kv.values["app/port"] = "9000"
-    assert done.wait(10)
+    assert done.wait(TIMEOUT)
     thread.join()
     assert not errors
     assert (context.task_dir / "local/out").read_text() == "9000"
@@ -169,13 +167,10 @@ def test_a_service_without_instances_is_waited_for(plugin: TemplatesPlugin, cont
     thread = threading.Thread(target=prestart, args=(plugin, context, Template(
         destination="local/out", data='{{ range service "db" }}{{ .Port }}{{ end }}')))
     thread.start()
-    for _ in range(100):
-        if context.events:
-            break
-        threading.Event().wait(0.05)
+    wait_for(lambda: context.events, what="the template's first event")
     assert context.events[0].message == "Missing: health.service(db)"
     catalog.entries = [ServiceEntry("db", "db-1", "127.0.0.1", 5432)]
-    thread.join(10)
+    thread.join(TIMEOUT)
     assert (context.task_dir / "local/out").read_text() == "5432"
 
 
@@ -283,10 +278,7 @@ def test_a_task_found_running_is_watched_from_poststart(plugin: TemplatesPlugin,
         destination="local/out", data='{{ file "local/source" }}', splay=0),))
     plugin.herder_task_poststart(task, context.ctx, handle=None)  # type: ignore[arg-type]
     source.write_text("two")
-    for _ in range(200):
-        if runner.restarts:
-            break
-        threading.Event().wait(0.05)
+    wait_for(lambda: runner.restarts, what="the restart on a change")
     assert runner.restarts == ["Template with change_mode restart re-rendered: local/out"]
     assert (context.task_dir / "local/out").read_text() == "two"
 

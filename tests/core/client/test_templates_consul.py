@@ -6,13 +6,8 @@ Skipped when no ``consul`` program is on PATH, failed when HERDER_REQUIRE names 
 from __future__ import annotations
 
 import json
-import random
-import shutil
-import subprocess
 import threading
-import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +16,8 @@ from herder.client.hooks.template_sources import ConsulCatalog, ConsulKV
 from herder.client.hooks.templates import TemplatesConfig, TemplatesPlugin
 from herder.model import Task, Template
 from tests.core.client.artifact_support import Context
-from tests.support.require import require
+from tests.support.consul import ConsulAgent
+from tests.support.waiting import TIMEOUT, wait_for
 
 
 def _request(url: str, method: str = "GET", body: bytes | None = None) -> bytes:
@@ -31,38 +27,9 @@ def _request(url: str, method: str = "GET", body: bytes | None = None) -> bytes:
 
 
 @pytest.fixture
-def consul(tmp_path: Path) -> Iterator[str]:
-    """The address of a Consul dev agent on ports in 2000-12000, stopped afterwards."""
-    program = shutil.which("consul")
-    require("consul", program is not None, "no consul program on PATH")
-    assert program is not None
-    for _ in range(5):
-        base = random.randrange(2000, 11990, 10)
-        ports = dict(zip(["http", "dns", "serf-lan", "serf-wan", "server", "grpc"], range(base, base + 6),
-                         strict=True))
-        args = [program, "agent", "-dev", "-client", "127.0.0.1", "-bind", "127.0.0.1", "-advertise", "127.0.0.1",
-                "-disable-host-node-id", "-node", "test", "-data-dir", str(tmp_path / "consul"),
-                *[f"-{name}-port={port}" for name, port in ports.items()]]
-        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        address = f"127.0.0.1:{ports['http']}"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                if _request(f"http://{address}/v1/status/leader").strip(b'"\n'):
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
-        if process.poll() is None and time.monotonic() < deadline:
-            try:
-                yield address
-            finally:
-                process.terminate()
-                process.wait(10)
-            return
-        process.kill()
-        process.wait()
-    pytest.fail("consul agent -dev did not start")
+def consul(own_consul: ConsulAgent) -> str:
+    """The address of a Consul dev agent of the test's own."""
+    return own_consul.address
 
 
 def test_keys_and_services_come_from_consul(consul: str, tmp_path: Path) -> None:
@@ -74,7 +41,7 @@ def test_keys_and_services_come_from_consul(consul: str, tmp_path: Path) -> None
     try:
         assert kv.get("app/name") == "shop" and kv.get("app/none") is None
         [entry] = catalog.service("db")
-        assert (entry.Address, entry.Port, entry.Tags, entry.Node) == ("10.1.1.1", 5432, ("primary",), "test")
+        assert (entry.Address, entry.Port, entry.Tags, entry.Node) == ("10.1.1.1", 5432, ("primary",), "herder-test")
         assert catalog.service("db", "replica") == []
         assert [s.Name for s in catalog.services()] == ["consul", "db"]
     finally:
@@ -90,14 +57,12 @@ def test_a_template_waits_for_a_consul_key(consul: str, tmp_path: Path) -> None:
     thread = threading.Thread(target=plugin.herder_task_prestart, args=(task, context.ctx))
     try:
         thread.start()
-        deadline = time.monotonic() + 10
-        while not context.events and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: context.events, what="the template's first event")
         assert context.events[0].message == "Missing: kv.block(app/port), health.service(web)"
         _request(f"http://{consul}/v1/kv/app/port", "PUT", b"9000")
         _request(f"http://{consul}/v1/agent/service/register", "PUT",
                  json.dumps({"Name": "web", "ID": "web-1", "Port": 8080}).encode())
-        thread.join(15)
+        thread.join(TIMEOUT)
         assert (context.task_dir / "local/app.conf").read_text() == "port=9000 8080"
     finally:
         plugin.close()

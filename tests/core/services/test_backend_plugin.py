@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from herder.errors import ConfigError
 from herder.services import check_backend
 from tests.support.running import make_config, start_job
+from tests.support.waiting import wait_for
 
 # A registry that writes what it holds to a file: enough to see herder drive it.
 FILE_REGISTRY = '''
@@ -82,10 +82,9 @@ def test_a_registry_from_a_plugin_gets_the_services(install: Callable[..., Path]
     run, wait = start_job(JOB, data_dir, config=config)
     run.wait_for("Started", "server")
     alloc_id = run.runner.allocs[0].alloc.id
-    deadline = time.monotonic() + 10
-    while not json.loads(held.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)  # the sync loop runs at once after the start, in its own thread
-    assert json.loads(held.read_text()) == [f"_herder-task-{alloc_id}-server-web-"]
+    # The sync loop runs at once after the start, in its own thread.
+    registered = wait_for(lambda: json.loads(held.read_text()), what="the service in the plugin's registry")
+    assert registered == [f"_herder-task-{alloc_id}-server-web-"]
     run.runner.stop()
     wait()
     assert json.loads(held.read_text()) == []

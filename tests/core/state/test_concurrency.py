@@ -76,7 +76,7 @@ def test_a_writer_waits_for_another_connections_transaction(tmp_path: Path) -> N
             waiting.start()
             waiting.join(0.3)
             assert waiting.is_alive()  # blocked on the database lock, not failed
-        waiting.join(10)
+        waiting.join(30)
         assert not waiting.is_alive()
         assert_all_written(first, ["first", "second"], 1)
 

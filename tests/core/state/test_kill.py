@@ -31,25 +31,23 @@ def assert_consistent(store: Store, context: str) -> int:
     return len(allocs)
 
 
-def test_a_killed_writer_leaves_a_consistent_database(tmp_path: Path) -> None:
+def test_a_killed_writer_leaves_a_consistent_database(tmp_path: Path, seed: int) -> None:
     path = tmp_path / "state.db"
-    seed = random.randrange(1 << 32)
-    print(f"kill schedule seed: {seed}")  # random.Random(seed) replays a failing schedule
     rng = random.Random(seed)
     allocs_seen = 0
     # The same file all along: each writer starts from what the last one's kill left.
     for kill in range(KILLS):
-        context = f"seed {seed}, kill {kill}"
+        context = f"HERDER_TEST_SEED={seed}, kill {kill}"
         with writer.start("churn", str(path), str(rng.randrange(1 << 32))) as child:
             try:
                 assert child.stdout is not None
                 assert child.stdout.readline() == b"writing\n", context
-                time.sleep(rng.uniform(0, MAX_DELAY))
+                time.sleep(rng.uniform(0, MAX_DELAY))  # deliberate sleep: the kill at a random instant is the subject
                 child.send_signal(signal.SIGKILL)
                 # Killed, not dead of an error of its own before the kill.
-                assert child.wait(10) == -signal.SIGKILL, context
+                assert child.wait(30) == -signal.SIGKILL, context
             finally:
                 child.kill()
         with Store(path) as store:
             allocs_seen += assert_consistent(store, context)
-    assert allocs_seen > KILLS, f"seed {seed}: the writers hardly wrote anything"
+    assert allocs_seen > KILLS, f"HERDER_TEST_SEED={seed}: the writers hardly wrote anything"

@@ -71,6 +71,6 @@ def test_other_threads_wait_for_the_block(store: Store, job: JobRecord) -> None:
         reader.join(0.2)
         assert reader.is_alive()  # it waits for the lock, and never sees half a transaction
         store.update_alloc("a1", status="running")
-    reader.join(5)
+    reader.join(30)
     assert [alloc.status if alloc else None for alloc in seen] == ["running"]
 

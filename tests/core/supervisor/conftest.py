@@ -18,9 +18,6 @@ from herder.supervisor.proctree import Cgroup
 from tests.core.supervisor.helpers import MARK, PATH, cgroups_of, kill_all, marked_pids, supervisor_pids
 from tests.support.waiting import wait_for
 
-LEFTOVER_TIMEOUT = 5.0
-"""How long a test's supervisor and processes have to be gone after it (the supervisor waits 1 s idle)."""
-
 
 @pytest.fixture
 def mark() -> str:
@@ -38,7 +35,7 @@ def no_leftovers(data_dir: Path, mark: str) -> Iterator[None]:
         return supervisor_pids(data_dir) + marked_pids(mark)
 
     try:
-        wait_for(lambda: not leftovers(), LEFTOVER_TIMEOUT, "no supervisor or task left")
+        wait_for(lambda: not leftovers(), what="no supervisor or task left")
     except AssertionError:
         pids = leftovers()
         kill_all(pids)

@@ -123,6 +123,6 @@ def test_tasks_get_the_open_files_limit_the_supervisor_raised_for_itself(
     soft = int(next(line for line in limits.splitlines() if line.startswith("Max open files")).split()[3])
     assert soft > 256
     spawn(supervisor, "t1", ["sh", "-c", "ulimit -Sn"])
-    supervisor.wait("t1", timeout=10)
+    supervisor.wait("t1", timeout=30)
     supervisor.forget("t1")
     assert (logs_dir / "web.stdout.0").read_bytes() == b"256\n"

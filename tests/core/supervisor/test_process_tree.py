@@ -75,19 +75,19 @@ def test_a_cgroup_holds_and_signals_every_process_whatever_its_session(cgroup: C
     leader = start(cgroup, ESCAPES, task_env, user="nobody")
     assert os.getpid() not in cgroup.pids()  # the starter went back where it was
     escapees = read_pids(leader, 2)
-    wait_for(lambda: len({os.getsid(pid) for pid in [leader.pid, *escapees]}) == 3, 10, "three sessions")
+    wait_for(lambda: len({os.getsid(pid) for pid in [leader.pid, *escapees]}) == 3, what="three sessions")
     assert {leader.pid, *escapees} <= set(cgroup.pids())
     cgroup.signal(signal.SIGTERM)
-    assert leader.wait(10) == -signal.SIGTERM
-    wait_for(lambda: not any(alive(pid) for pid in escapees), 10, "the escapees took SIGTERM")
+    assert leader.wait(30) == -signal.SIGTERM
+    wait_for(lambda: not any(alive(pid) for pid in escapees), what="the escapees took SIGTERM")
 
 
 def test_a_cgroup_is_killed_while_it_forks(cgroup: Cgroup, task_env: dict[str, str]) -> None:
     leader = start(cgroup, "trap '' TERM INT; while :; do (setsid sleep 100 &); done", task_env)
-    wait_for(lambda: len(cgroup.pids()) > 5, 10, "a few forks")
+    wait_for(lambda: len(cgroup.pids()) > 5, what="a few forks")
     cgroup.kill()
-    assert leader.wait(10) == -signal.SIGKILL
-    wait_for(lambda: not cgroup.pids(), 10, "the cgroup is empty")
+    assert leader.wait(30) == -signal.SIGKILL
+    wait_for(lambda: not cgroup.pids(), what="the cgroup is empty")
 
 
 def test_without_a_cgroup_the_tree_is_found_by_parentage_and_session(task_env: dict[str, str]) -> None:
@@ -109,11 +109,11 @@ def test_without_a_cgroup_the_tree_is_found_by_parentage_and_session(task_env: d
             parent = table[escapees[2]].ppid
             return parent not in table or table[parent].ppid != leader.pid
 
-        wait_for(orphaned, 10, "the last grandchild is an orphan")
+        wait_for(orphaned, what="the last grandchild is an orphan")
         assert {leader.pid, *escapees} <= set(tree.pids())
         tree.signal(signal.SIGTERM)
-        assert leader.wait(10) == -signal.SIGTERM
-        wait_for(lambda: not any(alive(pid) for pid in escapees), 10, "the escapees took SIGTERM")
+        assert leader.wait(30) == -signal.SIGTERM
+        wait_for(lambda: not any(alive(pid) for pid in escapees), what="the escapees took SIGTERM")
         assert tree.release()
     finally:
         tree.kill()
@@ -159,10 +159,10 @@ def test_the_leaders_exit_takes_every_process_of_its_cgroup(connect: Callable[..
     cgroup = Path(info.cgroup)
     assert cgroup.parent == cgroups and cgroup.name.startswith(cgroup_prefix(data_dir))
     # The child in a session of its own held the pipes; it was killed with the task, so no drain delay.
-    assert supervisor.wait("t1", timeout=10) == ExitInfo(0, 0)
+    assert supervisor.wait("t1", timeout=30) == ExitInfo(0, 0)
     assert "holds the pipe" not in log_path(data_dir).read_text()
     assert (logs_dir / "web.stdout.0").read_bytes() == b"started\n"
-    wait_for(lambda: not cgroup.exists(), 10, "the cgroup is removed")
+    wait_for(lambda: not cgroup.exists(), what="the cgroup is removed")
     supervisor.forget("t1")
 
 
@@ -173,12 +173,12 @@ def test_a_stop_reaches_every_process_of_its_cgroup(connect: Callable[..., Super
     wait_for(lambda: (logs_dir / "web.stdout.0").read_bytes().count(b"\n") == 2, what="the escapees' pids")
     escapees = [int(line) for line in (logs_dir / "web.stdout.0").read_text().split()]
     supervisor.stop("t1", signal.SIGTERM, 10)
-    assert supervisor.wait("t1", timeout=20) == ExitInfo(128 + signal.SIGTERM, signal.SIGTERM)
+    assert supervisor.wait("t1", timeout=30) == ExitInfo(128 + signal.SIGTERM, signal.SIGTERM)
     supervisor.forget("t1")
-    wait_for(lambda: not any(alive(pid) for pid in escapees), 10, "the escapees are gone")
+    wait_for(lambda: not any(alive(pid) for pid in escapees), what="the escapees are gone")
     assert info.cgroup is not None
     cgroup = Path(info.cgroup)
-    wait_for(lambda: not cgroup.exists(), 10, "the cgroup is removed")
+    wait_for(lambda: not cgroup.exists(), what="the cgroup is removed")
 
 
 def test_a_new_supervisor_kills_what_a_killed_one_left_in_its_cgroups(
@@ -192,10 +192,10 @@ def test_a_new_supervisor_kills_what_a_killed_one_left_in_its_cgroups(
     os.kill(supervisor.pid, signal.SIGKILL)
     wait_for(lambda: not supervisor_pids(data_dir), what="the supervisor is gone")
     start_supervisor("--cgroups", str(cgroups))
-    wait_for(lambda: not any(alive(pid) for pid in [info.pid, *escapees]), 10, "the orphans are gone")
+    wait_for(lambda: not any(alive(pid) for pid in [info.pid, *escapees]), what="the orphans are gone")
     assert info.cgroup is not None
     cgroup = Path(info.cgroup)
-    wait_for(lambda: not cgroup.exists(), 10, "the old cgroup is removed")
+    wait_for(lambda: not cgroup.exists(), what="the old cgroup is removed")
 
 
 def test_without_cgroups_a_stop_reaches_a_child_in_a_session_of_its_own(
@@ -208,9 +208,9 @@ def test_without_cgroups_a_stop_reaches_a_child_in_a_session_of_its_own(
     wait_for(lambda: (logs_dir / "web.stdout.0").read_bytes().endswith(b"\n"), what="the child's pid")
     child = int((logs_dir / "web.stdout.0").read_text())
     supervisor.stop("t1", signal.SIGTERM, 10)
-    assert supervisor.wait("t1", timeout=20) == ExitInfo(128 + signal.SIGTERM, signal.SIGTERM)
+    assert supervisor.wait("t1", timeout=30) == ExitInfo(128 + signal.SIGTERM, signal.SIGTERM)
     supervisor.forget("t1")
-    wait_for(lambda: not alive(child), 10, "the child is gone")
+    wait_for(lambda: not alive(child), what="the child is gone")
 
 
 def test_recover_kills_every_process_of_an_orphans_cgroup(connect: Callable[..., Supervisor], data_dir: Path,
@@ -226,7 +226,7 @@ def test_recover_kills_every_process_of_an_orphans_cgroup(connect: Callable[...,
     state = {"supervisor": {"id": "alloc1.web.gone", "pid": leader.pid,
                             "start_time": process_start_time(leader.pid), "cgroup": str(cgroup.path)}}
     assert SupervisedProcess.recover(ctx, state) is None
-    assert leader.wait(5) == -signal.SIGKILL
+    assert leader.wait(30) == -signal.SIGKILL
     assert not alive(child) and not cgroup.path.exists()
 
 
@@ -241,4 +241,4 @@ def test_the_handle_state_names_the_cgroup(connect: Callable[..., Supervisor], t
         assert "cgroup" not in saved
     else:
         assert Path(saved["cgroup"]).parent == cgroup_hierarchy()
-        wait_for(lambda: not Path(saved["cgroup"]).exists(), 10, "the cgroup is removed")
+        wait_for(lambda: not Path(saved["cgroup"]).exists(), what="the cgroup is removed")

@@ -40,7 +40,7 @@ def test_exit_code_and_record(connect: Callable[..., Supervisor], spawn: Spawn) 
     supervisor = connect()
     info = spawn(supervisor, "t1", ["sh", "-c", "exit 3"])
     assert info.pid > 0 and info.start_time > 0 and info.exit is None
-    assert supervisor.wait("t1", timeout=10) == ExitInfo(exit_code=3, signal=0)
+    assert supervisor.wait("t1", timeout=30) == ExitInfo(exit_code=3, signal=0)
     [entry] = supervisor.list()
     assert (entry.id, entry.pid, entry.running, entry.exit) == ("t1", info.pid, False, ExitInfo(3, 0))
     assert entry.session == supervisor.session
@@ -53,7 +53,7 @@ def test_killed_by_a_signal(connect: Callable[..., Supervisor], spawn: Spawn) ->
     spawn(supervisor, "t1", ["sleep", "100"])
     assert supervisor.wait("t1", timeout=0.1) is None
     supervisor.signal("t1", signal.SIGTERM)
-    assert supervisor.wait("t1", timeout=10) == ExitInfo(exit_code=128 + signal.SIGTERM, signal=signal.SIGTERM)
+    assert supervisor.wait("t1", timeout=30) == ExitInfo(exit_code=128 + signal.SIGTERM, signal=signal.SIGTERM)
     supervisor.forget("t1")
 
 
@@ -61,7 +61,7 @@ def test_stdout_and_stderr_land_in_their_files(connect: Callable[..., Supervisor
                                                logs_dir: Path) -> None:
     supervisor = connect()
     spawn(supervisor, "t1", ["sh", "-c", "echo out; echo err >&2; echo more"])
-    supervisor.wait("t1", timeout=10)
+    supervisor.wait("t1", timeout=30)
     supervisor.forget("t1")
     assert (logs_dir / "web.stdout.0").read_bytes() == b"out\nmore\n"
     assert (logs_dir / "web.stderr.0").read_bytes() == b"err\n"
@@ -121,7 +121,7 @@ def test_a_new_run_of_the_task_continues_its_files(connect: Callable[..., Superv
     supervisor = connect()
     for run in range(3):
         spawn(supervisor, f"t{run}", ["echo", f"run {run}"])
-        supervisor.wait(f"t{run}", timeout=10)
+        supervisor.wait(f"t{run}", timeout=30)
         supervisor.forget(f"t{run}")
     assert [path.name for path in log_files(logs_dir, "web", "stdout")] == ["web.stdout.0"]
     assert (logs_dir / "web.stdout.0").read_bytes() == b"run 0\nrun 1\nrun 2\n"
@@ -135,9 +135,9 @@ def test_stop_reaches_the_whole_process_group(connect: Callable[..., Supervisor]
     wait_for(lambda: (logs_dir / "web.stdout.0").read_bytes().endswith(b"\n"), what="the child's pid")
     child = int((logs_dir / "web.stdout.0").read_text())
     supervisor.stop("t1", signal.SIGINT, 5)
-    assert supervisor.wait("t1", timeout=10) == ExitInfo(128 + signal.SIGINT, signal.SIGINT)
+    assert supervisor.wait("t1", timeout=30) == ExitInfo(128 + signal.SIGINT, signal.SIGINT)
     supervisor.forget("t1")
-    wait_for(lambda: not alive(child), 2, "the child is gone")
+    wait_for(lambda: not alive(child), what="the child is gone")
 
 
 def test_stop_kills_after_the_timeout(connect: Callable[..., Supervisor], spawn: Spawn, logs_dir: Path) -> None:
@@ -148,8 +148,8 @@ def test_stop_kills_after_the_timeout(connect: Callable[..., Supervisor], spawn:
     wait_for(lambda: (logs_dir / "web.stdout.0").read_bytes() == b"ready\n", what="ready")
     started = time.monotonic()
     supervisor.stop("t1", signal.SIGINT, 0.5)
-    assert supervisor.wait("t1", timeout=10) == ExitInfo(128 + signal.SIGKILL, signal.SIGKILL)
-    assert 0.5 <= time.monotonic() - started < 3
+    assert supervisor.wait("t1", timeout=30) == ExitInfo(128 + signal.SIGKILL, signal.SIGKILL)
+    assert time.monotonic() - started >= 0.5  # the SIGKILL came after the timeout, not instead of it
     supervisor.forget("t1")
 
 
@@ -157,11 +157,11 @@ def test_the_leaders_exit_takes_its_group_with_it(connect: Callable[..., Supervi
                                                   logs_dir: Path, data_dir: Path) -> None:
     supervisor = connect()
     spawn(supervisor, "t1", ["sh", "-c", "sleep 100 & echo $!"])
-    assert supervisor.wait("t1", timeout=10) == ExitInfo(0, 0)
+    assert supervisor.wait("t1", timeout=30) == ExitInfo(0, 0)
     supervisor.forget("t1")
     assert "holds the pipe" not in log_path(data_dir).read_text()  # the child that held it was killed
     child = int((logs_dir / "web.stdout.0").read_text())
-    wait_for(lambda: not alive(child), 2, "the child is gone")  # killed: it may still be on its way out
+    wait_for(lambda: not alive(child), what="the child is gone")  # killed: it may still be on its way out
 
 
 def test_a_process_outside_the_task_holding_the_pipes_delays_the_exit_at_most_2s(
@@ -174,7 +174,7 @@ def test_a_process_outside_the_task_holding_the_pipes_delays_the_exit_at_most_2s
     spawn(supervisor, "t1", python(ESCAPE))
     started = time.monotonic()
     try:
-        assert supervisor.wait("t1", timeout=10) == ExitInfo(0, 0)
+        assert supervisor.wait("t1", timeout=30) == ExitInfo(0, 0)
         assert time.monotonic() - started >= DRAIN_TIMEOUT
         assert (logs_dir / "web.stdout.0").read_bytes() == b"started\n"
         assert "stdout of t1: a process outside the task still holds the pipe" in log_path(data_dir).read_text()
@@ -200,7 +200,7 @@ def test_a_process_that_cannot_start_is_an_error(connect: Callable[..., Supervis
     assert supervisor.list() == []
     # The supervisor is fine: the next process starts.
     spawn(supervisor, "t2", ["true"])
-    supervisor.wait("t2", timeout=10)
+    supervisor.wait("t2", timeout=30)
     supervisor.forget("t2")
 
 
@@ -217,7 +217,7 @@ def test_ids_and_records(connect: Callable[..., Supervisor], spawn: Spawn) -> No
     with pytest.raises(SupervisorError, match="not supervised through this client"):
         supervisor.wait("nobody-knows-me")
     supervisor.stop("t1", signal.SIGTERM, 5)
-    supervisor.wait("t1", timeout=10)
+    supervisor.wait("t1", timeout=30)
     supervisor.signal("t1", signal.SIGTERM)  # exited: nothing to do
     supervisor.forget("t1")
     supervisor.forget("t1")  # forgotten already: nothing to do
@@ -229,7 +229,7 @@ def test_many_threads_share_one_client(connect: Callable[..., Supervisor], spawn
 
     def run(n: int) -> None:
         spawn(supervisor, f"t{n}", ["sh", "-c", f"exit {n}"], task=f"task{n}")
-        results[n] = supervisor.wait(f"t{n}", timeout=20)
+        results[n] = supervisor.wait(f"t{n}", timeout=30)
         supervisor.forget(f"t{n}")
 
     threads = [threading.Thread(target=run, args=(n,)) for n in range(20)]
@@ -251,7 +251,7 @@ def test_output_can_go_straight_to_files_another_program_reads(connect: Callable
     try:
         supervisor = connect()
         spawn(supervisor, "t1", ["sh", "-c", "echo out; echo err >&2"], output_paths=(fifo, stderr))
-        assert supervisor.wait("t1", timeout=10) == ExitInfo(exit_code=0, signal=0)
+        assert supervisor.wait("t1", timeout=30) == ExitInfo(exit_code=0, signal=0)
         supervisor.forget("t1")
         assert os.read(reader, 100) == b"out\n"
     finally:

@@ -16,7 +16,7 @@ from herder.supervisor import ExitInfo, ProcInfo, Supervisor, SupervisorUnavaila
 from herder.supervisor.protocol import process_start_time
 from herder.supervisor.server import START_GRACE
 from tests.core.supervisor.helpers import COUNTER, PATH, alive, python, supervisor_pids
-from tests.support.waiting import wait_for
+from tests.support.waiting import SH_WAIT_FOR, wait_for
 
 Spawn = Callable[..., ProcInfo]
 
@@ -85,7 +85,7 @@ def test_kept_tasks_survive_their_client_and_lose_no_line(
     [entry] = supervisor.list()
     assert entry.session == supervisor.session and entry.running
     supervisor.stop("counter", signal.SIGTERM, 5)
-    assert supervisor.wait("counter", timeout=10) == ExitInfo(128 + signal.SIGTERM, signal.SIGTERM)
+    assert supervisor.wait("counter", timeout=30) == ExitInfo(128 + signal.SIGTERM, signal.SIGTERM)
     supervisor.forget("counter")
     counted = lines(log)
     assert len(counted) >= seen + 20
@@ -113,16 +113,18 @@ def test_lost_tasks_are_stopped_then_on_lost_runs(
 
 
 def test_an_exit_while_no_client_is_connected_is_reported_on_attach(
-    connect: Callable[..., Supervisor], data_dir: Path, logs_dir: Path, task_env: dict[str, str],
+    connect: Callable[..., Supervisor], data_dir: Path, logs_dir: Path, tmp_path: Path, task_env: dict[str, str],
     client_env: dict[str, str],
 ) -> None:
+    go = tmp_path / "go"  # the task exits once its client is gone (or after 60 s)
     client, task = run_client(client_env, data_dir=str(data_dir), keep=True, on_lost=None, id="short",
-                              argv=["sh", "-c", "sleep 0.3; exit 7"], env=task_env, logs_dir=str(logs_dir))
+                              argv=["sh", "-c", f"{SH_WAIT_FOR} {go}; exit 7"], env=task_env, logs_dir=str(logs_dir))
     kill(client)
+    go.write_text("go\n")
     wait_for(lambda: not alive(task["pid"]), what="the task ends")
-    # The subject: a supervisor past its start grace with no client exits at once unless something
-    # keeps it; the unclaimed exit must. A sleep is the only way to be past the grace; a loaded
-    # machine only makes it longer, which the test tolerates.
+    # A supervisor past its start grace with no client exits at once unless something keeps it; the
+    # unclaimed exit must. Load only makes the sleep longer, which the test tolerates.
+    # deliberate sleep: being past the start grace is the subject, and nothing else says it is over
     time.sleep(START_GRACE + 0.5)
     supervisor = connect()
     info = supervisor.attach("short")
@@ -136,14 +138,13 @@ def test_bye_leaves_the_tasks_running_for_a_later_client(connect: Callable[..., 
     first = connect(keep=False)
     info = spawn(first, "t1", ["sleep", "100"])
     first.close()  # a clean goodbye: even keep=False leaves the task running
-    # The subject is that nothing happens to the task: give the supervisor the time it would take
-    # to (wrongly) stop it. Load can only lengthen it, so this cannot flake; it can only miss.
-    time.sleep(0.2)
+    # Load can only lengthen the look, so this cannot flake; it can only miss.
+    time.sleep(0.2)  # deliberate sleep: the subject is that nothing happens to the task meanwhile
     second = connect()
     attached = second.attach("t1")
     assert attached is not None and attached.pid == info.pid and attached.exit is None
     second.stop("t1", signal.SIGTERM, 5)
-    second.wait("t1", timeout=10)
+    second.wait("t1", timeout=30)
     second.forget("t1")
 
 
@@ -174,16 +175,17 @@ def test_the_supervisor_exits_when_idle(connect: Callable[..., Supervisor], spaw
     pid = supervisor.pid
     assert supervisor_pids(data_dir) == [pid]
     spawn(supervisor, "t1", ["true"])
-    supervisor.wait("t1", timeout=10)
+    supervisor.wait("t1", timeout=30)
     supervisor.close()
-    time.sleep(START_GRACE + 0.5)  # the subject: past the start grace, only the unforgotten exit keeps it
+    # deliberate sleep: past the start grace, only the unforgotten exit keeps the supervisor
+    time.sleep(START_GRACE + 0.5)
     assert alive(pid), "an exit nobody forgot keeps it alive"
     again = connect()
     assert again.pid == pid
     again.attach("t1")
     again.forget("t1")
     again.close()
-    wait_for(lambda: not alive(pid), 5, "the idle supervisor exits")
+    wait_for(lambda: not alive(pid), what="the idle supervisor exits")
 
 
 def test_the_supervisor_ignores_sigterm_and_sigint(connect: Callable[..., Supervisor], spawn: Spawn) -> None:
@@ -191,11 +193,11 @@ def test_the_supervisor_ignores_sigterm_and_sigint(connect: Callable[..., Superv
     info = spawn(supervisor, "t1", ["sleep", "100"])
     for sig in (signal.SIGTERM, signal.SIGINT):
         os.kill(supervisor.pid, sig)
-    time.sleep(0.2)  # the subject: nothing happens after the signals (load only lengthens the look)
+    time.sleep(0.2)  # deliberate sleep: the subject is that nothing happens after the signals
     assert alive(supervisor.pid) and alive(info.pid)
     assert [entry.id for entry in supervisor.list()] == ["t1"]
     supervisor.stop("t1", signal.SIGTERM, 5)
-    supervisor.wait("t1", timeout=10)
+    supervisor.wait("t1", timeout=30)
     supervisor.forget("t1")
 
 
@@ -213,7 +215,7 @@ def test_a_broken_connection_fails_waiting_calls(connect: Callable[..., Supervis
     thread = threading.Thread(target=waiter)
     thread.start()
     os.kill(supervisor.pid, signal.SIGKILL)
-    thread.join(10)
+    thread.join(30)
     assert not thread.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], SupervisorUnavailable)
     # Its task is an orphan now, that no supervisor knows: nothing but its pid can stop it.

@@ -61,7 +61,7 @@ def test_kill_stops_the_task_gracefully_or_by_force(connect: Callable[..., Super
     wait_for(lambda: b"ready" in (ctx.task_dir.logs_dir / "web.stdout.0").read_bytes(), what="ready")
     started = time.monotonic()
     handle.kill(0.5, signal.SIGTERM)
-    assert 0.5 <= time.monotonic() - started < 3
+    assert time.monotonic() - started >= 0.5  # the SIGKILL came after the timeout, not instead of it
     assert handle.wait() == ExitResult(exit_code=128 + signal.SIGKILL, signal=signal.SIGKILL)
     handle.signal(signal.SIGTERM)  # exited and forgotten: nothing to do
 
@@ -94,7 +94,7 @@ def test_state_recovers_through_a_new_client(connect: Callable[..., Supervisor],
     recovered = SupervisedProcess.recover(make_ctx(tmp_path, connect()), state)
     assert recovered is not None and (recovered.id, recovered.pid) == (handle.id, handle.pid)
     recovered.signal(signal.SIGTERM)
-    assert recovered.wait(10) == ExitResult(exit_code=128 + signal.SIGTERM, signal=signal.SIGTERM)
+    assert recovered.wait(30) == ExitResult(exit_code=128 + signal.SIGTERM, signal=signal.SIGTERM)
     assert SupervisedProcess.recover(make_ctx(tmp_path, connect()), {"pid": 1}) is None  # not our state
 
 
@@ -106,7 +106,7 @@ def test_recover_kills_the_orphan_no_supervisor_knows(connect: Callable[..., Sup
         mine, other = orphans
         state = {"supervisor": {"id": "alloc1.web.gone", "pid": mine.pid, "start_time": process_start_time(mine.pid)}}
         assert SupervisedProcess.recover(ctx, state) is None
-        assert mine.wait(5) == -signal.SIGKILL
+        assert mine.wait(30) == -signal.SIGKILL
         # A pid whose start time differs is another process now: left alone.
         state = {"supervisor": {"id": "alloc1.web.gone", "pid": other.pid, "start_time": 1}}
         assert SupervisedProcess.recover(ctx, state) is None
@@ -125,7 +125,7 @@ def test_losing_the_supervisor_ends_the_wait_and_the_task(connect: Callable[...,
     os.kill(supervisor.pid, signal.SIGKILL)
     result = handle.wait(10)
     assert result is not None and result.error is not None and "lost the process supervisor" in result.error
-    wait_for(lambda: not alive(handle.pid), 2, "the orphaned task is gone")
+    wait_for(lambda: not alive(handle.pid), what="the orphaned task is gone")
 
 
 def test_start_failures_are_driver_errors(connect: Callable[..., Supervisor], task: Task, tmp_path: Path) -> None:
