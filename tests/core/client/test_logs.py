@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -215,6 +216,23 @@ def test_a_full_disk_never_blocks_the_writer_and_what_is_dropped_is_counted(tmp_
     assert heard[-1].message == (f"stdout: {8 * MIB - kept} bytes of output dropped (No space left on device); "
                                  "the output ended")
     assert 2 * MIB < kept < 8 * MIB
+
+
+@needs_mount
+def test_a_listener_that_fails_does_not_stop_the_capture(tmp_path: Path) -> None:
+    def refuse(dropped: Dropped) -> None:
+        raise OSError(errno.ENOSPC, "no room for the event either")
+
+    logs_dir = tmp_path / "logs"
+    logs_dir.mkdir()
+    config = LogConfig(max_files=10, max_file_size=1)
+    written: list[int] = []
+    with small_tmpfs(logs_dir, "3m"), LogSink(logs_dir, "web", "stdout", config, on_dropped=refuse) as sink:
+        # Had capture stopped, the write would block until the sink's pipe is closed, then fail.
+        writer = threading.Thread(target=lambda: written.append(sink.write(b"x" * 8 * MIB)), daemon=True)
+        writer.start()
+        writer.join(60)  # generous: the guarantee is that the pump never stops taking from the pipe
+        assert written == [8 * MIB]
 
 
 def test_invalid_stream_or_limits_are_refused(tmp_path: Path) -> None:

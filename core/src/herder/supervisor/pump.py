@@ -198,8 +198,12 @@ class LogPump:
         self.error, self.dropped = None, 0
 
     def _report(self, message: str, dropped: int | None) -> None:
-        if self._on_dropped is not None:
+        if self._on_dropped is None:
+            return
+        try:
             self._on_dropped(Dropped(self.stream, message, dropped))
+        except Exception:  # the listener's trouble (a full disk for its events too, say) must not stop the pump
+            log.exception("%s: reporting dropped output failed", self.file.label)
 
 
 def _reason(err: OSError) -> str:
