@@ -95,12 +95,14 @@ class RotatingLogs(NamedTuple):
 class Proc:
     """A supervised process, from its start until a client forgets its exit."""
 
-    __slots__ = ("command", "drain_timer", "exit", "kill_timer", "owner", "pid", "pidfd", "popen", "pumps",
-                 "returncode", "start_time", "tree")
+    __slots__ = ("drain_timer", "exit", "id", "kill_timeout", "kill_timer", "owner", "pid", "pidfd", "popen",
+                 "pumps", "returncode", "start_time", "stop_signal", "tree")
 
     def __init__(self, command: Command, popen: subprocess.Popen[bytes], tree: ProcessTree, pidfd: int,
                  owner: Owner) -> None:
-        self.command = command
+        self.id = command.id
+        self.stop_signal = command.stop_signal  # the rest of the command (its environment) is not kept
+        self.kill_timeout = command.kill_timeout
         self.popen = popen
         self.tree = tree  # every process of the task: signals and kills go to all of them
         self.pid = popen.pid
@@ -112,10 +114,6 @@ class Proc:
         self.drain_timer: Timer | None = None
         self.returncode: int | None = None  # set when the leader has exited
         self.exit: dict[str, int] | None = None  # set once every byte of output is in the files
-
-    @property
-    def id(self) -> str:
-        return self.command.id
 
     def info(self) -> dict[str, Any]:
         cgroup = str(self.tree.path) if isinstance(self.tree, Cgroup) else None

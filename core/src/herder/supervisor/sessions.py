@@ -222,7 +222,7 @@ class Sessions:
                 self._procs.forget(proc)
                 continue
             self._lost[proc.id] = lost
-            self._procs.stop(proc, proc.command.stop_signal, proc.command.kill_timeout)
+            self._procs.stop(proc, proc.stop_signal, proc.kill_timeout)
         if not lost.waiting:
             self._run_on_lost(lost)
 
