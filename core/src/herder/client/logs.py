@@ -175,12 +175,12 @@ class LogSink(io.RawIOBase, BinaryIO):
         poller.register(self._pump.fd, select.POLLIN)
         poller.register(self._wake_read, select.POLLIN)
         try:
+            # Wait, then move what is there: one poll and one splice per burst of output. (Moving until the
+            # pipe is empty would cost a failed splice, and its exception, at each burst.)
             while not self._stopping.is_set():
-                moved = self._pump.pump(self._buffer)
-                if moved == 0:
+                poller.poll()
+                if self._pump.pump(self._buffer) == 0:
                     return
-                if moved is None:
-                    poller.poll()
             self._pump.drain(self._buffer)
         except Exception:
             log.exception("%s of task %s: log capture failed", self.stream, self.task_name)
