@@ -32,6 +32,10 @@ REATTACHED = "Reattached"
 """herder's own: the task was found running after herder started again."""
 UNSAFE_LOG_FILE = "Unsafe Log File"
 """herder's own: something not a log file (a link, say) was at a log file's name; it was removed, not followed."""
+LOGS_DROPPED = "Logs Dropped"
+"""herder's own: output could not be written to the log files (the disk is full, say) and is dropped rather than
+blocking the task; details: ``stream``, and ``bytes`` (how many were dropped) once writing works again or the
+output ends."""
 
 FAILURES = frozenset({
     DRIVER_FAILURE, SETUP_FAILURE, FAILED_VALIDATION, NOT_RESTARTING, TASK_HOOK_FAILED,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -16,6 +17,8 @@ import pytest
 from herder.client.logs import LogSink, TaskLogs
 from herder.model import LogConfig
 from herder.supervisor.logfiles import log_files
+from herder.supervisor.pump import Dropped
+from tests.support.tmpfs import needs_mount, small_tmpfs
 from tests.support.waiting import TIMEOUT, wait_for
 
 MIB = 1024 * 1024
@@ -186,6 +189,39 @@ def test_failing_disk_drops_output_instead_of_blocking(tmp_path: Path) -> None:
         logs_dir.mkdir()
         sink.write(b"back\n")
     assert kept_bytes(logs_dir).endswith(b"back\n")
+
+
+@needs_mount
+def test_a_full_disk_never_blocks_the_writer_and_what_is_dropped_is_counted(tmp_path: Path) -> None:
+    logs_dir = tmp_path / "logs"
+    logs_dir.mkdir()
+    heard: list[Dropped] = []
+    with small_tmpfs(logs_dir, "3m"):
+        with LogSink(logs_dir, "web", "stdout", LogConfig(max_files=10, max_file_size=1),
+                     on_dropped=heard.append) as sink:
+            sink.write(b"x" * 8 * MIB)  # more than the disk and the pipe hold: only returns if drained
+        kept = sum(path.stat().st_size for path in log_files(logs_dir, "web", "stdout"))
+    assert [(report.stream, report.bytes) for report in heard] == [("stdout", None), ("stdout", 8 * MIB - kept)]
+    assert heard[-1].message == (f"stdout: {8 * MIB - kept} bytes of output dropped (No space left on device); "
+                                 "the output ended")
+    assert 2 * MIB < kept < 8 * MIB
+
+
+@needs_mount
+def test_a_listener_that_fails_does_not_stop_the_capture(tmp_path: Path) -> None:
+    def refuse(dropped: Dropped) -> None:
+        raise OSError(errno.ENOSPC, "no room for the event either")
+
+    logs_dir = tmp_path / "logs"
+    logs_dir.mkdir()
+    config = LogConfig(max_files=10, max_file_size=1)
+    written: list[int] = []
+    with small_tmpfs(logs_dir, "3m"), LogSink(logs_dir, "web", "stdout", config, on_dropped=refuse) as sink:
+        # Had capture stopped, the write would block until the sink's pipe is closed, then fail.
+        writer = threading.Thread(target=lambda: written.append(sink.write(b"x" * 8 * MIB)), daemon=True)
+        writer.start()
+        writer.join(60)  # generous: the guarantee is that the pump never stops taking from the pipe
+        assert written == [8 * MIB]
 
 
 def test_invalid_stream_or_limits_are_refused(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from herder.supervisor import ProcInfo, Supervisor
 from herder.supervisor.logfiles import RotatingFile, log_files
+from herder.supervisor.pump import LogPump
 from tests.core.supervisor.helpers import WRITER, python, writer_output
 
 MIB = 1024 * 1024
@@ -124,26 +125,26 @@ def test_a_pipe_is_taken_in_byte_for_byte_across_rotations(logs: Path, tmp_path:
     source = tmp_path / "source"
     source.write_bytes(os.urandom(5 * MIB + 777))
     (logs / "web.stdout.0").write_bytes(b"before\n")  # a restarted task: continued after what is there
-    file = RotatingFile(logs, "web", "stdout", max_files=10, max_file_size=1, splice=splice)
+    file = RotatingFile(logs, "web", "stdout", max_files=10, max_file_size=1)
     read_end, write_end = os.pipe()
     os.set_blocking(read_end, False)
+    pump = LogPump("stdout", read_end, file, splice=splice)
     buffer = memoryview(bytearray(256 * 1024))
     try:
         with subprocess.Popen(["cat", str(source)], stdout=write_end) as cat:
             os.close(write_end)
-            while (moved := file.take_from(read_end, buffer)) != 0:
+            while (moved := pump.pump(buffer)) != 0:
                 if moved is None:
                     select.select([read_end], [], [])
         assert cat.returncode == 0
     finally:
-        os.close(read_end)
-        file.close()
+        pump.close()
     kept = log_files(logs, "web", "stdout")
     assert [path.name for path in kept] == [f"web.stdout.{index}" for index in range(6)]
     assert all(path.stat().st_size == MIB for path in kept[:-1])
     assert b"".join(path.read_bytes() for path in kept) == b"before\n" + source.read_bytes()
-    assert (file.error, file.dropped) == (None, 0)
-    assert file.splices is splice  # the path asked for is the one taken: the kernel did not refuse splice
+    assert (pump.error, pump.dropped) == (None, 0)
+    assert pump.splices is splice  # the path asked for is the one taken: the kernel did not refuse splice
 
 
 def test_the_supervisor_tells_the_owner_and_goes_on(

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from herder.supervisor import ExitInfo, ProcInfo, Supervisor, SupervisorError
-from herder.supervisor.logfiles import PIPE_SIZE, log_files
+from herder.supervisor.logfiles import log_files
+from herder.supervisor.processes import DRAIN_TIMEOUT
 from herder.supervisor.protocol import log_path
-from herder.supervisor.server import DRAIN_TIMEOUT
+from herder.supervisor.pump import PIPE_SIZE
 from tests.core.supervisor.helpers import WRITER, alive, kill_all, marked_pids, python, writer_output
 from tests.support.waiting import wait_for
 

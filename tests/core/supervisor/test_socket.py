@@ -20,14 +20,8 @@ import pytest
 from herder.supervisor import ProcInfo, Supervisor, SupervisorUnavailable
 from herder.supervisor.logfiles import log_files
 from herder.supervisor.protocol import SOCKET_NAME, log_path, socket_address, state_dir
-from herder.supervisor.server import (
-    LOG_BACKUPS,
-    MAX_LOG_SIZE,
-    REFUSAL_LOG_BURST,
-    REFUSAL_LOG_INTERVAL,
-    LogFile,
-    Refusals,
-)
+from herder.supervisor.server import LOG_BACKUPS, MAX_LOG_SIZE, LogFile
+from herder.supervisor.sessions import REFUSAL_LOG_BURST, REFUSAL_LOG_INTERVAL, Refusals
 from tests.core.supervisor.helpers import supervisor_pids
 from tests.support.waiting import wait_for
 

@@ -6,11 +6,11 @@ stream) writes it to the task's :class:`LogSink`: the write end of a pipe,
 and a thread that moves everything read from it into the same rotating files
 (:mod:`herder.supervisor.logfiles`). A sink costs nothing until it is used.
 
-The task only ever waits on the disk once the pipe's buffer (enlarged to
-1 MiB where the system allows) is full. The reader moves the bytes as the
-supervisor does, with :meth:`RotatingFile.take_from` (``splice(2)``, or
-``readv(2)`` into one reusable buffer and ``write(2)`` where the kernel
-refuses it).
+The thread moves the bytes with the supervisor's own log pump
+(:class:`herder.supervisor.pump.LogPump`: ``splice(2)`` where the kernel
+allows it), so the task only ever waits on the disk once the pipe's buffer
+(enlarged to 1 MiB where the system allows) is full, and output the disk
+cannot take (it is full, say) is dropped and counted rather than blocking it.
 """
 
 from __future__ import annotations
@@ -28,15 +28,16 @@ from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO, Self
 
 from herder.model import LogConfig
-from herder.supervisor.logfiles import STREAMS, RotatingFile, enlarge_pipe
+from herder.supervisor.logfiles import STREAMS, RotatingFile
+from herder.supervisor.pump import Dropped, LogPump, enlarge_pipe
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
 log = logging.getLogger(__name__)
 
-INITIAL_BUFFER = 64 * 1024
-"""The reader's first buffer; it grows to the pipe's size once a read fills it."""
+BUFFER_SIZE = 64 * 1024
+"""The reader's buffer: what output goes through where it cannot be spliced, or is dropped."""
 
 DRAIN_TIMEOUT = 5.0
 """How long :meth:`LogSink.close` waits for the task's processes to let go of the pipe."""
@@ -50,11 +51,15 @@ class LogSink(io.RawIOBase, BinaryIO):
     of a pipe), or :meth:`write` to it (for drivers that stream logs). A sink
     lives as long as its task, across restarts, so a restarted task continues
     the same files.
+
+    ``on_unsafe`` hears (in the sink's thread) of anything planted at a log
+    file's name, which was removed rather than followed; ``on_dropped`` of
+    output the disk could not take (see :class:`~herder.supervisor.pump.Dropped`).
     """
 
     def __init__(
         self, logs_dir: Path, task_name: str, stream: str, config: LogConfig | None = None,
-        on_unsafe: Callable[[str], None] | None = None,
+        on_unsafe: Callable[[str], None] | None = None, on_dropped: Callable[[Dropped], None] | None = None,
     ) -> None:
         if stream not in STREAMS:
             raise ValueError(f"unknown log stream {stream!r}, expected one of {STREAMS}")
@@ -64,9 +69,10 @@ class LogSink(io.RawIOBase, BinaryIO):
         self.stream = stream
         self.config = config or LogConfig()
         self.on_unsafe = on_unsafe
+        self.on_dropped = on_dropped
         if self.config.max_files < 1 or self.config.max_file_size < 1:
             raise ValueError("logs need max_files >= 1 and max_file_size >= 1")
-        self._read_fd = self._write_fd = -1
+        self._write_fd = -1
         self._write_lock = threading.Lock()
         self._finish_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -77,16 +83,16 @@ class LogSink(io.RawIOBase, BinaryIO):
     def _start(self) -> None:
         """Open the pipe and start the reader, on first use: most tasks' processes
         write through the supervisor, and never touch their sink."""
-        self._file = RotatingFile(self.logs_dir, self.task_name, self.stream, self.config.max_files,
-                                  self.config.max_file_size, self.on_unsafe)
-        self._read_fd, self._write_fd = os.pipe()
-        self._pipe_size = enlarge_pipe(self._write_fd)
-        os.set_blocking(self._read_fd, False)
+        file = RotatingFile(self.logs_dir, self.task_name, self.stream, self.config.max_files,
+                            self.config.max_file_size, self.on_unsafe)
+        read_fd, self._write_fd = os.pipe()
+        enlarge_pipe(self._write_fd)
+        os.set_blocking(read_fd, False)
+        self._pump = LogPump(self.stream, read_fd, file, self.on_dropped)
         self._wake_read, self._wake_write = os.pipe()
-        # Small until the task is seen to write in bulk: most tasks never fill it.
-        self._buffer = memoryview(bytearray(min(INITIAL_BUFFER, self._pipe_size)))
+        self._buffer = memoryview(bytearray(BUFFER_SIZE))
         self._thread = threading.Thread(
-            target=self._pump, name=f"logs-{self.task_name}-{self.stream}", daemon=True
+            target=self._run, name=f"logs-{self.task_name}-{self.stream}", daemon=True
         )
         self._thread.start()
         self._started = True
@@ -163,43 +169,23 @@ class LogSink(io.RawIOBase, BinaryIO):
             os.close(self._wake_write)
             self._finished = True
 
-    def _pump(self) -> None:
-        """The reader thread: move bytes from the pipe to the files until end of input."""
+    def _run(self) -> None:
+        """The reader thread: move the pipe's bytes into the files until end of input, or until told to stop."""
         poller = select.poll()
-        poller.register(self._read_fd, select.POLLIN)
+        poller.register(self._pump.fd, select.POLLIN)
         poller.register(self._wake_read, select.POLLIN)
-        budget: int | None = None  # once stopping: bytes left to save
         try:
-            while True:
-                if budget is None and self._stopping.is_set():
-                    budget = self._pipe_size
-                moved = self._transfer()
-                if moved == 0:
+            # Wait, then move what is there: one poll and one splice per burst of output. (Moving until the
+            # pipe is empty would cost a failed splice, and its exception, at each burst.)
+            while not self._stopping.is_set():
+                poller.poll()
+                if self._pump.pump(self._buffer) == 0:
                     return
-                if moved is None:
-                    if budget is not None:
-                        return
-                    poller.poll()
-                elif budget is not None:
-                    budget -= moved
-                    if budget <= 0:
-                        return
+            self._pump.drain(self._buffer)
         except Exception:
             log.exception("%s of task %s: log capture failed", self.stream, self.task_name)
         finally:
-            self._file.close()
-            os.close(self._read_fd)
-
-    def _transfer(self) -> int | None:
-        """Move what the pipe holds into the files (:meth:`RotatingFile.take_from`).
-
-        Returns the bytes taken from the pipe, 0 at end of input (no writer
-        left), None when the pipe is empty for now.
-        """
-        moved = self._file.take_from(self._read_fd, self._buffer)
-        if moved == len(self._buffer) < self._pipe_size:
-            self._buffer = memoryview(bytearray(self._pipe_size))
-        return moved
+            self._pump.close()
 
 
 @dataclass(frozen=True)
@@ -211,15 +197,15 @@ class TaskLogs:
 
     @classmethod
     def open(cls, logs_dir: Path, task_name: str, config: LogConfig | None = None,
-             on_unsafe: Callable[[str], None] | None = None) -> TaskLogs:
+             on_unsafe: Callable[[str], None] | None = None,
+             on_dropped: Callable[[Dropped], None] | None = None) -> TaskLogs:
         """Start capturing both streams of ``task_name`` into ``logs_dir``.
 
-        ``on_unsafe`` hears (in the sink's thread) of anything planted at a log
-        file's name, which was removed rather than followed.
+        ``on_unsafe`` and ``on_dropped``: as for :class:`LogSink`.
         """
-        stdout = LogSink(logs_dir, task_name, "stdout", config, on_unsafe)
+        stdout = LogSink(logs_dir, task_name, "stdout", config, on_unsafe, on_dropped)
         try:
-            stderr = LogSink(logs_dir, task_name, "stderr", config, on_unsafe)
+            stderr = LogSink(logs_dir, task_name, "stderr", config, on_unsafe, on_dropped)
         except BaseException:
             stdout.close()
             raise

@@ -32,6 +32,7 @@ from herder.context import AllocatedPort, CreatedResources, TaskContext
 from herder.jobspec import task_lookup
 from herder.model import Group, Job, Task
 from herder.objects import Alloc
+from herder.supervisor.pump import Dropped
 
 Lookup = Callable[[str], "str | None"]
 
@@ -148,7 +149,11 @@ class Placement:
         def report_unsafe(message: str) -> None:
             ctx.emit_event(events.UNSAFE_LOG_FILE, message)  # ctx is made below, before any output is written
 
-        logs = TaskLogs.open(task_dir.logs_dir, task.name, task.logs, on_unsafe=report_unsafe)
+        def report_dropped(dropped: Dropped) -> None:
+            ctx.emit_event(events.LOGS_DROPPED, dropped.message, **dropped.details())
+
+        logs = TaskLogs.open(task_dir.logs_dir, task.name, task.logs, on_unsafe=report_unsafe,
+                             on_dropped=report_dropped)
         env = task_environment(job=placed.job, group=placed.group, task=task, alloc_id=alloc.id,
                                alloc_index=alloc.index, task_dir=task_dir, ports=ports, datacenter=node.datacenter)
         ctx = TaskContext(

@@ -30,6 +30,7 @@ from herder.objects import DriverNetwork, ExitResult, parse_signal
 from herder.supervisor import ProcInfo, Supervisor, SupervisorError, SupervisorUnavailable
 from herder.supervisor.proctree import Cgroup
 from herder.supervisor.protocol import process_alive, process_start_time
+from herder.supervisor.pump import Dropped
 
 ABANDON_WAIT = 5.0
 """How long a start that went unanswered waits for its process, if it started, to be killed."""
@@ -86,6 +87,7 @@ class SupervisedProcess:
                 id, argv, env=env, cwd=cwd, user=user, logs_dir=ctx.task_dir.logs_dir, task=ctx.task_name,
                 max_files=task.logs.max_files, max_file_size=task.logs.max_file_size, stop_signal=stop_signal,
                 kill_timeout=task.kill_timeout, output_paths=ctx.output_paths, on_unsafe_log=_reporter(ctx),
+                on_logs_dropped=functools.partial(_report_dropped, ctx),
             )
         except SupervisorUnavailable as err:
             _abandon(supervisor, id)
@@ -107,7 +109,8 @@ class SupervisedProcess:
         if not isinstance(saved, Mapping):
             return None
         supervisor = _supervisor_of(ctx)
-        info = supervisor.attach(saved["id"], on_unsafe_log=_reporter(ctx))
+        info = supervisor.attach(saved["id"], on_unsafe_log=_reporter(ctx),
+                                 on_logs_dropped=functools.partial(_report_dropped, ctx))
         if info is None:
             _kill_orphan(saved["pid"], saved["start_time"], saved.get("cgroup"))
             return None
@@ -215,6 +218,11 @@ def _supervisor_of(ctx: TaskContext) -> Supervisor:
 def _reporter(ctx: TaskContext) -> Callable[[str], None]:
     """What tells the task, in an event, of something it planted among its log files."""
     return functools.partial(ctx.emit_event, events.UNSAFE_LOG_FILE)
+
+
+def _report_dropped(ctx: TaskContext, dropped: Dropped) -> None:
+    """Tell the task, in an event, of output its log files could not take (the disk is full, say)."""
+    ctx.emit_event(events.LOGS_DROPPED, dropped.message, **dropped.details())
 
 
 def _abandon(supervisor: Supervisor, id: str) -> None:

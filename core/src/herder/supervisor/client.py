@@ -36,6 +36,7 @@ from herder.supervisor.protocol import (
     peer_credentials,
     socket_address,
 )
+from herder.supervisor.pump import Dropped
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ class Supervisor:
         self._exits: dict[str, ExitInfo] = {}
         self._exited: dict[str, threading.Event] = {}  # set when the exit is in, or its connection is lost
         self._on_unsafe_log: dict[str, Callable[[str], None]] = {}  # process id -> who hears of planted log files
+        self._on_logs_dropped: dict[str, Callable[[Dropped], None]] = {}  # process id -> who hears of lost output
 
     def __repr__(self) -> str:
         return f"<Supervisor {self.data_dir} session={self.session}>"
@@ -163,7 +165,8 @@ class Supervisor:
     def spawn(self, id: str, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | str | None,
               user: str | None = None, logs_dir: Path, task: str, max_files: int, max_file_size: int,
               stop_signal: int, kill_timeout: float, output_paths: Sequence[Path] | None = None,
-              on_unsafe_log: Callable[[str], None] | None = None) -> ProcInfo:
+              on_unsafe_log: Callable[[str], None] | None = None,
+              on_logs_dropped: Callable[[Dropped], None] | None = None) -> ProcInfo:
         """Start ``argv`` as process ``id`` (unique in the supervisor), owned by this client.
 
         It leads its own process group, in a cgroup of its own where the
@@ -176,6 +179,9 @@ class Supervisor:
         ``on_unsafe_log`` is called (in a thread of this client) with a message
         whenever the supervisor finds something the task planted at a log
         file's name (a link, say), which it removes without following it.
+        ``on_logs_dropped`` is called likewise when the supervisor starts
+        dropping output it cannot write (the disk is full, say), and with the
+        count of bytes dropped when it stops.
 
         :raises SupervisorError: when it cannot start (no such command, bad
             ``cwd``, unknown user, ...), with the reason.
@@ -184,24 +190,24 @@ class Supervisor:
                                 "max_file_size": max_file_size}
         if output_paths is not None:
             logs["paths"] = [str(path) for path in output_paths]
-        self._listen_unsafe_log(id, on_unsafe_log)  # before: the files are opened before the reply
+        self._listen_to_logs(id, on_unsafe_log, on_logs_dropped)  # before: the files are opened before the reply
         try:
             reply = self._request(
                 "spawn", claim=id, id=id, argv=list(argv), env=dict(env), cwd=None if cwd is None else str(cwd),
                 user=user or None, stop_signal=int(stop_signal), kill_timeout=float(kill_timeout), logs=logs,
             )
         except SupervisorError:
-            with self._lock:
-                self._on_unsafe_log.pop(id, None)
+            self._stop_listening_to_logs(id)
             raise
         return ProcInfo(id=id, pid=reply["pid"], start_time=reply["start_time"], cgroup=reply.get("cgroup"))
 
-    def attach(self, id: str, on_unsafe_log: Callable[[str], None] | None = None) -> ProcInfo | None:
+    def attach(self, id: str, on_unsafe_log: Callable[[str], None] | None = None,
+               on_logs_dropped: Callable[[Dropped], None] | None = None) -> ProcInfo | None:
         """Take over process ``id`` (its exit is reported here from now on); None if unknown.
 
-        ``on_unsafe_log``: as in :meth:`spawn` (None keeps the one given before, if any).
+        ``on_unsafe_log``, ``on_logs_dropped``: as in :meth:`spawn` (None keeps the one given before, if any).
         """
-        self._listen_unsafe_log(id, on_unsafe_log)
+        self._listen_to_logs(id, on_unsafe_log, on_logs_dropped)
         try:
             reply = self._request("attach", claim=id, id=id)
         except _UnknownProcess:
@@ -256,7 +262,7 @@ class Supervisor:
             self._exits.pop(id, None)
             self._owners.pop(id, None)
             self._exited.pop(id, None)
-            self._on_unsafe_log.pop(id, None)
+        self._stop_listening_to_logs(id)
 
     def list(self) -> list[ProcStatus]:
         """Every process the supervisor knows, running or exited and not forgotten."""
@@ -284,10 +290,18 @@ class Supervisor:
             if conn.reader is not None:
                 conn.reader.join()  # which closes the socket
 
-    def _listen_unsafe_log(self, id: str, on_unsafe_log: Callable[[str], None] | None) -> None:
-        if on_unsafe_log is not None:
-            with self._lock:
+    def _listen_to_logs(self, id: str, on_unsafe_log: Callable[[str], None] | None,
+                        on_logs_dropped: Callable[[Dropped], None] | None) -> None:
+        with self._lock:
+            if on_unsafe_log is not None:
                 self._on_unsafe_log[id] = on_unsafe_log
+            if on_logs_dropped is not None:
+                self._on_logs_dropped[id] = on_logs_dropped
+
+    def _stop_listening_to_logs(self, id: str) -> None:
+        with self._lock:
+            self._on_unsafe_log.pop(id, None)
+            self._on_logs_dropped.pop(id, None)
 
     # -- the connection ---------------------------------------------------------------------------
 
@@ -434,14 +448,9 @@ class Supervisor:
             conn.sock.close()
 
     def _dispatch(self, conn: _Connection, message: dict[str, Any]) -> None:
-        if message.get("event") == "unsafe_log_file":
-            with self._lock:
-                listener = self._on_unsafe_log.get(message["id"])
-            if listener is not None:
-                try:
-                    listener(str(message["message"]))
-                except Exception:  # the listener's bug must not end the connection
-                    log.exception("reporting an unsafe log file of %s failed", message["id"])
+        event = message.get("event")
+        if event in ("unsafe_log_file", "logs_dropped"):
+            self._tell_about_logs(event, message)
             return
         with self._lock:
             if message.get("event") == "exit":
@@ -451,6 +460,19 @@ class Supervisor:
             elif (pending := conn.replies.get(message.get("rid", -1))) is not None:
                 pending.reply = message
                 pending.done.set()
+
+    def _tell_about_logs(self, event: str, message: dict[str, Any]) -> None:
+        """Hand an event about a process's log files to whoever listens for it."""
+        id = message["id"]
+        with self._lock:
+            unsafe, dropped = self._on_unsafe_log.get(id), self._on_logs_dropped.get(id)
+        try:
+            if event == "unsafe_log_file" and unsafe is not None:
+                unsafe(str(message["message"]))
+            elif event == "logs_dropped" and dropped is not None:
+                dropped(Dropped(str(message["stream"]), str(message["message"]), message.get("bytes")))
+        except Exception:  # the listener's bug must not end the connection
+            log.exception("reporting %s of %s failed", event, id)
 
     def _lost(self, conn: _Connection) -> None:
         """Wake every thread waiting on ``conn``: for a reply, or for the exit of a process it watched."""

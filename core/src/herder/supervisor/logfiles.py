@@ -10,8 +10,6 @@ Standard library only: the supervisor process imports this module.
 from __future__ import annotations
 
 import errno
-import fcntl
-import functools
 import logging
 import os
 import stat
@@ -23,13 +21,7 @@ log = logging.getLogger(__name__)
 STREAMS = ("stdout", "stderr")
 """The streams a task's output is captured from; the middle part of a log file's name."""
 
-PIPE_SIZE = 1024 * 1024
-"""The pipe buffer asked for: how much output a task can write ahead of the disk."""
-
 _MB = 1024 * 1024
-
-_NO_SPLICE = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
-"""What ``splice(2)`` answers for a file it cannot write to (a filesystem without it, say)."""
 
 _OPEN_ATTEMPTS = 3
 """How often :func:`open_log_file` tries when what is at the name keeps vanishing."""
@@ -132,41 +124,18 @@ def indexed_names(dir_fd: int, task: str, stream: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-@functools.cache
-def _pipe_max_size() -> int:
-    try:
-        return int(Path("/proc/sys/fs/pipe-max-size").read_text())
-    except (OSError, ValueError):
-        return PIPE_SIZE
-
-
-def enlarge_pipe(fd: int) -> int:
-    """Grow a pipe's buffer to :data:`PIPE_SIZE`, or as far as allowed; return its size."""
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if set_size is None:
-        return 64 * 1024
-    for size in dict.fromkeys((PIPE_SIZE, min(PIPE_SIZE, _pipe_max_size()))):
-        try:
-            return int(fcntl.fcntl(fd, set_size, size))
-        except OSError:
-            continue
-    return int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
-
-
 class RotatingFile:
     """The file one stream is being written to, and the rotation to the next.
 
     On opening, it continues in the newest existing file if that has room
     (the task was restarted, or the agent was), so numbering never starts over.
-    :meth:`take_from` moves a pipe's bytes in, rotating as files fill; a
-    writer can also :meth:`write` (which keeps :attr:`size` up to date) and
-    call :meth:`rotate` when :attr:`room` is 0.
+    A writer calls :meth:`make_room` (which rotates a full file), then
+    :meth:`splice_from` a pipe or :meth:`write` at most :attr:`room` bytes;
+    both keep :attr:`size` up to date. :class:`herder.supervisor.pump.LogPump`
+    moves a pipe's output in this way.
 
-    Bytes go from the pipe to the file with ``splice(2)``, never through this
-    process, unless ``splice`` is False or the kernel refuses it for the file
-    (then, and from then on, with ``read(2)`` and ``write(2)``). Files are
-    opened without ``O_APPEND``, which ``splice`` refuses: herder is their only
-    writer, and writes at the end it keeps track of.
+    Files are opened without ``O_APPEND``, which ``splice`` refuses: herder is
+    their only writer, and writes at the end it keeps track of.
 
     The task can write the log directory, so every file is opened, made and
     removed through a descriptor of it held from the start, never following a
@@ -177,7 +146,7 @@ class RotatingFile:
     """
 
     def __init__(self, logs_dir: Path, task: str, stream: str, max_files: int, max_file_size: int,
-                 on_unsafe: Callable[[str], None] | None = None, splice: bool = True) -> None:
+                 on_unsafe: Callable[[str], None] | None = None) -> None:
         """``max_file_size`` is in MB (MiB, as Nomad counts them)."""
         if max_files < 1 or max_file_size < 1:
             raise ValueError("logs need max_files >= 1 and max_file_size >= 1")
@@ -187,14 +156,9 @@ class RotatingFile:
         self._max_files = max_files
         self._max_bytes = max_file_size * _MB
         self._on_unsafe = on_unsafe
-        self._splice = splice and hasattr(os, "splice")
         self.fd = -1
         self.index = 0
         self.size = 0
-        self.error: OSError | None = None
-        """Why output is being dropped (the disk is full, say); None while it is written."""
-        self.dropped = 0
-        """Bytes taken from the pipe and dropped since the disk failed."""
         try:
             self._dir_fd = open_log_dir(logs_dir)
         except NotADirectoryError:
@@ -214,90 +178,45 @@ class RotatingFile:
             raise
 
     @property
-    def splices(self) -> bool:
-        """Whether :meth:`take_from` moves bytes with ``splice(2)`` (else with ``read``/``write``)."""
-        return self._splice
-
-    @property
     def room(self) -> int:
         """How many more bytes the current file takes before it is full."""
         return max(0, self._max_bytes - self.size)
 
+    @property
+    def label(self) -> str:
+        """The stream and task, for messages: ``stdout of task web``."""
+        return f"{self._stream} of task {self._task}"
+
+    def make_room(self) -> None:
+        """Make sure a file is open with :attr:`room` for at least one byte: rotate if need be.
+
+        :raises OSError: when the next file cannot be opened (the next call tries it again).
+        """
+        if self.fd < 0 or self.room == 0:
+            self.rotate()
+
     def write(self, data: memoryview) -> None:
-        """Write all of ``data`` to the current file (the caller keeps it within :attr:`room`)."""
+        """Write all of ``data`` to the current file (the caller keeps it within :attr:`room`).
+
+        :raises OSError: when a write fails; :attr:`size` counts what was written before.
+        """
         while data:
             written = os.write(self.fd, data)
             self.size += written
             data = data[written:]
 
-    def take_from(self, pipe: int, buffer: memoryview) -> int | None:
-        """Move what the nonblocking ``pipe`` holds into the files, at most ``len(buffer)`` bytes.
+    def splice_from(self, pipe: int, limit: int) -> int:
+        """Move up to ``limit`` bytes from the nonblocking ``pipe`` into the current file with ``splice(2)``.
 
-        Never past the end of the current file: it rotates first when that is
-        full. ``buffer`` is where bytes go through when they are not spliced.
-        If the disk fails, the bytes are taken from the pipe all the same and
-        dropped, so that the task never blocks on the disk; :attr:`error` says
-        why and :attr:`dropped` counts them, until a write works again.
+        The bytes never pass through this process.
 
-        :returns: the bytes taken from the pipe, 0 at its end (no writer left),
-            None when it is empty for now.
+        :returns: the bytes moved, 0 at the pipe's end.
+        :raises BlockingIOError: when the pipe is empty for now.
+        :raises OSError: as ``splice(2)`` (see :data:`herder.supervisor.pump.NO_SPLICE`).
         """
-        limit = len(buffer)
-        try:
-            if self.fd < 0 or self.room == 0:
-                self.rotate()
-            limit = min(limit, self.room)
-            moved = self._splice_from(pipe, limit) if self._splice else None
-        except BlockingIOError:
-            return None
-        except OSError as err:
-            return self._drop(pipe, buffer[:limit], err)
-        if moved is None:
-            try:
-                moved = os.readv(pipe, [buffer[:limit]])
-            except BlockingIOError:
-                return None
-            before = self.size
-            try:
-                self.write(buffer[:moved])
-            except OSError as err:
-                self._failed(err, moved - (self.size - before))
-                return moved
-        if self.error is not None and moved:
-            log.warning("%s: writing logs again, %d bytes were dropped", self._label(), self.dropped)
-            self.error, self.dropped = None, 0
-        return moved
-
-    def _splice_from(self, pipe: int, limit: int) -> int | None:
-        """Splice up to ``limit`` bytes; None when the file refuses ``splice`` (then never tried again)."""
-        try:
-            moved = os.splice(pipe, self.fd, limit, flags=os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK)
-        except OSError as err:
-            if err.errno not in _NO_SPLICE:
-                raise
-            log.info("%s: splice refused (%s), copying instead", self._label(), err.strerror)
-            self._splice = False
-            return None
+        moved = os.splice(pipe, self.fd, limit, flags=os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK)
         self.size += moved
         return moved
-
-    def _drop(self, pipe: int, buffer: memoryview, err: OSError) -> int | None:
-        """The disk failed: take what the pipe holds all the same, and drop it."""
-        try:
-            moved = os.readv(pipe, [buffer])
-        except BlockingIOError:
-            moved = None
-        self._failed(err, moved or 0)
-        return moved
-
-    def _failed(self, err: OSError, dropped: int) -> None:
-        if self.error is None:
-            log.warning("%s: cannot write logs, dropping output until it works again: %s", self._label(), err)
-        self.error = err
-        self.dropped += dropped
-
-    def _label(self) -> str:
-        return f"{self._stream} of task {self._task}"
 
     def rotate(self) -> None:
         """Close the current file, start the next one and drop the oldest beyond ``max_files``.

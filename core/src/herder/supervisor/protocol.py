@@ -7,9 +7,11 @@ the host's network namespace could reach, tasks sharing it included).
 Messages are JSON objects, one per line. A request is ``{"op": ..., "rid":
 N, ...}`` and its reply ``{"rid": N, "ok": true, ...}`` or ``{"rid": N, "ok":
 false, "error": "message"}``; the supervisor also pushes events, ``{"event":
-"exit", "id", "exit_code", "signal"}`` and ``{"event": "unsafe_log_file", "id",
+"exit", "id", "exit_code", "signal"}``, ``{"event": "unsafe_log_file", "id",
 "message"}`` (something a task planted among its log files was removed, not
-followed).
+followed) and ``{"event": "logs_dropped", "id", "stream", "message", "bytes"}``
+(output the log files cannot take is being dropped, ``bytes`` null; or how many
+bytes were, once writing works again or the output ended).
 
 Standard library only: the supervisor process imports this module.
 """
