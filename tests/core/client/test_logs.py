@@ -181,9 +181,8 @@ def test_failing_disk_drops_output_instead_of_blocking(tmp_path: Path) -> None:
     logs_dir.mkdir()
     with LogSink(logs_dir, "web", "stdout", LogConfig(max_files=2, max_file_size=1)) as sink:
         sink.write(b"a" * MIB)
-        # The full first file is rotated as soon as it is written: let that happen
-        # before the directory goes, or the two race.
-        wait_for((logs_dir / "web.stdout.1").exists, what="the first file rotated")
+        # The first file is filled before the directory goes, or the two race.
+        wait_for(lambda: len(kept_bytes(logs_dir)) == MIB, what="the first file filled")
         shutil.rmtree(logs_dir)
         sink.write(b"b" * 3 * MIB)  # more than the pipe holds: only returns if drained
         logs_dir.mkdir()
