@@ -1,6 +1,6 @@
 """Exec start: 20 exec tasks through herder against 20 bare ``runc run -d`` of equivalent bundles.
 
-    python bench/exec_start.py [--count 20] [--rounds 3]
+    python bench/exec_start.py [--count 20] [--rounds 5]
 
 herder's side is one job with ``count = COUNT`` exec tasks running ``sleep
 300``, through the in-process runner: the time runs from placement until
@@ -9,14 +9,15 @@ hooks, bundle, cgroup, ``runc run`` through the supervisor included). The
 baseline starts COUNT containers with ``runc run -d`` in COUNT parallel
 threads, from bundles written beforehand with the driver's own spec (the
 same mounts, user, namespaces and limits, a memory cgroup of their own), so
-the time runs only while runc works. Best of ROUNDS each; every container
-is removed between rounds, outside the timing. Needs root and runc. The
+the time runs only while runc works. Medians of ROUNDS each, the sides
+taking turns; every container is removed between rounds, outside the timing. Needs root and runc. The
 result replaces the "Exec start" section of ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,7 @@ from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from jobs import until_started
+from jobs import all_ms, load, median_ms, until_started
 from results import write_section
 
 JOB = """
@@ -104,12 +105,13 @@ def through_herder(hooks: Hooks, count: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     hooks = Hooks(load_plugins())
     fingerprint = hooks.fingerprint("exec")
     if not fingerprint.healthy:
         raise SystemExit(f"the exec driver is not healthy: {fingerprint.description}")
+    load_before = load()
     isolation = Isolation({})
     runc, hierarchy = isolation.runc().binary, isolation.hierarchy()
     through_herder(hooks, 2)  # warm up imports, the supervisor and runc's pages
@@ -118,25 +120,24 @@ def main() -> None:
     for _ in range(args.rounds):  # interleaved, so both sides see the same machine
         baseline.append(bare_runc(runc, hierarchy, args.count))
         herder.append(through_herder(hooks, args.count))
-    best_bare, best_herder = min(baseline), min(herder)
-    ratio = best_herder / best_bare
+    ratio = statistics.median(herder) / statistics.median(baseline)
     verdict = "met" if ratio <= 1.3 else "NOT met"
     table = "\n".join([
-        f"| what | time (best of {args.rounds}) |",
+        f"| what | time (median of {args.rounds}) |",
         "|---|---|",
         f"| {args.count} containers started with `runc run -d` from ready bundles in {args.count} threads "
-        f"| {best_bare * 1e3:.0f} ms |",
+        f"| {median_ms(baseline)} |",
         f"| {args.count} exec tasks, a job of `count = {args.count}` in herder, placement to the last `Started` "
-        f"| {best_herder * 1e3:.0f} ms |",
+        f"| {median_ms(herder)} |",
         f"| ratio herder / bare runc | {ratio:.2f} (target ≤ 1.3: {verdict}) |",
         "",
-        f"All rounds (ms): runc {', '.join(f'{t * 1e3:.0f}' for t in baseline)}; "
-        f"herder {', '.join(f'{t * 1e3:.0f}' for t in herder)}. "
+        f"All rounds (ms, taking turns): runc {all_ms(baseline)}; herder {all_ms(herder)}. "
         f"runc {fingerprint.attributes.get('driver.exec.runc.version', '?')}, "
-        f"cgroup v{fingerprint.attributes.get('driver.exec.cgroup.version', '?')}.",
+        f"cgroup v{fingerprint.attributes.get('driver.exec.cgroup.version', '?')}. "
+        f"Load average (1, 5, 15 min) before: {load_before}; after: {load()}.",
     ])
     print(table)
-    write_section("Exec start", "python bench/exec_start.py", table)
+    write_section("Exec start", f"python bench/exec_start.py --rounds {args.rounds}", table)
 
 
 if __name__ == "__main__":
