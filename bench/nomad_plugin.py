@@ -39,6 +39,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -131,7 +132,7 @@ def nomad_time(stamp: str) -> float:
     return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + float(f"0.{fraction or 0}")
 
 
-def start_tasks(cluster: NomadCluster, job: dict[str, object], count: int) -> float:
+def start_tasks(cluster: NomadCluster, job: dict[str, Any], count: int) -> float:
     """Seconds from submitting ``job`` until its ``count`` tasks run."""
     submitted = time.time()
     cluster.api("/v1/jobs", method="PUT", body={"Job": job})
@@ -168,25 +169,36 @@ def side_pss(root: Path) -> dict[str, int]:
     return found
 
 
+def dev_agent_with_raw_exec(cluster: NomadCluster) -> None:
+    """Start ``cluster``'s dev agent with the herder driver and Nomad's own raw_exec, both healthy."""
+    agent = cluster.add("dev", mode="dev")
+    # The tests' agents deny Nomad's own drivers (not under test there): allow raw_exec, the baseline.
+    agent.stop()
+    config = agent.dir / "agent.hcl"
+    config.write_text(config.read_text().replace(",raw_exec\"", "\""))
+    agent.start()
+    cluster.wait_ready()
+    until(lambda: [n for n in cluster.try_api("/v1/nodes") or []
+                   if (n.get("Drivers") or {}).get("raw_exec", {}).get("Healthy")])
+
+
+def sleepers_job(cluster: NomadCluster, name: str, count: int, driver: str) -> dict[str, Any]:
+    """The job of ``count`` sleeping tasks through ``driver`` (a key of :data:`DRIVERS`), parsed by Nomad."""
+    nomad_driver, config = DRIVERS[driver]
+    text = SLEEPERS.format(name=name, count=count, driver=nomad_driver, config=config)
+    return cluster.api("/v1/jobs/parse", method="POST", body={"JobHCL": text})  # type: ignore[no-any-return]
+
+
 def tasks_section(count: int, rounds: int) -> str:
     """Start ``count`` sleeping tasks through herder and through Nomad's raw_exec on one dev agent."""
     load_before = load()
     with tempfile.TemporaryDirectory(prefix="herder-bench-nomad-") as tmp:
         cluster = NomadCluster(Path(tmp))
         try:
-            agent = cluster.add("dev", mode="dev")
-            # The tests' agents deny Nomad's own drivers (not under test there): allow raw_exec, the baseline.
-            agent.stop()
-            config = agent.dir / "agent.hcl"
-            config.write_text(config.read_text().replace(",raw_exec\"", "\""))
-            agent.start()
-            cluster.wait_ready()
-            until(lambda: [n for n in cluster.try_api("/v1/nodes") or []
-                           if (n.get("Drivers") or {}).get("raw_exec", {}).get("Healthy")])
+            dev_agent_with_raw_exec(cluster)
             jobs = {}
-            for side, (driver, config) in DRIVERS.items():
-                text = SLEEPERS.format(name=f"bench-{side}", count=count, driver=driver, config=config)
-                jobs[side] = cluster.api("/v1/jobs/parse", method="POST", body={"JobHCL": text})
+            for side in DRIVERS:
+                jobs[side] = sleepers_job(cluster, f"bench-{side}", count, side)
             times: dict[str, list[float]] = {side: [] for side in DRIVERS}
             memory: dict[str, dict[str, int]] = {}
             for round in range(rounds + 1):  # the first round warms up both sides
