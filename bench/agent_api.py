@@ -120,8 +120,9 @@ UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 def wrk(url: str, paths: list[str], clients: int, seconds: float, script: Path) -> tuple[float, float]:
     """Requests per second and p99 in ms of ``wrk`` with ``clients`` keep-alive connections over ``paths``."""
     script.write_text(WRK_SCRIPT.format(paths=", ".join(f'"{path}"' for path in paths)))
-    out = subprocess.run(["wrk", "-t", str(min(2, clients)), "-c", str(clients), "-d", f"{seconds:g}s", "--latency", "-s",
-                          str(script), url], check=True, capture_output=True, text=True).stdout
+    command = ["wrk", "-t", str(min(2, clients)), "-c", str(clients), "-d", f"{seconds:g}s", "--latency",
+               "-s", str(script), url]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     if "Non-2xx" in out or "Socket errors" in out:
         raise SystemExit(f"wrk saw errors against {url}:\n{out}")
     p99 = re.search(r"^\s*99%\s+([\d.]+)(us|ms|s)$", out, re.MULTILINE)
