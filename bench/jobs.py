@@ -64,9 +64,10 @@ def until_ended(hooks: Hooks, text: str, parent: Path | None = None) -> float:
     return elapsed
 
 
-def until_started(hooks: Hooks, text: str, count: int) -> float:
+def until_started(hooks: Hooks, text: str, count: int, parent: Path | None = None) -> float:
     """Seconds from placing the HCL job ``text`` until ``count`` of its tasks have started;
-    then the job is stopped and cleaned up (not timed)."""
+    then the job is stopped and cleaned up (not timed). The data dir is made in ``parent``
+    (see :func:`placed_job`)."""
     started = 0
     all_started = threading.Event()
     lock = threading.Lock()
@@ -79,7 +80,7 @@ def until_started(hooks: Hooks, text: str, count: int) -> float:
                 if started == count:
                     all_started.set()
 
-    with placed_job(hooks, text, on_event) as run:
+    with placed_job(hooks, text, on_event, parent) as run:
         thread = threading.Thread(target=run.runner.run, daemon=True)
         thread.start()
         ok = all_started.wait(120)
