@@ -135,15 +135,16 @@ def nomad_time(stamp: str) -> float:
 def start_tasks(cluster: NomadCluster, job: dict[str, Any], count: int) -> float:
     """Seconds from submitting ``job`` until its ``count`` tasks run."""
     submitted = time.time()
-    cluster.api("/v1/jobs", method="PUT", body={"Job": job})
+    evaluation = cluster.api("/v1/jobs", method="PUT", body={"Job": job})["EvalID"]
     name = str(job["ID"])
 
-    def running() -> list[dict[str, object]] | None:
-        allocs = [a for a in cluster.allocs(name) if a["ClientStatus"] == "running"]
+    def running() -> list[dict[str, Any]] | None:
+        # This submission's allocations only: those of an earlier round may still be listed.
+        allocs = [a for a in cluster.allocs(name) if a["EvalID"] == evaluation and a["ClientStatus"] == "running"]
         return allocs if len(allocs) >= count else None
 
     until(running)
-    starts = [nomad_time(state["StartedAt"]) for a in cluster.allocs(name)
+    starts = [nomad_time(state["StartedAt"]) for a in running() or []
               for state in (cluster.alloc(a["ID"])["TaskStates"] or {}).values()]
     return max(starts) - submitted
 
