@@ -19,20 +19,16 @@ import argparse
 import hashlib
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from herder.app import ForegroundRun
-from herder.client.client import JobSource
-from herder.client.config import Config, PortsConfig
-from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from herder.supervisor.logfiles import log_files
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jobs import placed_job
 from results import write_section
 
 JOB = """
@@ -75,20 +71,10 @@ def expected(lines: int) -> tuple[int, str]:
 
 def through_herder(hooks: Hooks, image: str, lines: int) -> tuple[float, bytes]:
     """Seconds from placement to the end of the job, and the stdout it kept."""
-    text = JOB.format(suffix=uuid.uuid4().hex[:8], image=image, lines=lines)
-    with tempfile.TemporaryDirectory() as data_dir:
-        config = Config(data_dir=Path(data_dir), ports=PortsConfig(min=2000, max=12000))
-        job = load_job_text(text, "hcl", "bench.hcl")
-        start = time.perf_counter()
-        runner = ForegroundRun(config, hooks, job, JobSource(text=text, format="hcl", source="bench.hcl"),
-                               on_event=lambda record: None)
-        try:
-            runner.place()
-            runner.run()
-            elapsed = time.perf_counter() - start
-        finally:
-            runner.close()
-        [logs] = Path(data_dir, "allocs").glob("*/alloc/logs")
+    with placed_job(hooks, JOB.format(suffix=uuid.uuid4().hex[:8], image=image, lines=lines)) as run:
+        run.runner.run()
+        elapsed = run.elapsed()
+        [logs] = Path(run.data_dir, "allocs").glob("*/alloc/logs")
         kept = b"".join(path.read_bytes() for path in log_files(logs, "t", "stdout"))
     return elapsed, kept
 

@@ -19,6 +19,7 @@ from herder.sdk import (
     set_mode,
     write_atomic,
 )
+from herder.sdk.safefs import make_dir
 
 
 @pytest.fixture
@@ -190,3 +191,44 @@ def test_open_file_creates_without_following(base: Path) -> None:
     assert not (base / "host" / "new").exists()
     assert (base / "root" / "fresh").read_text() == "ok"
     assert stat.S_IMODE((base / "root" / "fresh").stat().st_mode) == 0o644
+
+
+def test_make_dir_gives_new_and_existing_directories_exactly_mode_and_owner(base: Path) -> None:
+    os.chmod(base / "root" / "local", 0o777)  # as a task could have left it
+    old = os.umask(0o077)
+    try:
+        with safe_root(base / "root") as root:
+            for name, mode in (("local", 0o755), ("tmp", 0o1777)):
+                os.close(make_dir(root, name, mode, owner=(65534, 65534)))
+    finally:
+        os.umask(old)
+    for name, mode in (("local", 0o755), ("tmp", 0o1777)):
+        st = (base / "root" / name).stat()
+        assert stat.S_IMODE(st.st_mode) == mode, name
+        if os.geteuid() == 0:
+            assert (st.st_uid, st.st_gid) == (65534, 65534), name
+
+
+def test_make_dir_leaves_a_directory_that_is_as_asked_untouched(base: Path) -> None:
+    # Each chmod is a journalled write of the inode, and every task's placement makes these directories.
+    os.chmod(base / "root" / "local", 0o755)
+    before = (base / "root" / "local").stat().st_ctime_ns
+    with safe_root(base / "root") as root:
+        os.close(make_dir(root, "local", 0o755))
+    assert (base / "root" / "local").stat().st_ctime_ns == before
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b"])
+def test_make_dir_takes_one_component(base: Path, name: str) -> None:
+    with safe_root(base / "root") as root, pytest.raises(UnsafePathError, match="single path component"):
+        make_dir(root, name, 0o755)
+
+
+def test_make_dir_refuses_a_link(base: Path) -> None:
+    (base / "root" / "planted").symlink_to(base / "host")
+    before = (base / "host").stat()
+    with safe_root(base / "root") as root, pytest.raises(UnsafePathError, match="a link"):
+        make_dir(root, "planted", 0o1777)
+    after = (base / "host").stat()
+    assert (after.st_mode, after.st_ctime_ns) == (before.st_mode, before.st_ctime_ns)
+    assert (base / "host" / "secret").read_text() == "host data"

@@ -245,3 +245,14 @@ def test_flush_waits_for_the_loop_to_apply_a_change(registry: LocalRegistry) -> 
         assert set(registry.read().services) == {"_herder-1"}
     finally:
         sync.close()
+
+
+def test_a_task_without_services_wakes_no_sync(registry: LocalRegistry) -> None:
+    # Every task's start sets its services; most have none, and a pass of the loop each is wasted work.
+    sync = ServiceSync(registry)
+    sync.set("a/t", [])
+    assert sync._generation == 0  # nothing changed, so the loop has nothing to match
+    sync.set("b/t", [ServiceRegistration(id="_herder-1", name="web", address="h", port=1)])
+    sync.set("b/t", [])  # a task that had services and now has none is a change
+    assert sync._generation == 2
+    assert sync.desired() == {}

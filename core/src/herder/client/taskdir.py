@@ -35,7 +35,7 @@ from pathlib import Path
 
 from herder.context import TaskDir
 from herder.sdk.paths import ALLOC_SHARED
-from herder.sdk.safefs import UnsafePathError, open_dir, safe_root, set_mode
+from herder.sdk.safefs import UnsafePathError, make_dir, safe_root
 
 Owner = tuple[int, int]
 """A ``(uid, gid)``."""
@@ -115,11 +115,13 @@ def build_alloc_dir(data_dir: Path, alloc_id: str) -> Path:
     :raises UnsafePathError: a link or a file where one of these directories should be.
     """
     root = alloc_dir_path(data_dir, alloc_id)
+    shared = root / ALLOC_SHARED
     with (safe_root(data_dir) as data,
-          _directory(data, data_dir, f"allocs/{alloc_id}", ALLOCS_MODE) as alloc,
-          _directory(alloc, root, ALLOC_SHARED, 0o755) as shared):
+          _directory(data, data_dir, "allocs", ALLOCS_MODE) as allocs,
+          _directory(allocs, root.parent, alloc_id, ALLOCS_MODE) as alloc,
+          _directory(alloc, root, ALLOC_SHARED, 0o755) as shared_fd):
         for name, mode in SHARED_DIRS.items():
-            with _directory(shared, root / ALLOC_SHARED, name, mode):
+            with _directory(shared_fd, shared, name, mode):
                 pass
     return root
 
@@ -142,15 +144,15 @@ def build_task_dir(alloc_dir_root: Path, task_name: str, owner: Owner | None = N
 
 
 @contextmanager
-def _directory(parent: int, where: Path, relative: str, mode: int, owner: Owner | None = None) -> Iterator[int]:
-    """Open ``relative`` beneath ``parent`` (the directory at ``where``), made if missing; the last
-    component gets ``mode`` and ``owner`` even if it existed. Errors name the whole host path."""
+def _directory(parent: int, where: Path, name: str, mode: int, owner: Owner | None = None) -> Iterator[int]:
+    """Open the directory ``name`` in ``parent`` (the directory at ``where``), made if missing, with
+    ``mode`` and ``owner`` even if it existed (:func:`~herder.sdk.safefs.make_dir`: one ``mkdir``,
+    ``open`` and ``fchmod`` for a new one, the most common case). Errors name the whole host path."""
     try:
-        fd = open_dir(parent, relative, create=mode, owner=owner)
+        fd = make_dir(parent, name, mode, owner)
     except UnsafePathError as exc:
         raise UnsafePathError(str(where / exc.path), exc.reason) from None
     try:
-        set_mode(fd, mode, owner)
         yield fd
     finally:
         os.close(fd)

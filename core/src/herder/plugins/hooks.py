@@ -59,7 +59,14 @@ class Hooks:
     # -- choosing the participants ----------------------------------------
 
     def _caller(self, hook: str, who: Participants, driver: str = "") -> Any:
-        """A hook caller restricted to ``who`` (cached)."""
+        """A hook caller restricted to ``who`` (cached).
+
+        Every task calls a score of hooks, so the caller is chosen once: when
+        no plugin taking part implements the hook, :func:`_no_implementation`
+        (pluggy would still check the arguments and run its call loop for
+        nothing); when the subset holds every implementation, the hook's own
+        caller (a subset caller filters the implementations again at each call).
+        """
         key = (hook, who, driver)
         caller = self._callers.get(key)
         if caller is None:
@@ -74,12 +81,18 @@ class Hooks:
                     keep[driver] = driver_plugin
             kept = {id(p) for p in keep.values()}
             remove = [p for _, p in self.plugins.pm.list_name_plugin() if id(p) not in kept]
+            whole = getattr(self.plugins.pm.hook, hook)
             caller = self.plugins.pm.subset_hook_caller(hook, remove)
+            implementations = caller.get_hookimpls()
+            if not implementations:
+                caller = _no_implementation
+            elif len(implementations) == len(whole.get_hookimpls()):
+                caller = whole
             self._callers[key] = caller
         return caller
 
     def _implemented(self, hook: str, who: Participants, driver: str = "") -> bool:
-        return bool(self._caller(hook, who, driver).get_hookimpls())
+        return self._caller(hook, who, driver) is not _no_implementation
 
     def _observe(self, hook: str, task: Task, ctx: TaskContext, **kwargs: Any) -> None:
         """Call an observer hook; a failure becomes a ``Task hook failed`` event."""
@@ -200,6 +213,12 @@ class Hooks:
         """One step of cleanup; :mod:`herder.client.lifecycle` calls the steps in :data:`CLEANUP_ORDER`
         and retries a step that raised ``RecoverableError``."""
         self._caller("herder_task_cleanup", who, task.driver)(task=task, ctx=ctx)
+
+
+def _no_implementation(**kwargs: Any) -> None:
+    """The call of a hook that no plugin taking part implements: what pluggy returns
+    for a *firstresult* hook, and nothing anyone reads for the others."""
+    return None
 
 
 def _drivers_of(tasks: Iterable[Task]) -> list[str]:

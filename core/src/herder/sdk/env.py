@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, MutableMapping
+from functools import lru_cache
 from os import PathLike
 
 PREFIXES = ("HERDER_", "NOMAD_")
@@ -40,22 +41,35 @@ def clean_env_var(name: str) -> str:
     a two-byte UTF-8 character gives two), and so does a leading digit:
     ``http-admin`` gives ``http_admin``.
     """
-    cleaned = _INVALID_CHAR.sub(lambda m: "_" * len(m.group().encode()), name)
+    cleaned = _clean_bytes(name)
     if cleaned[:1].isdigit():
         cleaned = "_" + cleaned[1:]
     return cleaned
 
 
+@lru_cache(maxsize=4096)
+def _clean_bytes(name: str) -> str:
+    """``name`` with every byte other than ASCII letters, digits and ``_`` made ``_``.
+
+    Cached: every task's environment cleans the same few dozen names.
+    """
+    return _INVALID_CHAR.sub(lambda m: "_" * len(m.group().encode()), name)
+
+
 def set_var(env: MutableMapping[str, str], name: str, value: str) -> None:
     """Set ``HERDER_<name>`` and ``NOMAD_<name>`` (``name`` is cleaned)."""
+    # The prefixes are valid and start with a letter: cleaning ``prefix + name``
+    # only ever changes the name's bytes, never its first character's rule.
+    cleaned = _clean_bytes(name)
     for prefix in PREFIXES:
-        env[clean_env_var(prefix + name)] = value
+        env[prefix + cleaned] = value
 
 
 def get_var(env: Mapping[str, str], name: str) -> str | None:
     """The value of ``HERDER_<name>`` (or else ``NOMAD_<name>``), if set."""
+    cleaned = _clean_bytes(name)
     for prefix in PREFIXES:
-        value = env.get(clean_env_var(prefix + name))
+        value = env.get(prefix + cleaned)
         if value is not None:
             return value
     return None

@@ -109,7 +109,7 @@ def open_dir(dir_fd: int, relative: str | PurePosixPath, *, create: int | None =
     fd = os.open(".", _DIR_FLAGS, dir_fd=dir_fd)
     for index, name in enumerate(parts):
         try:
-            child = _open_child_dir(fd, name, "/".join(parts[: index + 1]), create, owner)
+            child, _ = _open_child_dir(fd, name, "/".join(parts[: index + 1]), create, owner)
         finally:
             os.close(fd)
         fd = child
@@ -117,8 +117,8 @@ def open_dir(dir_fd: int, relative: str | PurePosixPath, *, create: int | None =
 
 
 def _open_child_dir(dir_fd: int, name: str, shown: str, create: int | None,
-                    owner: tuple[int, int] | None) -> int:
-    """Open one directory component, making it first if asked to and missing."""
+                    owner: tuple[int, int] | None) -> tuple[int, bool]:
+    """Open one directory component, making it first if asked to and missing; and whether it was made."""
     made: int | None = None
     if create is not None:
         try:
@@ -139,6 +139,30 @@ def _open_child_dir(dir_fd: int, name: str, shown: str, create: int | None,
         except BaseException:
             os.close(fd)
             raise
+    return fd, made is not None
+
+
+def make_dir(dir_fd: int, name: str, mode: int, owner: tuple[int, int] | None = None) -> int:
+    """Open the directory ``name`` directly in ``dir_fd`` without following a link, made if missing;
+    it ends with exactly ``mode`` and, if given, ``owner``, whether it was made or already there.
+
+    A directory this call makes gets them once; an existing one only if it
+    differs (each change is a journalled write of the inode). Raises
+    :class:`UnsafePathError` if ``name`` is a link or not a directory. The
+    caller closes the returned descriptor.
+    """
+    if name in ("", ".", "..") or "/" in name:
+        raise UnsafePathError(name, "not a directory name (a single path component is needed)")
+    fd, made = _open_child_dir(dir_fd, name, name, mode, owner)
+    if made:
+        return fd
+    try:
+        status = os.fstat(fd)
+        if status.st_mode & 0o7777 != mode or (owner is not None and (status.st_uid, status.st_gid) != owner):
+            set_mode(fd, mode, owner)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 

@@ -63,8 +63,13 @@ class ServiceSync:
 
     def set(self, owner: str, services: Iterable[ServiceRegistration]) -> None:
         """Make ``services`` the ones ``owner`` (a task or a group of an allocation) wants."""
+        wanted = {service.id: service for service in services}
         with self._lock:
-            self._desired[owner] = {service.id: service for service in services}
+            if not wanted and owner not in self._desired:
+                # Nothing wanted, before or now (every task without services starts so):
+                # no change, so no pass of the sync loop for it.
+                return
+            self._desired[owner] = wanted
             self._generation += 1
         self._wake.set()
 
