@@ -32,9 +32,12 @@ REATTACHED = "Reattached"
 """herder's own: the task was found running after herder started again."""
 UNSAFE_LOG_FILE = "Unsafe Log File"
 """herder's own: something not a log file (a link, say) was at a log file's name; it was removed, not followed."""
+STATE_WRITE_FAILED = "State Write Failed"
+"""herder's own: the state database cannot be written (a full disk, say); what the task does from then on is
+written once it can be, if herder still runs."""
 
 FAILURES = frozenset({
     DRIVER_FAILURE, SETUP_FAILURE, FAILED_VALIDATION, NOT_RESTARTING, TASK_HOOK_FAILED,
-    FAILED_ARTIFACT_DOWNLOAD, SIBLING_TASK_FAILED,
+    FAILED_ARTIFACT_DOWNLOAD, SIBLING_TASK_FAILED, STATE_WRITE_FAILED,
 })
 """The types a front end shows as a failure."""

@@ -41,7 +41,7 @@ class DeferredCleanups:
     def add(self, alloc_id: str, task: str, phase: Phase, delay: float) -> None:
         """Call ``phase`` of the task's cleanup again in ``delay`` seconds."""
         self.store.defer(Deferred(kind=KIND, key=f"{alloc_id}/{task}/{phase}", due=time.time() + delay,
-                                  payload={"alloc_id": alloc_id, "task": task, "phase": phase}))
+                                  payload={"alloc_id": alloc_id, "task": task, "phase": phase}), wait=False)
         self._wake.set()
 
     def start(self) -> None:
@@ -84,4 +84,4 @@ class DeferredCleanups:
             except Exception as exc:
                 log.warning("deferred cleanup of task %s of allocation %s: %s", task_name, alloc_id,
                             self.hooks.describe_failure("herder_task_cleanup", exc))
-        self.store.done(work.kind, work.key)
+        self.store.done(work.kind, work.key, wait=False)
