@@ -139,6 +139,9 @@ def test_an_agent_keeps_its_tasks_on_a_full_disk_and_carries_on_once_there_is_ro
             agent.wait_event(alloc["id"], "sleeper", "State Write Failed", timeout=60)
             assert agent.alloc(alloc["id"])["tasks"]["sleeper"]["state"] == "running"
             assert alive(pid)
+            with agent.http() as http:  # a job it cannot record is refused
+                refused = http.post("/v1/jobs", json={"text": LATER, "format": "hcl"})
+            assert refused.status_code == 409 and FULL in refused.json()["error"], refused.text
 
             filler.unlink()
             [later] = agent.submit(LATER)["allocations"]  # the agent carries on

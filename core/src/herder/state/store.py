@@ -263,7 +263,7 @@ class Store:
             self._execute("COMMIT")
         except BaseException as exc:
             self._rollback()
-            if isinstance(exc, StateError):
+            if isinstance(exc, StateError) and _sqlite_failed(exc):
                 self._failed(exc)
             raise
         else:
@@ -395,7 +395,7 @@ class Store:
         try:
             result = write.apply()
         except StateError as exc:
-            if not isinstance(exc.__cause__, sqlite3.IntegrityError) or not self._db.in_transaction:
+            if _sqlite_failed(exc) or not self._db.in_transaction:
                 raise
             self._execute("ROLLBACK TO write")
             return None, exc
@@ -694,6 +694,13 @@ class Store:
         problems += [f"row {rowid} of {table} refers to a missing row of {parent}"
                      for table, rowid, parent, _ in self._query("PRAGMA foreign_key_check")]
         return problems
+
+
+def _sqlite_failed(exc: StateError) -> bool:
+    """Whether SQLite failed to do its work (disk full, I/O error, locked too
+    long), rather than refusing a statement (a constraint) or herder refusing
+    the database."""
+    return isinstance(exc.__cause__, sqlite3.OperationalError)
 
 
 # -- rows <-> records -------------------------------------------------------------------------
