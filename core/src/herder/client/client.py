@@ -151,8 +151,9 @@ class Client:
 
         The allocations are not running yet: :meth:`run` starts them.
 
-        :raises PlacementError: a driver is unavailable, a task's user is denied
-            or a port cannot be had; nothing is left placed.
+        :raises PlacementError: a driver is unavailable, a task's user is denied,
+            a port cannot be had or the allocations cannot be recorded (the
+            state database cannot be written); nothing is left placed.
         """
         self._check_drivers(job)
         denied = denied_users(job, self.config.client)
