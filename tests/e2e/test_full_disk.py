@@ -156,3 +156,24 @@ def test_an_agent_keeps_its_tasks_on_a_full_disk_and_carries_on_once_there_is_ro
         finally:
             agent.shutdown()
         assert not wait_until_gone(data_dir, timeout=30)
+
+
+def test_an_agent_on_a_full_disk_still_exits_on_sigterm(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "data") as data_dir:
+        agent = AgentProcess(tmp_path)
+        agent.start()
+        try:
+            [alloc] = agent.submit(JOB.format(go=tmp_path / "go"))["allocations"]
+            agent.wait_task(alloc["id"], "sleeper")
+            pid = sleeper_pid(data_dir)
+            filler = fill_and_trigger(tmp_path, data_dir)
+            agent.wait_event(alloc["id"], "sleeper", "State Write Failed", timeout=60)
+            assert agent.terminate(timeout=60) == 1  # what happened meanwhile is not saved
+            assert alive(pid)  # its tasks outlive it, as always
+            log = agent.log.read_text()
+            assert_told_in_one_line(log)
+            assert "internal error" not in log
+            filler.unlink()
+        finally:
+            agent.shutdown()  # started again on the data dir: it reattaches the sleeper, and stops it
+        assert not wait_until_gone(data_dir, timeout=30)

@@ -245,6 +245,9 @@ def main() -> None:
     """The console script: a bug of herder's is one line, unless HERDER_DEBUG=1 asks for the traceback."""
     try:
         cli()
+    except StateError as exc:  # the host's fault (a full disk...), not a bug of herder's
+        say(f"herder: {exc}")
+        sys.exit(EXIT_FAILED)
     except Exception as exc:
         if os.environ.get("HERDER_DEBUG") == "1":
             raise
