@@ -430,17 +430,6 @@ class Store:
             else:
                 self._on_recovery()
 
-    def flush(self) -> None:
-        """Commit the pending writes now.
-
-        :raises StateError: they could not be (they are kept for a later commit).
-        """
-        with self._lock:
-            failure = self._commit_pending()
-        self._report()
-        if failure is not None:
-            raise StateError(str(failure))
-
     def _execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> sqlite3.Cursor:
         """Run one statement; the caller holds the lock (through transaction() for writes)."""
         try:
