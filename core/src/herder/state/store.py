@@ -63,12 +63,13 @@ class _Write:
     """A write on its way to a commit: a function of SQL statements, run in
     a savepoint of the group's transaction."""
 
-    __slots__ = ("apply", "committed", "error", "result", "retry")
+    __slots__ = ("apply", "done", "error", "result", "retry", "waited")
 
-    def __init__(self, apply: Callable[[], Any], *, retry: bool) -> None:
+    def __init__(self, apply: Callable[[], Any], *, retry: bool, waited: bool) -> None:
         self.apply = apply
         self.retry = retry  # kept for the next commit if this one fails
-        self.committed = threading.Event()
+        self.waited = waited  # its waiter takes its error; else the commit logs it
+        self.done = threading.Event()  # its commit succeeded or failed
         self.result: Any = None
         self.error: BaseException | None = None
 
@@ -310,7 +311,7 @@ class Store:
         if self._owner == threading.get_ident():
             with self.transaction():
                 return apply()
-        write = _Write(apply, retry=retry)
+        write = _Write(apply, retry=retry, waited=wait)
         with self._queue:
             if self._closing:
                 raise StateError(f"{self.path}: the state database is closed")
@@ -328,7 +329,7 @@ class Store:
         if failure is not None:  # no retry due: don't hold up the caller with a commit that fails
             raise StateError(str(failure))
         with self._lock:
-            if not write.committed.is_set():  # else a commit of another thread took it
+            if not write.done.is_set():  # else a commit of another thread took it
                 self._commit_pending()
         self._report()
         return write.outcome()
@@ -376,14 +377,14 @@ class Store:
                 self._pending[:0] = kept
             for write in batch:
                 write.error = StateError(str(exc))
-                write.committed.set()
+                write.done.set()
             self._failed(exc)
             return exc
         for write, (result, error) in zip(batch, outcomes, strict=True):
             write.result, write.error = result, error
-            if error is not None and not isinstance(error, (KeyError, TypeError, ValueError)):
+            if error is not None and not write.waited:
                 log.warning("%s: a write failed: %s", self.path, error)
-            write.committed.set()
+            write.done.set()
         self._succeeded()
         return None
 
