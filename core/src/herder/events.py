@@ -36,9 +36,12 @@ LOGS_DROPPED = "Logs Dropped"
 """herder's own: output could not be written to the log files (the disk is full, say) and is dropped rather than
 blocking the task; details: ``stream``, and ``bytes`` (how many were dropped) once writing works again or the
 output ends."""
+STATE_WRITE_FAILED = "State Write Failed"
+"""herder's own: the state database cannot be written (a full disk, say); what the task does from then on is
+written once it can be, if herder still runs."""
 
 FAILURES = frozenset({
     DRIVER_FAILURE, SETUP_FAILURE, FAILED_VALIDATION, NOT_RESTARTING, TASK_HOOK_FAILED,
-    FAILED_ARTIFACT_DOWNLOAD, SIBLING_TASK_FAILED,
+    FAILED_ARTIFACT_DOWNLOAD, SIBLING_TASK_FAILED, STATE_WRITE_FAILED,
 })
 """The types a front end shows as a failure."""

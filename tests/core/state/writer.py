@@ -8,6 +8,9 @@ deletions.
 ``python -m tests.core.state.writer burst DB PREFIX COUNT`` runs
 :func:`write_allocs` and exits.
 
+``python -m tests.core.state.writer ordered DB`` runs :func:`ordered` until
+it is killed.
+
 Both print ``writing`` when they start to write.
 
 :func:`start` runs it from a test.
@@ -28,6 +31,9 @@ from herder.state import Deferred, JobRecord, Store
 from tests.core.state.factory import TASK_NAMES, make_alloc, make_job, stored_task
 
 REPO = Path(__file__).resolve().parents[3]
+
+ORDERED = "ordered"
+"""The allocation :func:`ordered` writes."""
 
 ALLOCS_KEPT = 5
 """Churn deletes all but its last few allocations, so the kill can land in a delete too."""
@@ -67,6 +73,18 @@ def write_allocs(store: Store, job: JobRecord, prefix: str, count: int) -> None:
         store.update_alloc(alloc_id, status="running")
 
 
+def ordered(store: Store, job: JobRecord) -> None:
+    """Updates nobody waits for, as runners make them: the ``web`` then the
+    ``worker`` task of one allocation counted up in turn, from where the last
+    writer left them. A database with a write but not one made before it
+    shows as ``worker`` ahead of ``web``, or ``web`` more than one ahead."""
+    if store.alloc(ORDERED) is None:
+        store.put_alloc(*make_alloc(ORDERED, job))
+    for count in itertools.count(stored_task(store, ORDERED, "web").restarts + 1):
+        store.update_task(ORDERED, "web", wait=False, restarts=count)
+        store.update_task(ORDERED, "worker", wait=False, restarts=count)
+
+
 def start(*args: str) -> subprocess.Popen[bytes]:
     """Run this module in a new process with ``args``; its stdout is a pipe.
 
@@ -84,6 +102,8 @@ def main(argv: list[str]) -> None:
         print("writing", flush=True)
         if mode == "churn":
             churn(store, job, int(args[0]))
+        elif mode == "ordered":
+            ordered(store, job)
         else:
             write_allocs(store, job, args[0], int(args[1]))
 

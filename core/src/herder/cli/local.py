@@ -25,6 +25,7 @@ from herder.client.config import Config, load_config
 from herder.errors import ConfigError, JobError, PlacementError
 from herder.model import Job
 from herder.plugins.hooks import Hooks
+from herder.state import StateError
 
 
 def plugin_options(func: F) -> F:
@@ -127,7 +128,11 @@ def run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], as_
         with view, (TaskOutput(foreground.allocs, view.output) if show_logs else contextlib.nullcontext()):
             status = foreground.run()
     finally:
-        foreground.close()
+        try:
+            foreground.close()
+        except StateError as exc:  # what the run did could not all be saved
+            say(f"Error: {exc}")
+            status = "failed"
     if as_json:
         click.echo(json.dumps({"summary": foreground.summary(status)}))
     else:

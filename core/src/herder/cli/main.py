@@ -60,7 +60,17 @@ def main() -> None:
     try:
         cli()
     except Exception as exc:
+        if _state_error(exc):  # the host's fault (a full disk...), not a bug of herder's
+            say(f"herder: {exc}")
+            sys.exit(EXIT_FAILED)
         if os.environ.get("HERDER_DEBUG") == "1":
             raise
         say(f"herder: internal error: {type(exc).__name__}: {exc} (HERDER_DEBUG=1 shows the traceback)")
         sys.exit(EXIT_FAILED)
+
+
+def _state_error(exc: Exception) -> bool:
+    """Whether ``exc`` is the state database failing. Only a command that opened the state can have
+    raised one, and only it has imported the state module: a command that did not is not made to."""
+    store = sys.modules.get("herder.state.store")
+    return store is not None and isinstance(exc, store.StateError)

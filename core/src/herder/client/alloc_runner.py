@@ -24,11 +24,13 @@ after them.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from herder import events
 from herder.client.placement import PlacedAlloc, PlacedTask
@@ -38,7 +40,7 @@ from herder.context import AllocatedPort
 from herder.model import POSTSTART, POSTSTOP, PRESTART, Task
 from herder.objects import TaskEvent
 from herder.plugins.hooks import Hooks, Participants
-from herder.state import Store, TaskRecord
+from herder.state import StateError, Store, TaskRecord
 
 
 class _Stage(enum.Enum):
@@ -133,6 +135,7 @@ class AllocRunner:
         self._coordinating = False  # set once the tasks may start: from then on, state changes move the phases
         self._phase = _Phase.PRESTART
         self._killing = False  # the tasks are being killed for a sibling's failure, a leader or the main tasks
+        self._state_lost = False  # stopped because the state database could not be written
         self._max_kill_timeout = max_kill_timeout
         self.tasks = [self._task_runner(task, (restored or {}).get(task.task.name)) for task in placed.tasks]
         self._remaining = sum(not runner.done for runner in self.tasks)
@@ -150,9 +153,21 @@ class AllocRunner:
                                 started_at=record.started_at, finished_at=record.finished_at)
             status.events = [event for _, event in self.store.events(self.alloc.id, task.name)]
         return TaskRunner(placed, self.hooks, tracker, on_event=self._forward, on_dead=self._task_dead,
-                          persist=functools.partial(self.store.update_task, self.alloc.id, task.name),
+                          persist=functools.partial(self._persist, task.name),
                           defer_cleanup=functools.partial(self._defer_cleanup, self.alloc.id, task.name),
                           status=status, recover=self._recover_state(record), max_kill_timeout=self._max_kill_timeout)
+
+    def _persist(self, task: str, **changes: Any) -> None:
+        """Store changed fields of a task's record.
+
+        The write that records a started task's handle state is committed
+        before its runner goes on: it is what makes a restarted herder find
+        the task rather than start it again. The others are committed with
+        the next group. A failed write never reaches the runner (see
+        :func:`_written`).
+        """
+        durable = changes.get("handle_state") is not None
+        _written(lambda: self.store.update_task(self.alloc.id, task, wait=durable, **changes))
 
     @staticmethod
     def _recover_state(record: TaskRecord | None) -> dict[str, object] | None:
@@ -175,7 +190,7 @@ class AllocRunner:
 
     @property
     def failed(self) -> bool:
-        return any(t.status.failed for t in self.tasks)
+        return self._state_lost or any(t.status.failed for t in self.tasks)
 
     @property
     def status(self) -> str:
@@ -192,14 +207,14 @@ class AllocRunner:
     # -- running -----------------------------------------------------------
 
     def _forward(self, runner: TaskRunner, event: TaskEvent) -> None:
-        self.store.add_event(self.alloc.id, runner.name, event)
+        _written(lambda: self.store.add_event(self.alloc.id, runner.name, event, wait=False))
         self._on_event(EventRecord(self.alloc.id, self.alloc.name, runner.name, event))
         if event.type in (events.STARTED, events.REATTACHED):  # a task now running may open the next phase
             self._update()
 
     def run(self) -> None:
         """Start the tasks in their lifecycle order and return when all are dead and cleaned up."""
-        self.store.update_alloc(self.alloc.id, status="running")
+        _written(lambda: self.store.update_alloc(self.alloc.id, status="running", wait=False))
         if not self.restored:
             try:
                 self.hooks.alloc_prerun(self.alloc)
@@ -323,11 +338,24 @@ class AllocRunner:
         if self._done.is_set():
             return
         self._stop_requested.set()
-        self.store.update_alloc(self.alloc.id, desired="stop")
+        _written(lambda: self.store.update_alloc(self.alloc.id, desired="stop", wait=False))
         with self._lock:
             runners = [runner for runner in self.tasks
                        if _stage(runner.task) is not _Stage.POSTSTOP or runner.started]
         threading.Thread(target=self._kill_in_order, args=(runners, None), daemon=True).start()
+
+    def state_failed(self, message: str, *, stop: bool) -> None:
+        """The state database cannot be written (``message`` says why): tell
+        every task that is not dead; with ``stop``, stop them too, and the
+        allocation fails."""
+        if self._tasks_dead.is_set():
+            return
+        for runner in self.tasks:
+            if not runner.done:
+                runner.emit(events.STATE_WRITE_FAILED, message)
+        if stop:
+            self._state_lost = True
+            self.stop()
 
     def fail_restore(self, message: str) -> None:
         """Fail an allocation an earlier herder ran that cannot be set up again
@@ -353,6 +381,15 @@ class AllocRunner:
         except Exception as exc:
             for runner in self.tasks:
                 runner.emit(events.TASK_HOOK_FAILED, self.hooks.describe_failure("herder_alloc_postrun", exc))
-        self.store.update_alloc(self.alloc.id, status=self._final_status())
+        _written(lambda: self.store.update_alloc(self.alloc.id, status=self._final_status(), wait=False))
         self._on_done(self)
         self._done.set()
+
+
+def _written(write: Callable[[], None]) -> None:
+    """Make a state write that may fail: the runners go on to their end
+    whatever the state database does. The store tells the client that its
+    commits fail (see :class:`herder.state.Store`); what was not written is
+    kept for the next commit."""
+    with contextlib.suppress(StateError):
+        write()

@@ -9,6 +9,7 @@ them. Every front end (``herder run``, the agent) is a thin layer over it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -38,7 +39,7 @@ from herder.model import Group, Job, Task
 from herder.objects import TaskEvent
 from herder.plugins.hooks import Hooks
 from herder.sdk import UnsafePathError
-from herder.state import AllocRecord, JobRecord, PortRecord, Store, TaskRecord, job_id
+from herder.state import AllocRecord, JobRecord, PortRecord, StateError, Store, TaskRecord, job_id
 from herder.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,11 @@ class Client:
     which then runs ``on_lost`` (``{"argv": [...], "env": {...}}``) to clean
     up what is left. ``on_event`` sees every task event of every allocation,
     ``on_health`` every change of a service check's status.
+
+    When the state database cannot be written (a full disk, say), every task
+    is told by a ``State Write Failed`` event; with ``keep`` false the tasks
+    are stopped and their allocations fail, else they run on and what they
+    do is written once the database can be written again.
     """
 
     def __init__(self, config: Config, hooks: Hooks, *, keep: bool = True, on_lost: dict[str, Any] | None = None,
@@ -81,7 +87,11 @@ class Client:
         self.data_dir = config.data_dir
         make_data_dir(self.data_dir)
         self._session_lock = SessionLock(self.data_dir, self.session)
-        self.store = Store(self.data_dir / STATE_FILE)
+        self._allocs: dict[str, AllocRunner] = {}
+        self._threads: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+        self.store = Store(self.data_dir / STATE_FILE, on_failure=self._state_failed,
+                           on_recovery=self._state_recovered)
         self.supervisor = Supervisor(self.data_dir, session=self.session, keep=keep, on_lost=on_lost)
         self.ports = PortAllocator(config.ports.min, config.ports.max, config.ports.reserved,
                                    host_ip=config.ports.host_ip)
@@ -94,9 +104,6 @@ class Client:
         self.deferred = DeferredCleanups(self.store, hooks, self._rebuild_task)
         self._on_event = on_event or (lambda record: None)
         self.on_health = on_health or (lambda change: None)
-        self._allocs: dict[str, AllocRunner] = {}
-        self._threads: dict[str, threading.Thread] = {}
-        self._lock = threading.Lock()
         self.builtins = builtin_plugins(self)
         hooks.add_builtins((plugin.name, plugin) for plugin in self.builtins)
 
@@ -144,8 +151,9 @@ class Client:
 
         The allocations are not running yet: :meth:`run` starts them.
 
-        :raises PlacementError: a driver is unavailable, a task's user is denied
-            or a port cannot be had; nothing is left placed.
+        :raises PlacementError: a driver is unavailable, a task's user is denied,
+            a port cannot be had or the allocations cannot be recorded (the
+            state database cannot be written); nothing is left placed.
         """
         self._check_drivers(job)
         denied = denied_users(job, self.config.client)
@@ -162,12 +170,18 @@ class Client:
                 self.placement.release(alloc)
             raise
         now = time.time()
-        with self.store.transaction():
-            self.store.put_job(JobRecord(id=source.id, name=job.name, source=source.source, format=source.format,
-                                         text=source.text, variables=dict(source.variables), created_at=now))
+        try:
+            with self.store.transaction():
+                self.store.put_job(JobRecord(id=source.id, name=job.name, source=source.source,
+                                             format=source.format, text=source.text,
+                                             variables=dict(source.variables), created_at=now))
+                for alloc in placed:
+                    self.store.put_alloc(self._alloc_record(alloc, source.id, now), _task_records(alloc),
+                                         _port_records(alloc))
+        except StateError as exc:
             for alloc in placed:
-                self.store.put_alloc(self._alloc_record(alloc, source.id, now), _task_records(alloc),
-                                     _port_records(alloc))
+                self.placement.release(alloc)
+            raise PlacementError(f"the allocations cannot be recorded: {exc}") from exc
         return [self._adopt(alloc, source.id) for alloc in placed]
 
     def restore(self, *, job_name: str | None = None, session: str | None = None,
@@ -282,7 +296,20 @@ class Client:
     def _alloc_done(self, alloc: AllocRunner) -> None:
         """Every task of ``alloc`` is dead and cleaned up: give back what it held."""
         self.placement.release(alloc.placed)
-        self.store.release_ports(alloc.alloc.id)
+        with contextlib.suppress(StateError):  # kept for the next commit; the store reports the failure
+            self.store.release_ports(alloc.alloc.id, wait=False)
+
+    def _state_failed(self, exc: StateError) -> None:
+        """The store's commits started failing (called by the store)."""
+        log.error("cannot write the state: %s; %s", exc,
+                  "the tasks run on, their state is written once it can be" if self.keep
+                  else "stopping every task")
+        for alloc in self.allocs:
+            alloc.state_failed(str(exc), stop=not self.keep)
+
+    def _state_recovered(self) -> None:
+        """The store's commits succeed again (called by the store)."""
+        log.warning("the state is written again to %s", self.store.path)
 
     def stop(self, alloc_id: str) -> None:
         """Stop an allocation gracefully (returns at once)."""
@@ -325,15 +352,20 @@ class Client:
     def close(self) -> None:
         """Let go of the data dir. Tasks still running keep running under the
         supervisor; with ``keep`` false the next herder reaps them. Deferred
-        cleanups not yet due stay stored for the next herder."""
+        cleanups not yet due stay stored for the next herder.
+
+        :raises StateError: state writes could not be committed (they are lost).
+        """
         self.fingerprints.stop()
         self.deferred.stop()
         for plugin in reversed(self.builtins):
             plugin.close()
         self.hooks.remove_builtins(plugin.name for plugin in self.builtins)
         self.supervisor.close()
-        self.store.close()
-        self._session_lock.release()
+        try:
+            self.store.close()
+        finally:
+            self._session_lock.release()
 
     def _alloc_record(self, alloc: PlacedAlloc, job: str, now: float) -> AllocRecord:
         a = alloc.alloc

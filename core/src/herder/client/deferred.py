@@ -42,7 +42,7 @@ class DeferredCleanups:
     def add(self, alloc_id: str, task: str, phase: Participants, delay: float) -> None:
         """Call ``phase`` of the task's cleanup (the step of those taking part) again in ``delay`` seconds."""
         self.store.defer(Deferred(kind=KIND, key=f"{alloc_id}/{task}/{phase}", due=time.time() + delay,
-                                  payload={"alloc_id": alloc_id, "task": task, "phase": phase}))
+                                  payload={"alloc_id": alloc_id, "task": task, "phase": phase}), wait=False)
         self._wake.set()
 
     def start(self) -> None:
@@ -87,4 +87,4 @@ class DeferredCleanups:
                     return  # its retries were cut short by the stop: the next herder tries again
                 log.warning("deferred cleanup of task %s of allocation %s: %s", task_name, alloc_id,
                             self.hooks.describe_failure("herder_task_cleanup", exc))
-        self.store.done(work.kind, work.key)
+        self.store.done(work.kind, work.key, wait=False)
