@@ -11,7 +11,7 @@ deletions.
 ``python -m tests.core.state.writer ordered DB`` runs :func:`ordered` until
 it is killed.
 
-Both print ``writing`` when they start to write.
+Both print ``writing`` when they start to write (``ordered`` once its first writes are committed).
 
 :func:`start` runs it from a test.
 """
@@ -80,7 +80,12 @@ def ordered(store: Store, job: JobRecord) -> None:
     shows as ``worker`` ahead of ``web``, or ``web`` more than one ahead."""
     if store.alloc(ORDERED) is None:
         store.put_alloc(*make_alloc(ORDERED, job))
-    for count in itertools.count(stored_task(store, ORDERED, "web").restarts + 1):
+    first = stored_task(store, ORDERED, "web").restarts + 1
+    store.update_task(ORDERED, "web", wait=False, restarts=first)
+    # Waited for: every writer leaves progress, however soon the kill comes on a loaded machine.
+    store.update_task(ORDERED, "worker", restarts=first)
+    print("writing", flush=True)
+    for count in itertools.count(first + 1):
         store.update_task(ORDERED, "web", wait=False, restarts=count)
         store.update_task(ORDERED, "worker", wait=False, restarts=count)
 
@@ -99,11 +104,12 @@ def main(argv: list[str]) -> None:
     with Store(Path(path)) as store:
         job = make_job()
         store.put_job(job)
+        if mode == "ordered":
+            ordered(store, job)  # says "writing" itself, once its first writes are committed
+            return
         print("writing", flush=True)
         if mode == "churn":
             churn(store, job, int(args[0]))
-        elif mode == "ordered":
-            ordered(store, job)
         else:
             write_allocs(store, job, args[0], int(args[1]))
 

@@ -45,6 +45,10 @@ GROUP_DELAY = 0.003
 """Seconds a write that nobody waits for is held before its commit, so that
 the writes of those moments (of every runner) are committed together."""
 
+MAX_PENDING = 256
+"""Writes nobody waits for that may be pending at once: a writer that makes more, faster than the
+committer commits them, commits them itself (back pressure), so that a commit stays small."""
+
 RETRY_INTERVAL = 1.0
 """Seconds between two attempts to commit the writes kept after a failed
 commit (a full disk, say)."""
@@ -89,7 +93,7 @@ class Store:
     each. A write either waits for its commit (the default), or with
     ``wait=False`` returns at once and is committed within
     :data:`GROUP_DELAY` seconds, or by the next write that waits or the next
-    read. :meth:`transaction` makes several writes one. A commit is atomic: a
+    read (or by itself, when :data:`MAX_PENDING` writes are already pending). :meth:`transaction` makes several writes one. A commit is atomic: a
     process killed at any instant leaves the database as of its last commit,
     never half of a write, and never a write without the ones made before it.
     The journal is a write-ahead log synced at checkpoints only
@@ -320,8 +324,11 @@ class Store:
                 if len(self._pending) == 1:  # the committer sleeps until there is work
                     self._queue.notify()
                 self._start_committer()
-                return None
-            failure = self._failure if time.monotonic() < self._retry_at else None
+                if len(self._pending) < MAX_PENDING or self._failure is not None:
+                    return None
+                failure = None  # too many for the committer to keep up with: this writer commits them
+            else:
+                failure = self._failure if time.monotonic() < self._retry_at else None
             if failure is not None:
                 if not retry:
                     self._pending.remove(write)
@@ -332,7 +339,7 @@ class Store:
             if not write.done.is_set():  # else a commit of another thread took it
                 self._commit_pending()
         self._report()
-        return write.outcome()
+        return write.outcome() if wait else None
 
     def _start_committer(self) -> None:
         """Start the thread that commits the writes nobody waits for (called with ``_queue`` held)."""
