@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import signal
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.agent import AgentProcess
@@ -127,7 +130,21 @@ def task_states(db: Path) -> dict[str, str]:
         return dict(connection.execute("SELECT name, state FROM tasks").fetchall())
 
 
-def test_an_agent_keeps_its_tasks_on_a_full_disk_and_carries_on_once_there_is_room(tmp_path: Path) -> None:
+@dataclass
+class FullAgent:
+    """An agent whose disk filled up while its ``sleeper`` ran."""
+
+    agent: AgentProcess
+    data_dir: Path
+    alloc_id: str
+    sleeper: int
+    filler: Path
+
+
+@contextmanager
+def agent_on_a_full_disk(tmp_path: Path) -> Iterator[FullAgent]:
+    """An agent running the job on a small disk, filled once the sleeper runs, until it said so;
+    shut down at the end (started again on the data dir: it reattaches the sleeper, and stops it)."""
     with small_disk(tmp_path / "data") as data_dir:
         agent = AgentProcess(tmp_path)
         agent.start()
@@ -137,43 +154,38 @@ def test_an_agent_keeps_its_tasks_on_a_full_disk_and_carries_on_once_there_is_ro
             pid = sleeper_pid(data_dir)
             filler = fill_and_trigger(tmp_path, data_dir)
             agent.wait_event(alloc["id"], "sleeper", "State Write Failed", timeout=60)
-            assert agent.alloc(alloc["id"])["tasks"]["sleeper"]["state"] == "running"
-            assert alive(pid)
-            with agent.http() as http:  # a job it cannot record is refused
-                refused = http.post("/v1/jobs", json={"text": LATER, "format": "hcl"})
-            assert refused.status_code == 409 and FULL in refused.json()["error"], refused.text
-
-            filler.unlink()
-            [later] = agent.submit(LATER)["allocations"]  # the agent carries on
-            agent.wait_task(later["id"], "t")
-            # what happened while the disk was full is written too
-            wait_for(lambda: task_states(data_dir / "state.db") == {"sleeper": "running", "trigger": "dead",
-                                                                     "t": "running"},
-                     what="the state database to be written again")
-            log = agent.log.read_text()
-            assert_told_in_one_line(log)
-            assert "the state is written again" in log
+            yield FullAgent(agent, data_dir, alloc["id"], pid, filler)
         finally:
             agent.shutdown()
         assert not wait_until_gone(data_dir, timeout=30)
 
 
+def test_an_agent_keeps_its_tasks_on_a_full_disk_and_carries_on_once_there_is_room(tmp_path: Path) -> None:
+    with agent_on_a_full_disk(tmp_path) as full:
+        agent = full.agent
+        assert agent.alloc(full.alloc_id)["tasks"]["sleeper"]["state"] == "running"
+        assert alive(full.sleeper)
+        with agent.http() as http:  # a job it cannot record is refused
+            refused = http.post("/v1/jobs", json={"text": LATER, "format": "hcl"})
+        assert refused.status_code == 409 and FULL in refused.json()["error"], refused.text
+
+        full.filler.unlink()
+        [later] = agent.submit(LATER)["allocations"]  # the agent carries on
+        agent.wait_task(later["id"], "t")
+        # what happened while the disk was full is written too
+        wait_for(lambda: task_states(full.data_dir / "state.db") == {"sleeper": "running", "trigger": "dead",
+                                                                      "t": "running"},
+                 what="the state database to be written again")
+        log = agent.log.read_text()
+        assert_told_in_one_line(log)
+        assert "the state is written again" in log
+
+
 def test_an_agent_on_a_full_disk_still_exits_on_sigterm(tmp_path: Path) -> None:
-    with small_disk(tmp_path / "data") as data_dir:
-        agent = AgentProcess(tmp_path)
-        agent.start()
-        try:
-            [alloc] = agent.submit(JOB.format(go=tmp_path / "go"))["allocations"]
-            agent.wait_task(alloc["id"], "sleeper")
-            pid = sleeper_pid(data_dir)
-            filler = fill_and_trigger(tmp_path, data_dir)
-            agent.wait_event(alloc["id"], "sleeper", "State Write Failed", timeout=60)
-            assert agent.terminate(timeout=60) == 1  # what happened meanwhile is not saved
-            assert alive(pid)  # its tasks outlive it, as always
-            log = agent.log.read_text()
-            assert_told_in_one_line(log)
-            assert "internal error" not in log
-            filler.unlink()
-        finally:
-            agent.shutdown()  # started again on the data dir: it reattaches the sleeper, and stops it
-        assert not wait_until_gone(data_dir, timeout=30)
+    with agent_on_a_full_disk(tmp_path) as full:
+        assert full.agent.terminate(timeout=60) == 1  # what happened meanwhile is not saved
+        assert alive(full.sleeper)  # its tasks outlive it, as always
+        log = full.agent.log.read_text()
+        assert_told_in_one_line(log)
+        assert "internal error" not in log
+        full.filler.unlink()

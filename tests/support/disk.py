@@ -9,6 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
+needs_mount = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a tmpfs")
+
 FILLER = "filler"
 
 

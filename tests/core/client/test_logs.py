@@ -18,7 +18,7 @@ from herder.client.logs import LogSink, TaskLogs
 from herder.model import LogConfig
 from herder.supervisor.logfiles import log_files
 from herder.supervisor.pump import Dropped
-from tests.support.tmpfs import needs_mount, small_tmpfs
+from tests.support.disk import needs_mount, small_disk
 from tests.support.waiting import TIMEOUT, wait_for
 
 MIB = 1024 * 1024
@@ -195,7 +195,7 @@ def test_a_full_disk_never_blocks_the_writer_and_what_is_dropped_is_counted(tmp_
     logs_dir = tmp_path / "logs"
     logs_dir.mkdir()
     heard: list[Dropped] = []
-    with small_tmpfs(logs_dir, "3m"):
+    with small_disk(logs_dir, "3m"):
         with LogSink(logs_dir, "web", "stdout", LogConfig(max_files=10, max_file_size=1),
                      on_dropped=heard.append) as sink:
             sink.write(b"x" * 8 * MIB)  # more than the disk and the pipe hold: only returns if drained
@@ -215,7 +215,7 @@ def test_a_listener_that_fails_does_not_stop_the_capture(tmp_path: Path) -> None
     logs_dir.mkdir()
     config = LogConfig(max_files=10, max_file_size=1)
     written: list[int] = []
-    with small_tmpfs(logs_dir, "3m"), LogSink(logs_dir, "web", "stdout", config, on_dropped=refuse) as sink:
+    with small_disk(logs_dir, "3m"), LogSink(logs_dir, "web", "stdout", config, on_dropped=refuse) as sink:
         # Had capture stopped, the write would block until the sink's pipe is closed, then fail.
         writer = threading.Thread(target=lambda: written.append(sink.write(b"x" * 8 * MIB)), daemon=True)
         writer.start()

@@ -13,7 +13,7 @@ from herder.model import LogConfig, Task
 from herder.supervisor import Supervisor
 from herder.supervisor.logfiles import log_files
 from tests.core.supervisor.helpers import make_ctx
-from tests.support.tmpfs import needs_mount, small_tmpfs
+from tests.support.disk import needs_mount, small_disk
 from tests.support.waiting import wait_for
 
 MIB = 1024 * 1024
@@ -49,7 +49,7 @@ def test_a_task_logging_more_than_the_disk_holds_runs_on_and_is_told(
         "command": sys.executable, "args": ["-c", FLOOD_THEN_LAST_LINE, str(FLOOD), str(wrote), str(go_on)],
     })
     logs_dir = ctx.task_dir.logs_dir
-    with small_tmpfs(logs_dir, "3m"):
+    with small_disk(logs_dir, "3m"):
         handle = RawExecDriver({}).herder_task_start(task=task, ctx=ctx)
         try:
             # All 8 MiB written: the supervisor kept taking them from the pipe with the disk full.
