@@ -93,7 +93,8 @@ class Store:
     each. A write either waits for its commit (the default), or with
     ``wait=False`` returns at once and is committed within
     :data:`GROUP_DELAY` seconds, or by the next write that waits or the next
-    read (or by itself, when :data:`MAX_PENDING` writes are already pending). :meth:`transaction` makes several writes one. A commit is atomic: a
+    read (or by itself, when :data:`MAX_PENDING` writes are already
+    pending). :meth:`transaction` makes several writes one. A commit is atomic: a
     process killed at any instant leaves the database as of its last commit,
     never half of a write, and never a write without the ones made before it.
     The journal is a write-ahead log synced at checkpoints only
