@@ -9,6 +9,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tests.support.waiting import wait_for
+
 try:
     from herder_exec.runc import Runc
 except ImportError:  # the fixtures skip (or fail, under HERDER_REQUIRE) before any helper needs it
@@ -25,8 +27,15 @@ def containers() -> list[dict[str, Any]]:
     """``runc list``: every container runc knows."""
     if shutil.which("runc") is None:
         return []
-    done = subprocess.run(["runc", "list", "--format", "json"], capture_output=True, text=True, timeout=30,
-                          check=True)
+    tried: list[str] = []
+
+    def listing() -> subprocess.CompletedProcess[str] | None:
+        done = subprocess.run(["runc", "list", "--format", "json"], capture_output=True, text=True, timeout=30)
+        tried.append(done.stderr.strip())
+        return done if done.returncode == 0 else None
+
+    # runc fails a listing when a container it lists is removed meanwhile (another test's): list again.
+    done = wait_for(listing, what=lambda: f"a listing of runc's containers: {tried[-1]}")
     return json.loads(done.stdout or "null") or []
 
 
