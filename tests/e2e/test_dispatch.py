@@ -50,6 +50,7 @@ job "{name}" {{
 }}
 """
 
+REPO = Path(__file__).resolve().parents[2]
 CHILD = re.compile(r"^(?P<parent>[a-z-]+)/dispatch-(?P<time>\d+)-[0-9a-f]{8}$")
 
 
@@ -104,29 +105,29 @@ def test_a_parameterized_job_is_registered_not_run(agent: AgentProcess, tmp_path
 
 
 def test_dispatch_with_meta_and_payload_reaches_the_task(agent: AgentProcess, tmp_path: Path) -> None:
-    agent.submit(convert("convert"))
+    agent.submit(convert("frames"))
     payload = tmp_path / "payload.txt"
     payload.write_text("frame-0042")
-    dispatched = agent.cli("job", "dispatch", "-meta", "input=a.png", "--meta", "format=webp", "convert",
+    dispatched = agent.cli("job", "dispatch", "-meta", "input=a.png", "--meta", "format=webp", "frames",
                            str(payload))
     assert dispatched.returncode == 0, dispatched.stderr
     child = dispatched.stdout.strip()
     match = CHILD.match(child)
-    assert match and match["parent"] == "convert", child
+    assert match and match["parent"] == "frames", child
     assert output(agent, child) == f"job={child} input=a.png format=webp\npayload=frame-0042\n"
 
     # From stdin; an optional payload not given is no file at all, as in Nomad.
-    piped = agent.cli("job", "dispatch", "--json", "-meta", "input=b.png", "convert", "-", input="from-stdin")
+    piped = agent.cli("job", "dispatch", "--json", "-meta", "input=b.png", "frames", "-", input="from-stdin")
     assert piped.returncode == 0, piped.stderr
     answer = json.loads(piped.stdout)
-    assert answer["parent"] == "convert" and CHILD.match(answer["name"])
+    assert answer["parent"] == "frames" and CHILD.match(answer["name"])
     assert output(agent, answer["name"]).endswith("input=b.png format=\npayload=from-stdin\n")
-    bare = agent.cli("job", "dispatch", "-meta", "input=c.png", "convert").stdout.strip()
+    bare = agent.cli("job", "dispatch", "-meta", "input=c.png", "frames").stdout.strip()
     assert output(agent, bare).endswith("input=c.png format=\nno payload\n")
 
     # Children are ordinary jobs; the parent stays registered and never runs itself.
-    assert children(agent, "convert") == sorted([child, answer["name"], bare])
-    assert jobs(agent)["convert"]["allocations"] == []
+    assert children(agent, "frames") == sorted([child, answer["name"], bare])
+    assert jobs(agent)["frames"]["allocations"] == []
 
 
 def test_the_api_dispatches_with_a_base64_payload(agent: AgentProcess) -> None:
@@ -228,3 +229,16 @@ def test_herder_run_dispatches_once_in_the_foreground(tmp_path: Path) -> None:
     assert refused.returncode == 2
     assert "cannot dispatch job 'local': missing required meta 'input'" in refused.stderr
     assert "Received" not in refused.stderr + refused.stdout
+
+
+def test_the_example_is_dispatched_as_its_comments_say(agent: AgentProcess) -> None:
+    run = agent.cli("job", "run", str(REPO / "examples" / "convert.hcl"))
+    assert run.returncode == 0 and "registered" in run.stderr, run.stderr
+    dispatched = agent.cli("job", "dispatch", "-meta", "input=photo.png", "-meta", "format=webp", "convert", "-",
+                           input='{"width": 640}')
+    assert dispatched.returncode == 0, dispatched.stderr
+    child = dispatched.stdout.strip()
+    [alloc] = jobs(agent)[child]["allocations"]
+    agent.wait_task(alloc["id"], "convert", "dead")
+    assert agent.cli("alloc", "logs", alloc["id"], "convert").stdout == (
+        f"converting photo.png to webp (job {child})\noptions: {{\"width\": 640}}\n")
