@@ -242,3 +242,10 @@ def test_the_example_is_dispatched_as_its_comments_say(agent: AgentProcess) -> N
     agent.wait_task(alloc["id"], "convert", "dead")
     assert agent.cli("alloc", "logs", alloc["id"], "convert").stdout == (
         f"converting photo.png to webp (job {child})\noptions: {{\"width\": 640}}\n")
+
+
+@pytest.mark.parametrize("payload", ["!!", "é", "YQ"])
+def test_a_payload_that_is_not_base64_is_a_400(agent: AgentProcess, payload: str) -> None:
+    with agent.http() as http:
+        answer = http.post("/v1/jobs/nowhere/dispatch", json={"payload": payload})
+    assert answer.status_code == 400 and answer.json()["error"] == "payload: not base64"

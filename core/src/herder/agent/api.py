@@ -11,7 +11,6 @@ cannot understand is a 4xx, never a 500.
 
 import asyncio
 import base64
-import binascii
 import contextlib
 import hmac
 import json
@@ -275,7 +274,7 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
         (Nomad's ``POST /v1/job/{name}/dispatch``); nothing is dispatched when any is refused."""
         try:
             payload = base64.b64decode(body.payload, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or a character outside ASCII
             raise ApiError(400, "payload: not base64") from None
         child, allocs = agent.dispatch(name, body.meta, payload)
         return models.JobDispatched(**job_json(child, allocs).model_dump(), parent=name)
