@@ -11,7 +11,7 @@ complete. Reported: the latency of a dispatch (p50, p99, mean), the
 dispatches per second, the time until the last child completed, and the
 agent's RSS before and after (one child dispatched and finished first, so
 that imports and caches are warm), per finished child: the memory the
-agent keeps for each finished child while nothing collects them (no GC).
+agent keeps for each finished child until garbage collection (none runs here).
 
 The result replaces the "Dispatch" section of ``bench/RESULTS.md``.
 """
@@ -121,7 +121,7 @@ every child to complete. Load average before: {load_before}; after: {load_after}
 |---|---:|---:|---:|
 | | {before / 2**20:.1f} MiB | {after / 2**20:.1f} MiB | {per_child / 1024:.1f} KiB |
 
-Nothing collects finished children yet (no GC in this build): the last column is what each one
+No garbage collection runs during the measurement: the last column is what each finished child
 costs the agent until it is collected.
 """
     print(body)
