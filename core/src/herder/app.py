@@ -158,8 +158,8 @@ def load_submitted(source: JobSource, hooks: Hooks, lines: Mapping[str, int] | N
 
 
 def dispatch_once(source: JobSource, meta: Mapping[str, str], payload: bytes) -> tuple[Job, JobSource]:
-    """The child that ``herder run`` of a parameterized job runs in its place: dispatched
-    from ``source`` (the job's evaluated canonical document, as :func:`evaluate_job` gives it).
+    """The child of a parameterized job dispatched now, to run in its place: made from
+    ``source``, the job's evaluated canonical document (as :func:`evaluate_job` gives it).
 
     :raises DispatchError: the dispatch breaks the job's ``parameterized`` block, each problem said.
     """
@@ -414,8 +414,11 @@ class Agent:
         self.client.start()
         for record in self.client.store.registered_jobs():
             source = JobSource(text=record.text, format=record.format, source=record.source)
-            self._registered[record.name] = Registered(load_job_text(source.text, source.format, source.source),
-                                                       source)
+            try:
+                self._registered[record.name] = Registered(load_job_text(source.text, source.format, source.source),
+                                                           source)
+            except JobError as exc:  # stored by a herder that read job files otherwise: say so, serve the rest
+                log.error("registered job %s cannot be loaded again, left out: %s", record.name, exc)
         restored = self.client.restore(keep=True)
         for alloc in restored:
             log.info("reattaching allocation %s (%s)", alloc.alloc.name, alloc.alloc.id)
@@ -537,8 +540,8 @@ class Agent:
         if parent is None:
             self.job(name)  # NotFound, unless an ordinary job has that name
             raise DispatchError([f"job {name!r} is not parameterized: only a parameterized job is dispatched"])
-        child = dispatch_child(json.loads(parent.source.text), meta, payload, datetime.now(UTC))
-        child_name, allocs, _ = self.submit(json.dumps(child.document), "json", {}, child.job.name)
+        child, source = dispatch_once(parent.source, meta, payload)
+        child_name, allocs, _ = self.submit(source.text, source.format, {}, child.name)
         return child_name, allocs
 
     def registered(self, name: str) -> Registered | None:
@@ -547,7 +550,7 @@ class Agent:
 
     def registered_jobs(self) -> list[Registered]:
         """Every job the agent holds without running it, by name."""
-        return [self._registered[name] for name in sorted(self._registered)]
+        return sorted(list(self._registered.values()), key=lambda registered: registered.job.name)
 
     def _replace(self, old: list[AllocRunner], new: list[AllocRunner]) -> None:
         """Run ``new`` once every allocation of ``old`` is dead."""
