@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +57,9 @@ def convert(name: str, payload: str = "optional") -> str:
     return CONVERT.format(name=name, payload=payload)
 
 
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    process = AgentProcess(tmp_path_factory.mktemp("agent"))
-    process.start()
-    try:
-        yield process
-    finally:
-        process.shutdown()
+@pytest.fixture
+def agent(shared_agent: AgentProcess) -> AgentProcess:
+    return shared_agent
 
 
 def jobs(agent: AgentProcess) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,6 @@ is in the way, and herder goes on. A job naming a payload file outside
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +50,9 @@ job "{name}" {{
 """
 
 
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    process = AgentProcess(tmp_path_factory.mktemp("agent"))
-    process.start()
-    try:
-        yield process
-    finally:
-        process.shutdown()
+@pytest.fixture
+def agent(shared_agent: AgentProcess) -> AgentProcess:
+    return shared_agent
 
 
 def dispatched_task(agent: AgentProcess, name: str, plant: str, payload: bytes) -> dict[str, Any]:
