@@ -37,12 +37,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from herder.client.deferred import KIND as DEFERRED_CLEANUP
 from herder.client.sessions import is_alive
-from herder.client.taskdir import remove_alloc_dir
+from herder.client.taskdir import mounts_beneath, remove_alloc_dir
 from herder.errors import HerderError
 from herder.jobspec import load_job_text
 from herder.sdk import UnsafePathError
@@ -55,6 +57,10 @@ log = logging.getLogger(__name__)
 
 CHILDREN_KEPT = 10
 """Finished children of one periodic or parameterized job kept; older ones are purged."""
+
+PARALLEL_DESTROYS = 2
+"""Allocations removed at once (Nomad's ``gc_parallel_destroys``): removing a directory is mostly
+waiting for the filesystem."""
 
 
 @dataclass
@@ -135,35 +141,40 @@ class GarbageCollector:
     def collect(self) -> Collected:
         """Collect now (one collection at a time)."""
         with self._collecting:
-            collected = Collected()
             records = self.client.store.allocs()
             finished = self._finished(records)
-            now = self._clock()
             by_job: dict[str, list[_Finished]] = {}
             for alloc in finished:
                 by_job.setdefault(alloc.record.job_name, []).append(alloc)
             counts = Counter(record.job_name for record in records)
             whole = {name: allocs for name, allocs in by_job.items() if len(allocs) == counts[name]}
-            purged = [name for name, allocs in whole.items()
-                      if now - max(a.finished_at for a in allocs) >= self.settings.job_gc_threshold]
-            purged += self._surplus_children({name: allocs for name, allocs in whole.items() if name not in purged})
-            for name in sorted(purged):
-                if self._remove([a.record for a in by_job[name]], collected.allocations):
-                    collected.jobs.append(name)
+            now = self._clock()
+            purged = {name for name, allocs in whole.items()
+                      if now - max(a.finished_at for a in allocs) >= self.settings.job_gc_threshold}
+            purged |= self._surplus_children({name: allocs for name, allocs in whole.items() if name not in purged})
             left = sorted((a for a in finished if a.record.job_name not in purged), key=lambda a: a.finished_at)
-            count = len(records) - len(collected.allocations)
-            for alloc in left:
-                if count <= self.settings.gc_max_allocs and not self._disk_full():
+            doomed = [a for name in sorted(purged) for a in by_job[name]]
+            surplus = max(0, len(records) - len(doomed) - self.settings.gc_max_allocs)
+            doomed += left[:surplus]
+
+            mounts = mounts_beneath(Path(os.path.realpath(self.client.data_dir / "allocs")))
+            with ThreadPoolExecutor(PARALLEL_DESTROYS, thread_name_prefix="gc") as pool:
+                removed = [a.record.id for a, done in zip(doomed, pool.map(
+                    lambda a: self._remove(a.record, mounts), doomed), strict=True) if done]
+            for alloc in left[surplus:]:  # one at a time: each frees some space
+                if not self._disk_full() or not self._remove(alloc.record, mounts):
                     break
-                if self._remove([alloc.record], collected.allocations):
-                    count -= 1
-            if collected.allocations:
-                log.info("garbage collection: %d allocation(s) removed, %d job(s) purged%s",
-                         len(collected.allocations), len(collected.jobs),
-                         f" ({', '.join(collected.jobs)})" if collected.jobs else "")
-                self._on_collected(collected.allocations)
+                removed.append(alloc.record.id)
+
+            gone = set(removed)
+            collected = Collected(removed, sorted(name for name in purged
+                                                  if all(a.record.id in gone for a in by_job[name])))
+            if removed:
+                log.info("garbage collection: %d allocation(s) removed, %d job(s) purged%s", len(removed),
+                         len(collected.jobs), f" ({', '.join(collected.jobs)})" if collected.jobs else "")
+                self._on_collected(removed)
             self._parents = {job_id: parent for job_id, parent in self._parents.items()
-                             if any(r.job_id == job_id for r in records)}
+                             if any(r.job_id == job_id and r.id not in gone for r in records)}
             return collected
 
     def _finished(self, records: Iterable[AllocRecord]) -> list[_Finished]:
@@ -200,27 +211,28 @@ class GarbageCollector:
         return self._parents[record.job_id]
 
     @staticmethod
-    def _surplus_children(jobs: dict[str, list[_Finished]]) -> list[str]:
+    def _surplus_children(jobs: dict[str, list[_Finished]]) -> set[str]:
         """The finished children of each parent beyond the :data:`CHILDREN_KEPT` that finished last."""
         by_parent: dict[str, list[tuple[float, str]]] = {}
         for name, allocs in jobs.items():
             if allocs[0].parent:
                 by_parent.setdefault(allocs[0].parent, []).append((max(a.finished_at for a in allocs), name))
-        return [name for children in by_parent.values() for _, name in sorted(children, reverse=True)[CHILDREN_KEPT:]]
+        return {name for children in by_parent.values() for _, name in sorted(children, reverse=True)[CHILDREN_KEPT:]}
 
     def _disk_full(self) -> bool:
         return disk_usage(self.client.data_dir) > self.settings.gc_disk_usage_threshold
 
-    def _remove(self, records: list[AllocRecord], removed: list[str]) -> bool:
-        """Collect each allocation of ``records`` (appending its ID to ``removed``); whether all were."""
+    def _remove(self, record: AllocRecord, mounts: list[Path]) -> bool:
+        """Collect one allocation (``mounts``: the mount points in ``allocs``); whether it was.
+        Once the collector is stopping (the agent is going away), none is."""
+        if self._stop.is_set():
+            return False
         client = self.client
-        for record in records:
-            try:
-                remove_alloc_dir(client.data_dir, record.id)
-            except (OSError, UnsafePathError) as exc:  # a mount point, a directory swapped for a link
-                log.warning("garbage collection: allocation %s (%s) is kept: %s", record.name, record.id, exc)
-                return False
-            client.store.forget_alloc(record.id)
-            client.forget(record.id)
-            removed.append(record.id)
+        try:
+            remove_alloc_dir(client.data_dir, record.id, mounts)
+        except (OSError, UnsafePathError) as exc:  # a mount point, a directory swapped for a link
+            log.warning("garbage collection: allocation %s (%s) is kept: %s", record.name, record.id, exc)
+            return False
+        client.store.forget_alloc(record.id)
+        client.forget(record.id)
         return True

@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import pwd
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -132,15 +132,20 @@ def build_alloc_dir(data_dir: Path, alloc_id: str) -> Path:
     return root
 
 
-def remove_alloc_dir(data_dir: Path, alloc_id: str, mountinfo: Path = Path("/proc/self/mountinfo")) -> None:
+def remove_alloc_dir(data_dir: Path, alloc_id: str, mounts: Sequence[Path] | None = None) -> None:
     """Remove ``allocs/<alloc_id>`` and everything in it, following no link (nothing if it is not there).
+
+    ``mounts`` are the mount points in ``allocs``, if the caller has read them
+    (:func:`mounts_beneath`) for several removals; else they are read here.
 
     :raises UnsafePathError: something is mounted in it (nothing is removed),
         or a directory in it was swapped for a link during the removal.
     :raises OSError: the removal failed part way.
     """
-    root = alloc_dir_path(data_dir, alloc_id)
-    mounted = mounts_beneath(Path(os.path.realpath(root)), mountinfo)
+    root = Path(os.path.realpath(alloc_dir_path(data_dir, alloc_id)))
+    if mounts is None:
+        mounts = mounts_beneath(root)
+    mounted = [point for point in mounts if point == root or root in point.parents]
     if mounted:
         raise UnsafePathError(str(mounted[0]), "a mount point in an allocation directory; nothing of it is removed")
     with safe_root(data_dir) as data:
@@ -152,7 +157,7 @@ def remove_alloc_dir(data_dir: Path, alloc_id: str, mountinfo: Path = Path("/pro
 
 
 def mounts_beneath(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:
-    """The mount points at or below ``path`` in this process's mount namespace."""
+    """The mount points at or below ``path`` (with no link in it) in this process's mount namespace."""
     found: list[Path] = []
     for line in mountinfo.read_text().splitlines():
         fields = line.split(" ")
