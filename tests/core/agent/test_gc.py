@@ -37,9 +37,15 @@ def gc_agent(root: Path, **client: str | int) -> AgentProcess:
 
 
 def run_batch(agent: AgentProcess, name: str) -> str:
-    """Submit a batch job and wait until it is complete; its allocation's ID."""
+    """Submit a batch job and wait until it is complete (or collected already); its allocation's ID."""
     alloc_id = str(agent.submit(BATCH.format(name=name))["allocations"][0]["id"])
-    agent.wait_task(alloc_id, "t", "dead")
+
+    def finished() -> bool:
+        with agent.http() as http:
+            response = http.get(f"/v1/allocations/{alloc_id}")
+        return response.status_code == 404 or response.json()["tasks"]["t"]["state"] == "dead"
+
+    wait_for(finished, what=f"job {name} complete")
     return alloc_id
 
 
@@ -84,6 +90,22 @@ def test_over_gc_max_allocs_the_oldest_finished_go_and_a_running_one_stays(tmp_p
         assert [e["type"] for e in agent.alloc(running)["tasks"]["t"]["events"]] == \
             [e["type"] for e in status["events"]]
         assert (agent.data_dir / "allocs" / running / "alloc" / "logs" / "t.stdout.0").read_text() == "started\n"
+    finally:
+        agent.shutdown()
+
+
+def test_over_gc_disk_usage_threshold_every_finished_allocation_goes(tmp_path: Path) -> None:
+    # Any filesystem is fuller than 0 %: only the disk's rule can collect, with gc_max_allocs out of reach.
+    agent = gc_agent(tmp_path, gc_max_allocs=1000, gc_disk_usage_threshold=0, gc_interval="100ms").start()
+    try:
+        running = agent.submit(ticker("service"))["allocations"][0]["id"]
+        agent.wait_task(running, "t")
+        finished = [run_batch(agent, f"batch-{n}") for n in range(3)]
+        wait_for(lambda: alloc_dirs(agent.data_dir) == {running},
+                 what=lambda: f"only {running} in allocs/, not {alloc_dirs(agent.data_dir)}")
+        assert listed(agent) == ({"service"}, {running})
+        assert not set(finished) & stored(agent.data_dir)[0]
+        assert agent.alloc(running)["tasks"]["t"]["state"] == "running"
     finally:
         agent.shutdown()
 
