@@ -115,7 +115,7 @@ class GarbageCollector:
             self._thread.start()
 
     def stop(self) -> None:
-        """Stop the thread, after the collection under way if there is one."""
+        """Stop the thread; a collection under way removes no more allocations."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -162,9 +162,10 @@ class GarbageCollector:
                 removed = [a.record.id for a, done in zip(doomed, pool.map(
                     lambda a: self._remove(a.record, mounts), doomed), strict=True) if done]
             for alloc in left[surplus:]:  # one at a time: each frees some space
-                if not self._disk_full() or not self._remove(alloc.record, mounts):
+                if not self._disk_full():
                     break
-                removed.append(alloc.record.id)
+                if self._remove(alloc.record, mounts):
+                    removed.append(alloc.record.id)
 
             gone = set(removed)
             collected = Collected(removed, sorted(name for name in purged
@@ -173,8 +174,8 @@ class GarbageCollector:
                 log.info("garbage collection: %d allocation(s) removed, %d job(s) purged%s", len(removed),
                          len(collected.jobs), f" ({', '.join(collected.jobs)})" if collected.jobs else "")
                 self._on_collected(removed)
-            self._parents = {job_id: parent for job_id, parent in self._parents.items()
-                             if any(r.job_id == job_id and r.id not in gone for r in records)}
+            kept = {record.job_id for record in records if record.id not in gone}
+            self._parents = {job_id: parent for job_id, parent in self._parents.items() if job_id in kept}
             return collected
 
     def _finished(self, records: Iterable[AllocRecord]) -> list[_Finished]:
