@@ -30,6 +30,7 @@ from herder import __version__
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.client import Client, JobSource
 from herder.client.config import Config
+from herder.client.gc import Collected, GarbageCollector
 from herder.client.health import HealthChange
 from herder.client.hooks.services import ServicesPlugin
 from herder.client.lifecycle import TaskLifecycle as TaskLifecycle
@@ -369,11 +370,13 @@ class Agent:
     Everything here is synchronous and thread-safe; the HTTP API translates
     requests to these calls, and :class:`NotFound` and :class:`Conflict` to
     its answers. ``on_event`` sees every task event, ``on_health`` every change
-    of a service check's status.
+    of a service check's status, ``on_collected`` the IDs of the finished
+    allocations each garbage collection removed.
     """
 
     def __init__(self, config: Config, hooks: Hooks, *, on_event: Callable[[EventRecord], None],
-                 on_health: Callable[[HealthChange], None] = lambda change: None) -> None:
+                 on_health: Callable[[HealthChange], None] = lambda change: None,
+                 on_collected: Callable[[list[str]], None] = lambda ids: None) -> None:
         self.config = config
         self.hooks = hooks
         self.version = __version__
@@ -381,6 +384,7 @@ class Agent:
         self._submit_lock = threading.Lock()
         self._self_check: str | None = None
         self.client = Client(config, hooks, keep=True, on_event=on_event, on_health=on_health)
+        self.gc = GarbageCollector(self.client, on_collected=on_collected)
 
     # -- lifetime ------------------------------------------------------------
 
@@ -392,6 +396,7 @@ class Agent:
         for alloc in restored:
             log.info("reattaching allocation %s (%s)", alloc.alloc.name, alloc.alloc.id)
         self.client.run(restored)
+        self.gc.start()
         if address is not None:
             self._register_self(*address)
         return restored
@@ -410,6 +415,7 @@ class Agent:
 
     def close(self) -> None:
         """Let go: running tasks keep running under the supervisor for the next agent."""
+        self.gc.stop()
         services = self._services()
         if services is not None:
             services.sync.remove(SELF_OWNER)
@@ -476,6 +482,7 @@ class Agent:
                              daemon=True).start()
         else:
             self.client.run(allocs)
+        self.gc.wake()  # room for the new allocations, if they make too many
         log.info("job %s submitted: %d allocation(s)", job.name, len(allocs))
         return job.name, allocs, job.warnings
 
@@ -506,6 +513,10 @@ class Agent:
         for alloc in allocs:
             alloc.stop()
         return allocs
+
+    def collect_garbage(self) -> Collected:
+        """Collect finished allocations and jobs now, as the periodic collection does (``herder system gc``)."""
+        return self.gc.collect()
 
     # -- allocations -------------------------------------------------------
 
