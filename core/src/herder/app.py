@@ -46,6 +46,7 @@ from herder.plugins.hooks import Hooks
 from herder.plugins.hooks import Participants as Participants
 from herder.plugins.loader import load_plugins
 from herder.services import PASSING, CheckRegistration, CheckStatus, ServiceRegistration
+from herder.state import StateError
 from herder.supervisor import Supervisor as Supervisor
 
 log = logging.getLogger("herder.agent")
@@ -515,8 +516,15 @@ class Agent:
         return allocs
 
     def collect_garbage(self) -> Collected:
-        """Collect finished allocations and jobs now, as the periodic collection does (``herder system gc``)."""
-        return self.gc.collect()
+        """Collect finished allocations and jobs now, as the periodic collection does (``herder system gc``).
+
+        :raises Conflict: the state database cannot be written now (a full disk): nothing is lost, the
+            next collection tries again.
+        """
+        try:
+            return self.gc.collect()
+        except StateError as exc:
+            raise Conflict(f"cannot collect now: {exc}") from None
 
     # -- allocations -------------------------------------------------------
 
