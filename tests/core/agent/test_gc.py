@@ -8,11 +8,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from herder import app
 from tests.core.agent.conftest import ticker
 from tests.support.agent import AgentProcess
 from tests.support.processes import alive, processes_using
 from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.slow
 
 BATCH = """
 job "{name}" {{
