@@ -224,6 +224,19 @@ def test_herder_run_dispatches_once_in_the_foreground(tmp_path: Path) -> None:
     assert "cannot dispatch job 'local': missing required meta 'input'" in refused.stderr
     assert "Received" not in refused.stderr + refused.stdout
 
+    plain = tmp_path / "plain.hcl"
+    plain.write_text('job "plain" {\n type = "batch"\n task "t" {\n driver = "raw_exec"\n'
+                     ' config {\n command = "true"\n }\n }\n}\n')
+    misused = subprocess.run([sys.executable, "-m", "herder", "run", str(plain), "--data-dir", str(tmp_path / "data"),
+                              "--meta", "input=x"], capture_output=True, text=True, timeout=120)
+    assert misused.returncode == 2
+    assert "--meta and --payload dispatch a parameterized job; job plain is not one" in misused.stderr
+
+
+def test_meta_that_is_not_key_value_is_a_usage_error(agent: AgentProcess) -> None:
+    result = agent.cli("job", "dispatch", "-meta", "novalue", "frames")
+    assert result.returncode == 2 and "'novalue': expected KEY=VALUE" in result.stderr
+
 
 def test_the_example_is_dispatched_as_its_comments_say(agent: AgentProcess) -> None:
     run = agent.cli("job", "run", str(REPO / "examples" / "convert.hcl"))
