@@ -257,9 +257,9 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
 
     @api.get("/v1/jobs", response_model=models.Jobs, tags=["jobs"])
     async def jobs() -> models.Jobs:
-        found = agent.jobs()
-        names = sorted({*found, *(r.job.name for r in agent.registered_jobs())})
-        return models.Jobs(jobs=[job_json(name, found.get(name, []), agent.registered(name)) for name in names])
+        found, registered = agent.jobs(), {r.job.name: r for r in agent.registered_jobs()}
+        return models.Jobs(jobs=[job_json(name, found.get(name, []), registered.get(name))
+                                 for name in sorted({*found, *registered})])
 
     JobName = Annotated[str, Path(min_length=1, max_length=256)]
 
@@ -412,10 +412,15 @@ def _record(alloc: AllocRunner, task: str, event: TaskEvent) -> EventRecord:
 
 
 def job_json(name: str, allocs: list[AllocRunner], registered: Registered | None = None) -> models.Job:
-    """A job with its allocations; a registered (parameterized) job is running while it is registered."""
+    """A job with its allocations; a registered (parameterized) job is running while it is registered.
+
+    :raises NotFound: neither: the job was let go of meanwhile.
+    """
     summaries = [alloc_summary(a) for a in allocs]
     if registered is not None:
         return models.Job(name=name, id=registered.source.id, type=registered.job.type, status="running",
                           allocations=summaries, parameterized=True)
+    if not allocs:
+        raise NotFound(f"no job {name!r}")
     return models.Job(name=name, id=allocs[-1].job_id, type=allocs[-1].job.type, status=app.job_status(allocs),
                       allocations=summaries)
