@@ -20,6 +20,7 @@ import os
 import signal as _signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -36,8 +37,9 @@ from herder.client.hooks.services import ServicesPlugin
 from herder.client.lifecycle import TaskLifecycle as TaskLifecycle
 from herder.client.lifecycle import config_errors as config_errors
 from herder.client.task_runner import TaskRunner
-from herder.errors import HerderError, JobError
+from herder.errors import DispatchError, HerderError, JobError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
+from herder.jobspec.dispatch import dispatch_child
 from herder.jobspec.formats import format_of, read_text, read_var_file
 from herder.model import Job
 from herder.model import Resources as Resources
@@ -47,6 +49,7 @@ from herder.plugins.hooks import Participants as Participants
 from herder.plugins.loader import load_plugins
 from herder.services import PASSING, CheckRegistration, CheckStatus, ServiceRegistration
 from herder.state import StateError
+from herder.state.records import JobRecord
 from herder.supervisor import Supervisor as Supervisor
 
 log = logging.getLogger("herder.agent")
@@ -154,6 +157,16 @@ def load_submitted(source: JobSource, hooks: Hooks, lines: Mapping[str, int] | N
         job.lines = dict(lines)
     check_task_configs(job, hooks)
     return job
+
+
+def dispatch_once(source: JobSource, meta: Mapping[str, str], payload: bytes) -> tuple[Job, JobSource]:
+    """The child of a parameterized job dispatched now, to run in its place: made from
+    ``source``, the job's evaluated canonical document (as :func:`evaluate_job` gives it).
+
+    :raises DispatchError: the dispatch breaks the job's ``parameterized`` block, each problem said.
+    """
+    child = dispatch_child(json.loads(source.text), meta, payload, datetime.now(UTC))
+    return child.job, JobSource(text=json.dumps(child.document), format="json", source=source.source)
 
 
 def check_task_configs(job: Job, hooks: Hooks) -> None:
@@ -364,6 +377,16 @@ def logs_dir(alloc: AllocRunner) -> Path:
     return Path(alloc.alloc.dir) / "alloc" / "logs"
 
 
+@dataclass(frozen=True)
+class Registered:
+    """A job the agent holds without running it: a parameterized job, which runs
+    only as the children dispatched from it."""
+
+    job: Job
+    source: JobSource
+    """Its evaluated canonical document as JSON: what a child is made from, and what is stored."""
+
+
 class Agent:
     """The client of ``herder agent``: its tasks outlive it (``keep``), and the
     next agent on the same data dir reattaches to them.
@@ -384,6 +407,7 @@ class Agent:
         self.draining = False
         self._submit_lock = threading.Lock()
         self._self_check: str | None = None
+        self._registered: dict[str, Registered] = {}
         self.client = Client(config, hooks, keep=True, on_event=on_event, on_health=on_health)
         self.gc = GarbageCollector(self.client, on_collected=on_collected)
 
@@ -393,6 +417,13 @@ class Agent:
         """Start the background work and reattach what the previous agent left
         running; ``address`` (where the API listens) registers the agent as a service."""
         self.client.start()
+        for record in self.client.store.registered_jobs():
+            source = JobSource(text=record.text, format=record.format, source=record.source)
+            try:
+                self._registered[record.name] = Registered(load_job_text(source.text, source.format, source.source),
+                                                           source)
+            except JobError as exc:  # stored by a herder that read job files otherwise: say so, serve the rest
+                log.error("registered job %s cannot be loaded again, left out: %s", record.name, exc)
         restored = self.client.restore(keep=True)
         for alloc in restored:
             log.info("reattaching allocation %s (%s)", alloc.alloc.name, alloc.alloc.id)
@@ -468,6 +499,8 @@ class Agent:
             raise Conflict("the agent is draining: it takes no new job")
         job_source = JobSource(text=text, format=fmt, source=source, variables=variables)
         job = load_submitted(job_source, self.hooks, lines)
+        if job.parameterized is not None:
+            return self._register(job, job_source)
         with self._submit_lock:
             current = [a for a in self.client.allocs
                        if a.job.name == job.name and a.status in ("pending", "running") and not a.stopping]
@@ -487,6 +520,46 @@ class Agent:
         log.info("job %s submitted: %d allocation(s)", job.name, len(allocs))
         return job.name, allocs, job.warnings
 
+    def _register(self, job: Job, source: JobSource) -> tuple[str, list[AllocRunner], list[str]]:
+        """Hold the parameterized ``job`` without running it, in place of any
+        job of its name held before; it runs as the children :meth:`dispatch` makes."""
+        document = evaluate_job_text(source.text, source.format, source.source, source.variables)[1]
+        canonical = JobSource(text=json.dumps(document), format="json", source=source.source)
+        with self._submit_lock:
+            self.client.store.register_job(JobRecord(id=canonical.id, name=job.name, source=canonical.source,
+                                                     format=canonical.format, text=canonical.text,
+                                                     created_at=time.time()))
+            self._registered[job.name] = Registered(job, canonical)
+        log.info("job %s registered: parameterized, run when dispatched", job.name)
+        return job.name, [], job.warnings
+
+    def dispatch(self, name: str, meta: Mapping[str, str], payload: bytes) -> tuple[str, list[AllocRunner]]:
+        """Dispatch the parameterized job ``name`` with ``meta`` and ``payload``: its
+        child ``NAME/dispatch-<unix seconds>-<8 hex>`` is submitted as any job is
+        and starts running; its name and allocations are returned.
+
+        :raises NotFound: no job ``name``.
+        :raises DispatchError: the job is not parameterized, or the dispatch breaks
+            its ``parameterized`` block (each problem said); nothing is dispatched.
+        :raises Conflict: the agent is draining.
+        :raises PlacementError: the child cannot be placed.
+        """
+        parent = self._registered.get(name)
+        if parent is None:
+            self.job(name)  # NotFound, unless an ordinary job has that name
+            raise DispatchError([f"job {name!r} is not parameterized: only a parameterized job is dispatched"])
+        child, source = dispatch_once(parent.source, meta, payload)
+        child_name, allocs, _ = self.submit(source.text, source.format, {}, child.name)
+        return child_name, allocs
+
+    def registered(self, name: str) -> Registered | None:
+        """The job ``name`` if the agent holds it without running it (a parameterized job)."""
+        return self._registered.get(name)
+
+    def registered_jobs(self) -> list[Registered]:
+        """Every job the agent holds without running it, by name."""
+        return sorted(list(self._registered.values()), key=lambda registered: registered.job.name)
+
     def _replace(self, old: list[AllocRunner], new: list[AllocRunner]) -> None:
         """Run ``new`` once every allocation of ``old`` is dead."""
         self.client.wait(old)
@@ -500,17 +573,25 @@ class Agent:
         return dict(sorted(found.items()))
 
     def job(self, name: str) -> list[AllocRunner]:
-        """:raises NotFound: no job ``name``."""
-        allocs = self.jobs().get(name)
-        if not allocs:
+        """The allocations of job ``name`` (none for a registered job never run itself).
+
+        :raises NotFound: no job ``name``."""
+        allocs = self.jobs().get(name, [])
+        if not allocs and name not in self._registered:
             raise NotFound(f"no job {name!r}")
         return allocs
 
     def stop_job(self, name: str) -> list[AllocRunner]:
-        """Stop every allocation of job ``name`` gracefully (returns at once).
+        """Stop every allocation of job ``name`` gracefully (returns at once); a
+        registered job is let go of: it is dispatched no more (its children are
+        jobs of their own, and run on).
 
         :raises NotFound: no job ``name``."""
         allocs = self.job(name)
+        if name in self._registered:
+            with self._submit_lock:
+                self.client.store.unregister_job(name)
+                self._registered.pop(name, None)
         for alloc in allocs:
             alloc.stop()
         return allocs

@@ -44,8 +44,7 @@ def test_a_dispatchable_job_file_is_read_with_its_parameters() -> None:
     assert job.parameterized == Parameterized(payload="required", meta_required=("input",), meta_optional=("profile",))
     assert job.groups[0].tasks[0].dispatch_payload == "config.json"
     assert not job.runs_itself and not job.launches
-    assert "does not schedule parameterized jobs yet" in job.warnings[-1]
-    assert not any("ignoring" in warning for warning in job.warnings)
+    assert job.warnings == []  # it is registered and waits to be dispatched: nothing to warn of
 
 
 def test_defaults_are_nomads() -> None:

@@ -36,6 +36,19 @@ def test_put_job_keeps_the_first_submission(store: Store, job: JobRecord) -> Non
     assert store.job(job.id) == job
 
 
+def test_a_registered_job_is_kept_by_name_the_latest_winning(store: Store) -> None:
+    first, second = replace(make_job("v1"), name="convert"), replace(make_job("v2"), name="convert")
+    other = replace(make_job("b"), name="backup")
+    for job in (first, other, second):
+        store.register_job(job)
+    assert store.registered_jobs() == [other, second]
+    assert store.job(first.id) == first  # a submission stays, as any job's does
+
+    store.unregister_job("convert")
+    store.unregister_job("never-registered")
+    assert store.registered_jobs() == [other]
+
+
 def test_job_id_hashes_format_text_and_variables() -> None:
     assert job_id("hcl", "text", {"a": "1", "b": "2"}) == job_id("hcl", "text", {"b": "2", "a": "1"})
     assert len({job_id("hcl", "text", {}), job_id("json", "text", {}), job_id("hcl", "text2", {}),

@@ -10,6 +10,7 @@ cannot understand is a 4xx, never a 500.
 
 
 import asyncio
+import base64
 import contextlib
 import hmac
 import json
@@ -26,10 +27,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from herder import app
 from herder.agent import models
 from herder.agent.events import EventLog, sse
-from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
+from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound, Registered
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.logtail import LogTail
-from herder.errors import JobError, PlacementError
+from herder.errors import DispatchError, JobError, PlacementError
 from herder.objects import TaskEvent
 
 log = logging.getLogger("herder.agent")
@@ -191,6 +192,10 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
     async def invalid_job(request: Request, exc: JobError) -> JSONResponse:
         return _error(400, "invalid job", exc.errors)
 
+    @api.exception_handler(DispatchError)
+    async def refused_dispatch(request: Request, exc: DispatchError) -> JSONResponse:
+        return _error(400, "cannot dispatch the job", exc.errors)
+
     @api.exception_handler(PlacementError)
     async def unplaceable(request: Request, exc: PlacementError) -> JSONResponse:
         return _error(409, f"cannot place the job: {exc}")
@@ -248,21 +253,38 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
             raise ApiError(400, "give either text (a job file, with its format) or job (canonical JSON)")
         text, fmt = (body.text, body.format) if body.text is not None else (json.dumps(body.job), "json")
         name, allocs, warnings = agent.submit(text, fmt, body.variables, body.source, body.lines)
-        return models.JobSubmitted(**job_json(name, allocs).model_dump(), warnings=warnings)
+        return models.JobSubmitted(**job_json(name, allocs, agent.registered(name)).model_dump(), warnings=warnings)
 
     @api.get("/v1/jobs", response_model=models.Jobs, tags=["jobs"])
     async def jobs() -> models.Jobs:
-        return models.Jobs(jobs=[job_json(name, allocs) for name, allocs in agent.jobs().items()])
+        found, registered = agent.jobs(), {r.job.name: r for r in agent.registered_jobs()}
+        return models.Jobs(jobs=[job_json(name, found.get(name, []), registered.get(name))
+                                 for name in sorted({*found, *registered})])
 
     JobName = Annotated[str, Path(min_length=1, max_length=256)]
 
     @api.get("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
     async def job(name: JobName) -> models.Job:
-        return job_json(name, agent.job(name))
+        return job_json(name, agent.job(name), agent.registered(name))
 
     @api.delete("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
     def stop_job(name: JobName) -> models.Job:
-        return job_json(name, agent.stop_job(name))
+        registered = agent.registered(name)
+        stopped = job_json(name, agent.stop_job(name), registered)
+        # A registered job let go of is dispatched no more: stopped, whatever its children do.
+        return stopped.model_copy(update={"status": "stopped"}) if registered is not None else stopped
+
+    @api.post("/v1/jobs/{name}/dispatch", response_model=models.JobDispatched, tags=["jobs"],
+              summary="Dispatch a parameterized job")
+    def dispatch(name: JobName, body: models.DispatchRequest) -> models.JobDispatched:
+        """Run a child of the parameterized job ``name`` with the given meta and payload
+        (Nomad's ``POST /v1/job/{name}/dispatch``); nothing is dispatched when any is refused."""
+        try:
+            payload = base64.b64decode(body.payload, validate=True)
+        except ValueError:  # binascii.Error, or a character outside ASCII
+            raise ApiError(400, "payload: not base64") from None
+        child, allocs = agent.dispatch(name, body.meta, payload)
+        return models.JobDispatched(**job_json(child, allocs).model_dump(), parent=name)
 
     # -- allocations -------------------------------------------------------
 
@@ -389,6 +411,16 @@ def _record(alloc: AllocRunner, task: str, event: TaskEvent) -> EventRecord:
     return EventRecord(alloc.alloc.id, alloc.alloc.name, task, event)
 
 
-def job_json(name: str, allocs: list[AllocRunner]) -> models.Job:
+def job_json(name: str, allocs: list[AllocRunner], registered: Registered | None = None) -> models.Job:
+    """A job with its allocations; a registered (parameterized) job is running while it is registered.
+
+    :raises NotFound: neither: the job was let go of meanwhile.
+    """
+    summaries = [alloc_summary(a) for a in allocs]
+    if registered is not None:
+        return models.Job(name=name, id=registered.source.id, type=registered.job.type, status="running",
+                          allocations=summaries, parameterized=True)
+    if not allocs:
+        raise NotFound(f"no job {name!r}")
     return models.Job(name=name, id=allocs[-1].job_id, type=allocs[-1].job.type, status=app.job_status(allocs),
-                      allocations=[alloc_summary(a) for a in allocs])
+                      allocations=summaries)

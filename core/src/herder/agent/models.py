@@ -92,10 +92,26 @@ class Job(_Model):
     type: str = Field(description="The job's type: service, batch or system.")
     status: str
     allocations: list[AllocSummary]
+    parameterized: bool = Field(default=False, description="Registered, not run: each dispatch runs a child of it.")
 
 
 class JobSubmitted(Job):
     warnings: list[str]
+
+
+class DispatchRequest(_Model):
+    """A dispatch of a parameterized job, as Nomad's (``Meta``, ``Payload``)."""
+
+    meta: dict[str, str] = Field(default_factory=dict, description="Meta the job declares (meta_required, "
+                                                                   "meta_optional); the tasks see NOMAD_META_<KEY>.")
+    payload: str = Field(default="", description="The payload, base64 (at most 16 KiB decoded); written to "
+                                                 "local/<file> of each task with a dispatch_payload.")
+
+
+class JobDispatched(Job):
+    """The child dispatched: an ordinary job, named ``PARENT/dispatch-<unix seconds>-<8 hex>``."""
+
+    parent: str
 
 
 class Jobs(_Model):

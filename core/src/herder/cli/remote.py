@@ -16,6 +16,7 @@ file.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
 import json
@@ -24,13 +25,24 @@ import ssl
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 from urllib.parse import quote, urlencode, urlsplit
 
 import click
 
-from herder.cli.common import EXIT_FAILED, EXIT_OK, event_line, fail, invalid, say, variable_options
+from herder.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    event_line,
+    fail,
+    invalid,
+    meta_option,
+    read_payload,
+    say,
+    variable_options,
+)
 from herder.errors import JobError
+from herder.model import MAX_PAYLOAD
 
 DEFAULT_ADDR = "http://127.0.0.1:4646"
 CONNECT_TIMEOUT = 5.0
@@ -103,7 +115,7 @@ class Agent:
             fail(f"the agent at {self.addr} refused the request: {message} (is HERDER_TOKEN right?)")
         if errors and message == "invalid job":
             invalid("the job is invalid", errors)
-        fail(message or f"HTTP {response.status}" + "".join(f"\n  * {e}" for e in errors))
+        fail((message or f"HTTP {response.status}") + "".join(f"\n  * {e}" for e in errors))
 
     def request(self, method: str, path: str, *, json_body: Any = None,
                 read_timeout: float | None = READ_TIMEOUT) -> Any:
@@ -204,6 +216,10 @@ def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
     for warning in submitted.get("warnings", []):
         if warning not in job.warnings:
             say(f"Warning: {warning}")
+    if submitted.get("parameterized"):
+        say(f"Job {submitted['name']} registered: parameterized, it runs when dispatched "
+            f"(herder job dispatch {submitted['name']})")
+        return
     current = [a for a in submitted["allocations"] if a.get("status") in ("pending", "running")] or \
         submitted["allocations"]
     ids = {a["id"] for a in current}
@@ -249,6 +265,25 @@ def job_stop(name: str) -> None:
     say(f"Job {name}: stopping {len(stopped['allocations'])} allocation(s)")
 
 
+@job.command("dispatch")
+@meta_option
+@click.option("--json", "as_json", is_flag=True, help="Print the agent's JSON answer (the child job).")
+@click.argument("name")
+@click.argument("payload_file", required=False, type=click.File("rb"), metavar="[PAYLOAD_FILE | -]")
+def job_dispatch(meta: dict[str, str], as_json: bool, name: str, payload_file: BinaryIO | None) -> None:
+    """Dispatch the parameterized job NAME: run a child of it with the meta given and
+    the payload in PAYLOAD_FILE (- reads stdin). Prints the child's name."""
+    payload = read_payload(payload_file, MAX_PAYLOAD)
+    dispatched = Agent().request("POST", f"/v1/jobs/{name}/dispatch", json_body={
+        "meta": meta, "payload": base64.b64encode(payload).decode("ascii")})
+    if as_json:
+        click.echo(json.dumps(dispatched, indent=2))
+        return
+    for alloc in dispatched["allocations"]:
+        say(f"Allocation {alloc['id'][:8]} ({alloc['name']}) placed")
+    click.echo(dispatched["name"])
+
+
 @job.command("status")
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the agent's JSON (documented in docs/agent.md).")
@@ -262,7 +297,8 @@ def job_status(name: str | None, as_json: bool) -> None:
     if not found:
         click.echo("No jobs")
     for entry in found:
-        click.echo(f"{entry['name']}  {entry['status']}  ({entry['id'][:12]})")
+        kind = "  parameterized" if entry.get("parameterized") else ""
+        click.echo(f"{entry['name']}  {entry['status']}{kind}  ({entry['id'][:12]})")
         for alloc in entry["allocations"]:
             tasks = ", ".join(f"{n}={t['state']}{' failed' if t['failed'] else ''}"
                               for n, t in alloc["tasks"].items())

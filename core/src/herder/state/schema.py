@@ -120,5 +120,17 @@ def _create_schema(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
-MIGRATIONS: list[Migration] = [_create_schema]
+def _add_registered(db: sqlite3.Connection) -> None:
+    # The jobs the agent holds without running them (parameterized ones, dispatched on
+    # request): one submission per name, the latest; it has no allocation to be found by.
+    db.execute("""
+        CREATE TABLE registered (
+            name          TEXT PRIMARY KEY,
+            job_id        TEXT NOT NULL REFERENCES jobs (id),
+            registered_at REAL NOT NULL
+        )
+    """)
+
+
+MIGRATIONS: list[Migration] = [_create_schema, _add_registered]
 """Migration ``n`` (from 0) takes the schema from version ``n`` to ``n + 1``."""

@@ -497,6 +497,27 @@ class Store:
         rows = self._query(f"SELECT {_columns(JobRecord)} FROM jobs WHERE id = ?", (job_id,))
         return _decode_job(rows[0]) if rows else None
 
+    def register_job(self, job: JobRecord) -> None:
+        """Store ``job`` as the registered job of its name (run only on request), replacing any other."""
+
+        def apply() -> None:
+            self._execute(_insert("jobs", JobRecord) + " ON CONFLICT (id) DO NOTHING", _encode_job(job))
+            self._execute("INSERT INTO registered (name, job_id, registered_at) VALUES (?, ?, ?) "
+                          "ON CONFLICT (name) DO UPDATE SET job_id = excluded.job_id, "
+                          "registered_at = excluded.registered_at", (job.name, job.id, job.created_at))
+
+        self._write(apply, retry=False)
+
+    def registered_jobs(self) -> list[JobRecord]:
+        """The registered jobs, by name."""
+        rows = self._query(f"SELECT {_columns(JobRecord, 'jobs')} FROM registered "
+                           "JOIN jobs ON jobs.id = registered.job_id ORDER BY registered.name")
+        return [_decode_job(row) for row in rows]
+
+    def unregister_job(self, name: str) -> None:
+        """Forget the registered job ``name`` (its submission stays, as any job's does)."""
+        self._write(lambda: self._execute("DELETE FROM registered WHERE name = ?", (name,)), retry=False)
+
     # -- allocations --------------------------------------------------------------------------
 
     def put_alloc(self, alloc: AllocRecord, tasks: Sequence[TaskRecord], ports: Sequence[PortRecord]) -> None:
