@@ -20,6 +20,7 @@ import os
 import signal as _signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -34,9 +35,11 @@ from herder.client.health import HealthChange
 from herder.client.hooks.services import ServicesPlugin
 from herder.client.lifecycle import TaskLifecycle as TaskLifecycle
 from herder.client.lifecycle import config_errors as config_errors
+from herder.client.periodic import Launcher
 from herder.client.task_runner import TaskRunner
-from herder.errors import HerderError, JobError
+from herder.errors import HerderError, JobError, PlacementError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
+from herder.jobspec.dispatch import Child, periodic_child
 from herder.jobspec.formats import format_of, read_text, read_var_file
 from herder.model import Job
 from herder.model import Resources as Resources
@@ -45,6 +48,7 @@ from herder.plugins.hooks import Hooks
 from herder.plugins.hooks import Participants as Participants
 from herder.plugins.loader import load_plugins
 from herder.services import PASSING, CheckRegistration, CheckStatus, ServiceRegistration
+from herder.state import LIVE_STATUSES, ParentRecord, ParentStatus, StateError
 from herder.supervisor import Supervisor as Supervisor
 
 log = logging.getLogger("herder.agent")
@@ -213,6 +217,28 @@ def summary(status: str, allocs: Iterable[AllocRunner], health: HealthLog | None
         for a in allocs}}
 
 
+# -- periodic jobs -------------------------------------------------------------
+
+
+def children_of(name: str, allocs: Iterable[AllocRunner]) -> list[AllocRunner]:
+    """The allocations of the children of job ``name``."""
+    return [a for a in allocs if a.job.parent_id == name]
+
+
+def overlapped(parent: Job, children: Iterable[AllocRunner], *, forced: bool = False) -> list[str]:
+    """The children of periodic job ``parent`` still running that its ``prohibit_overlap``
+    makes a launch skip; none for a forced launch, as Nomad's."""
+    assert parent.periodic is not None
+    if not parent.periodic.prohibit_overlap or forced:
+        return []
+    return sorted({a.job.name for a in children if a.status in LIVE_STATUSES})
+
+
+def child_source(child: Child, parent: JobSource) -> JobSource:
+    """What a child is submitted as: its canonical document, from where its parent came."""
+    return JobSource(text=json.dumps(child.document), format="json", source=parent.source)
+
+
 # -- running in the foreground -----------------------------------------------
 
 
@@ -235,10 +261,12 @@ class ForegroundRun:
 
     def __init__(self, config: Config, hooks: Hooks, job: Job, source: JobSource, *,
                  on_event: Callable[[EventRecord], None],
-                 on_health: Callable[[HealthChange], None] = lambda change: None, keep: bool = False) -> None:
+                 on_health: Callable[[HealthChange], None] = lambda change: None,
+                 on_message: Callable[[str], None] = lambda text: None, keep: bool = False) -> None:
         self.job = job
         self.source = source
         self.health = HealthLog()
+        self._on_message = on_message
 
         def health_changed(change: HealthChange) -> None:
             self.health.record(change)
@@ -249,6 +277,8 @@ class ForegroundRun:
         self.allocs: list[AllocRunner] = []
         self.reaped = Reaped()
         self._stop_requested = threading.Event()
+        self._launches = threading.Lock()  # a periodic job's: its children join allocs in the launcher's thread
+        self._launcher = Launcher(self._launch)
 
     def place(self) -> None:
         """Take over what earlier runs left, then place the job's allocations if
@@ -265,24 +295,66 @@ class ForegroundRun:
         client.run(stale)
         for alloc in stale:
             alloc.stop()
-        self.allocs = adopted or client.submit(self.job, self.source)
+        # A periodic job is not run itself: its children are, at their times (run()).
+        self.allocs = adopted or ([] if self.job.periodic is not None else client.submit(self.job, self.source))
 
     def run(self) -> str:
-        """Run every allocation to the end; returns "complete", "failed" or "stopped"."""
+        """Run every allocation to the end, or a periodic job's children until it is
+        stopped; returns "complete", "failed" or "stopped"."""
         self.client.start()
         if self._stop_requested.is_set():  # asked to stop while placing: nothing runs
             self.stop()
         self.client.run(self.allocs)
-        while not self.client.wait(self.allocs + self.reaped.orphans + self.reaped.replaced, timeout=0.5):
+        if self.job.periodic is not None:
+            self._follow_schedule()
+        while not self.client.wait(self._everything(), timeout=0.5):
             pass  # short waits, so that signal handlers run promptly in the main thread
         if any(a.failed for a in self.allocs):
             return "failed"
         return "stopped" if self._stop_requested.is_set() else "complete"
 
+    def _everything(self) -> list[AllocRunner]:
+        with self._launches:
+            return self.allocs + self.reaped.orphans + self.reaped.replaced
+
+    def _follow_schedule(self) -> None:
+        """Launch the periodic job's children at their times until asked to stop."""
+        name = self.job.name
+        if not self.job.launches:
+            self._on_message(f"Job {name}: its periodic launches are disabled, nothing runs")
+            return
+        assert self.job.periodic is not None
+        first = self._launcher.add(name, self.job.periodic)
+        self._on_message(f"Job {name}: periodic ({' | '.join(self.job.periodic.crons)}), first launch at "
+                         f"{rfc3339(first) if first else 'none'}")
+        self._launcher.start()
+        while not self._stop_requested.wait(0.5):  # short waits, so that signal handlers run promptly
+            pass
+        self._launcher.stop()
+
+    def _launch(self, name: str, at: datetime) -> None:
+        with self._launches:
+            if self._stop_requested.is_set():
+                return
+            running = overlapped(self.job, self.allocs)
+            if running:
+                self._on_message(f"Job {name}: launch at {rfc3339(at)} skipped, {', '.join(running)} still "
+                                 "running (prohibit_overlap)")
+                return
+            child = periodic_child(json.loads(self.source.text), at)
+            allocs = self.client.submit(child.job, child_source(child, self.source))
+            self.allocs += allocs
+            self.client.run(allocs)
+        following = self._launcher.next_launch(name)
+        self._on_message(f"Job {name}: launched {child.job.name}; next launch at "
+                         f"{rfc3339(following) if following else 'none'}")
+
     def stop(self) -> None:
-        """Stop every task gracefully; safe to call from a signal handler's thread."""
-        self._stop_requested.set()
-        for alloc in self.allocs:
+        """Stop every task gracefully, and a periodic job's launches; safe to call from a signal handler's thread."""
+        with self._launches:
+            self._stop_requested.set()
+            allocs = list(self.allocs)
+        for alloc in allocs:
             alloc.stop()
 
     def summary(self, status: str) -> dict[str, Any]:
@@ -362,6 +434,17 @@ def logs_dir(alloc: AllocRunner) -> Path:
     return Path(alloc.alloc.dir) / "alloc" / "logs"
 
 
+@dataclass
+class Parent:
+    """A periodic job registered with the agent: it is not run, its children are.
+    ``source`` is its canonical document; ``last_launch`` the time of its latest child."""
+
+    job: Job
+    source: JobSource
+    status: ParentStatus = "running"
+    last_launch: float | None = None
+
+
 class Agent:
     """The client of ``herder agent``: its tasks outlive it (``keep``), and the
     next agent on the same data dir reattaches to them.
@@ -381,6 +464,8 @@ class Agent:
         self._submit_lock = threading.Lock()
         self._self_check: str | None = None
         self.client = Client(config, hooks, keep=True, on_event=on_event, on_health=on_health)
+        self._parents: dict[str, Parent] = {}
+        self.launcher = Launcher(self._launch)
 
     # -- lifetime ------------------------------------------------------------
 
@@ -392,12 +477,14 @@ class Agent:
         for alloc in restored:
             log.info("reattaching allocation %s (%s)", alloc.alloc.name, alloc.alloc.id)
         self.client.run(restored)
+        self._restore_parents()
+        self.launcher.start()
         if address is not None:
             self._register_self(*address)
         return restored
 
     def begin_drain(self) -> list[AllocRunner]:
-        """Start stopping every task gracefully (returns at once); no new job is taken."""
+        """Start stopping every task gracefully (returns at once); no new job is taken, no child launched."""
         self.draining = True
         allocs = self.client.allocs
         for alloc in allocs:
@@ -410,6 +497,7 @@ class Agent:
 
     def close(self) -> None:
         """Let go: running tasks keep running under the supervisor for the next agent."""
+        self.launcher.stop()
         services = self._services()
         if services is not None:
             services.sync.remove(SELF_OWNER)
@@ -461,6 +549,9 @@ class Agent:
             raise Conflict("the agent is draining: it takes no new job")
         job_source = JobSource(text=text, format=fmt, source=source, variables=variables)
         job = load_submitted(job_source, self.hooks, lines)
+        if job.periodic is not None:
+            return self._register_periodic(job, job_source)
+        self._deregister(job.name)  # a periodic job of that name, submitted again as an ordinary one
         with self._submit_lock:
             current = [a for a in self.client.allocs
                        if a.job.name == job.name and a.status in ("pending", "running") and not a.stopping]
@@ -499,13 +590,133 @@ class Agent:
         return allocs
 
     def stop_job(self, name: str) -> list[AllocRunner]:
-        """Stop every allocation of job ``name`` gracefully (returns at once).
+        """Stop every allocation of job ``name`` gracefully (returns at once); a periodic
+        job launches no more, and its children are stopped (as Nomad).
 
         :raises NotFound: no job ``name``."""
-        allocs = self.job(name)
+        parent = self._parents.get(name)
+        if parent is None:
+            allocs = self.job(name)
+        else:
+            with self._submit_lock:
+                self.launcher.remove(name)
+                if parent.status != "stopped":
+                    self.client.store.update_parent(name, status="stopped")
+                    parent.status = "stopped"
+            allocs = children_of(name, self.client.allocs)
+            log.info("periodic job %s stopped: no more launches", name)
         for alloc in allocs:
             alloc.stop()
         return allocs
+
+    # -- periodic jobs -------------------------------------------------------
+
+    def parents(self) -> dict[str, Parent]:
+        """Every periodic job registered, by name."""
+        with self._submit_lock:
+            return dict(sorted(self._parents.items()))
+
+    def parent(self, name: str) -> Parent | None:
+        with self._submit_lock:
+            return self._parents.get(name)
+
+    def children(self, name: str) -> dict[str, list[AllocRunner]]:
+        """The children of job ``name`` still known, oldest first, with their allocations."""
+        found: dict[str, list[AllocRunner]] = {}
+        for alloc in children_of(name, self.client.allocs):
+            found.setdefault(alloc.job.name, []).append(alloc)
+        return found
+
+    def force(self, name: str) -> tuple[str, list[AllocRunner]]:
+        """Launch a child of periodic job ``name`` now, whatever its ``prohibit_overlap``:
+        the child's name and allocations.
+
+        :raises NotFound: no periodic job ``name``.
+        :raises Conflict: it does not launch (stopped, disabled), or launched this second already.
+        """
+        parent = self.parent(name)
+        if parent is None:
+            raise NotFound(f"no periodic job {name!r}")
+        if parent.status == "stopped" or not parent.job.launches:
+            raise Conflict(f"periodic job {name!r} does not launch: "
+                           + ("it is stopped" if parent.status == "stopped" else "its launches are disabled"))
+        launched = self._launch(name, datetime.now(UTC).replace(microsecond=0), forced=True)
+        if launched is None:
+            raise Conflict(f"periodic job {name!r} launched a child this second already")
+        return launched
+
+    def _register_periodic(self, job: Job, source: JobSource) -> tuple[str, list[AllocRunner], list[str]]:
+        """Register periodic ``job``, not run, and follow its schedule (a new one, if it was registered)."""
+        _, document = evaluate_job_text(source.text, source.format, source.source, source.variables)
+        canonical = JobSource(text=json.dumps(document), format="json", source=source.source)
+        with self._submit_lock:
+            try:
+                self.client.store.put_parent(ParentRecord(name=job.name, source=source.source, text=canonical.text,
+                                                          registered_at=time.time()))
+            except StateError as exc:
+                raise PlacementError(f"the job cannot be registered: {exc}") from exc
+            known = self._parents.get(job.name)
+            parent = Parent(job, canonical, last_launch=known.last_launch if known else None)
+            self._parents[job.name] = parent
+            next_launch = self._follow(parent)
+        log.info("periodic job %s registered; next launch %s", job.name,
+                 next_launch.isoformat() if next_launch else "never")
+        return job.name, [], job.warnings
+
+    def _deregister(self, name: str) -> None:
+        """Forget periodic job ``name`` (nothing if there is none); its children stay."""
+        with self._submit_lock:
+            if self._parents.pop(name, None) is not None:
+                self.launcher.remove(name)
+                self.client.store.delete_parent(name)
+
+    def _follow(self, parent: Parent) -> datetime | None:
+        """Schedule ``parent``'s next launch, after now and its latest one; its next launch time."""
+        if parent.status == "stopped" or not parent.job.launches:
+            self.launcher.remove(parent.job.name)
+            return None
+        assert parent.job.periodic is not None
+        last = None if parent.last_launch is None else datetime.fromtimestamp(parent.last_launch, UTC)
+        return self.launcher.add(parent.job.name, parent.job.periodic, last)
+
+    def _restore_parents(self) -> None:
+        """Register again the periodic jobs of the state database; launches missed meanwhile are not caught up."""
+        for record in self.client.store.parents():
+            source = JobSource(text=record.text, format="json", source=record.source)
+            try:
+                job = load_submitted(source, self.hooks)
+            except JobError as exc:
+                log.warning("periodic job %s no longer loads, it does not launch: %s", record.name,
+                            "; ".join(exc.errors))
+                continue
+            parent = Parent(job, source, record.status, record.last_launch)
+            with self._submit_lock:
+                self._parents[record.name] = parent
+                self._follow(parent)
+
+    def _launch(self, name: str, at: datetime, *, forced: bool = False) -> tuple[str, list[AllocRunner]] | None:
+        """Launch the child of periodic job ``name`` due at ``at``: its name and allocations;
+        None when it is not launched (skipped, stopped, launched already, the agent draining)."""
+        with self._submit_lock:
+            parent = self._parents.get(name)
+            if parent is None or parent.status == "stopped" or self.draining:
+                return None
+            # The latest launch is stored before its child: killed in between, the agent loses a launch
+            # rather than making it twice.
+            if parent.last_launch is not None and at.timestamp() <= parent.last_launch:
+                return None
+            running = overlapped(parent.job, children_of(name, self.client.allocs), forced=forced)
+            if running:
+                log.info("periodic job %s: launch of %s skipped, %s still running (prohibit_overlap)", name,
+                         at.isoformat(), ", ".join(running))
+                return None
+            child = periodic_child(json.loads(parent.source.text), at)
+            self.client.store.update_parent(name, last_launch=at.timestamp())
+            parent.last_launch = at.timestamp()
+            allocs = self.client.submit(child.job, child_source(child, parent.source))
+        self.client.run(allocs)
+        log.info("periodic job %s launched %s%s", name, child.job.name, " (forced)" if forced else "")
+        return child.job.name, allocs
 
     # -- allocations -------------------------------------------------------
 
