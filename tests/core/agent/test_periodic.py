@@ -207,3 +207,28 @@ def test_herder_run_launches_each_time(tmp_path: Path) -> None:
     assert run.interrupt() == 0
     assert all(f"launched {child.child}" in run.stderr for child in children)
     assert len({event["alloc_id"] for event in run.of("Started")}) >= 2
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "nightly.hcl"
+
+
+def test_the_nightly_example_registers_and_backs_up_when_forced(agent: AgentProcess) -> None:
+    submitted = agent.cli("job", "run", str(EXAMPLE))
+    assert submitted.returncode == 0 and "Job nightly registered: periodic 0 3 * * * (Local)" in submitted.stderr, \
+        submitted.stderr
+    assert "T03:00:00" in job(agent, "nightly")["periodic"]["next_launch"]
+    forced = agent.cli("job", "periodic", "force", "nightly")
+    assert forced.returncode == 0, forced.stderr
+
+    def child_complete() -> str | None:
+        children = job(agent, "nightly")["children"]
+        return children[0]["name"] if children and children[0]["status"] == "complete" else None
+
+    child = wait_for(child_complete, what="the forced backup complete")
+    [alloc] = job(agent, child)["allocations"]
+    logs = agent.cli("alloc", "logs", alloc["id"], "tar")
+    assert f"{child} (launched by nightly) wrote " in logs.stdout, logs.stdout + logs.stderr
+    archive = Path(logs.stdout.split(" wrote ")[1].strip())
+    assert archive.name.endswith(".tar.gz") and archive.stat().st_size > 0
+    with agent.http() as http:
+        assert "/v1/jobs/{name}/periodic/force" in http.get("/v1/openapi.json").json()["paths"]
