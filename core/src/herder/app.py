@@ -324,6 +324,7 @@ class ForegroundRun:
             self._on_message(f"Job {name}: its periodic launches are disabled, nothing runs")
             return
         assert self.job.periodic is not None
+        self.client.node()  # the drivers' fingerprints, taken now rather than late by the first launch
         first = self._launcher.add(name, self.job.periodic)
         self._on_message(f"Job {name}: periodic ({' | '.join(self.job.periodic.crons)}), first launch at "
                          f"{rfc3339(first) if first else 'none'}")
@@ -466,6 +467,7 @@ class Agent:
         self.client = Client(config, hooks, keep=True, on_event=on_event, on_health=on_health)
         self._parents: dict[str, Parent] = {}
         self.launcher = Launcher(self._launch)
+        self._warm_up = threading.Thread(target=self._prepare_launches, name="periodic-warm-up", daemon=True)
 
     # -- lifetime ------------------------------------------------------------
 
@@ -677,7 +679,19 @@ class Agent:
             return None
         assert parent.job.periodic is not None
         last = None if parent.last_launch is None else datetime.fromtimestamp(parent.last_launch, UTC)
+        if self._warm_up.ident is None:  # started once, by the first periodic job that launches
+            self._warm_up.start()
         return self.launcher.add(parent.job.name, parent.job.periodic, last)
+
+    def _prepare_launches(self) -> None:
+        """Take now what the first launch would wait for: every driver's fingerprint (taken at
+        the first placement) and the supervisor (started with the first task), hundreds of
+        milliseconds that would make that launch late."""
+        self.client.node()
+        try:
+            self.client.supervisor.connect()
+        except HerderError as exc:  # the launch will say it, if it still is so
+            log.warning("the supervisor cannot be started: %s", exc)
 
     def _restore_parents(self) -> None:
         """Register again the periodic jobs of the state database; launches missed meanwhile are not caught up."""
