@@ -39,7 +39,7 @@ from herder.client.periodic import Launcher
 from herder.client.task_runner import TaskRunner
 from herder.errors import HerderError, JobError, PlacementError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
-from herder.jobspec.dispatch import Child, periodic_child
+from herder.jobspec.dispatch import PERIODIC_SUFFIX, Child, periodic_child
 from herder.jobspec.formats import format_of, read_text, read_var_file
 from herder.model import Job
 from herder.model import Resources as Resources
@@ -444,6 +444,19 @@ class Parent:
     source: JobSource
     status: ParentStatus = "running"
     last_launch: float | None = None
+    ready: Child | None = field(default=None, repr=False)
+    """The child of the next launch, made ahead of its time so that it starts on time."""
+
+    def child(self, at: datetime) -> Child:
+        """The child launched at ``at``: the one made ahead if it is that one's."""
+        ready, self.ready = self.ready, None
+        if ready is not None and ready.job.name == f"{self.job.name}{PERIODIC_SUFFIX}{int(at.timestamp())}":
+            return ready
+        return periodic_child(json.loads(self.source.text), at)
+
+    def prepare(self, at: datetime | None) -> None:
+        """Make the child of the launch at ``at`` (None: none) now, ahead of its time."""
+        self.ready = None if at is None else periodic_child(json.loads(self.source.text), at)
 
 
 class Agent:
@@ -681,7 +694,9 @@ class Agent:
         last = None if parent.last_launch is None else datetime.fromtimestamp(parent.last_launch, UTC)
         if self._warm_up.ident is None:  # started once, by the first periodic job that launches
             self._warm_up.start()
-        return self.launcher.add(parent.job.name, parent.job.periodic, last)
+        next_launch = self.launcher.add(parent.job.name, parent.job.periodic, last)
+        parent.prepare(next_launch)
+        return next_launch
 
     def _prepare_launches(self) -> None:
         """Take now what the first launch would wait for: every driver's fingerprint (taken at
@@ -724,12 +739,14 @@ class Agent:
                 log.info("periodic job %s: launch of %s skipped, %s still running (prohibit_overlap)", name,
                          at.isoformat(), ", ".join(running))
                 return None
-            child = periodic_child(json.loads(parent.source.text), at)
+            child = parent.child(at)
             self.client.store.update_parent(name, last_launch=at.timestamp())
             parent.last_launch = at.timestamp()
             allocs = self.client.submit(child.job, child_source(child, parent.source))
         self.client.run(allocs)
         log.info("periodic job %s launched %s%s", name, child.job.name, " (forced)" if forced else "")
+        with self._submit_lock:
+            parent.prepare(self.launcher.next_launch(name))
         return child.job.name, allocs
 
     # -- allocations -------------------------------------------------------
