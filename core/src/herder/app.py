@@ -609,7 +609,7 @@ class Agent:
         job launches no more, and its children are stopped (as Nomad).
 
         :raises NotFound: no job ``name``."""
-        parent = self._parents.get(name)
+        parent = self.parent(name)
         if parent is None:
             allocs = self.job(name)
         else:
@@ -648,6 +648,7 @@ class Agent:
 
         :raises NotFound: no periodic job ``name``.
         :raises Conflict: it does not launch (stopped, disabled), or launched this second already.
+        :raises PlacementError: the child cannot be placed, or the launch recorded.
         """
         parent = self.parent(name)
         if parent is None:
@@ -740,7 +741,10 @@ class Agent:
                          at.isoformat(), ", ".join(running))
                 return None
             child = parent.child(at)
-            self.client.store.update_parent(name, last_launch=at.timestamp())
+            try:
+                self.client.store.update_parent(name, last_launch=at.timestamp())
+            except StateError as exc:
+                raise PlacementError(f"the launch cannot be recorded: {exc}") from exc
             parent.last_launch = at.timestamp()
             allocs = self.client.submit(child.job, child_source(child, parent.source))
         self.client.run(allocs)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from herder.errors import HerderError
 from herder.jobspec.dispatch import next_launch_time
 from herder.model import Periodic
 
@@ -29,7 +30,8 @@ class Launcher:
     """Calls ``launch(name, time)`` at each launch time of each job added, from
     one thread (:meth:`start`), one launch after the other.
 
-    A launch that raises is logged; the schedule goes on.
+    A launch that raises is logged (a :class:`HerderError`, such as a child
+    that cannot be placed, without a traceback); the schedule goes on.
     """
 
     def __init__(self, launch: Launch) -> None:
@@ -123,5 +125,7 @@ class Launcher:
             name, at = found
             try:
                 self._launch(name, at)
+            except HerderError as exc:  # the child cannot be placed, say: the next launch may be
+                log.warning("periodic job %s: the launch of %s failed: %s", name, at.isoformat(), exc)
             except Exception:
-                log.exception("launching periodic job %s at %s failed", name, at.isoformat())
+                log.exception("periodic job %s: the launch of %s failed", name, at.isoformat())
