@@ -103,6 +103,7 @@ def main() -> None:
     started, placed, load = measure(args.seconds)
     p99 = percentile(started, 0.99)
     verdict = "met" if p99 <= TARGET_P99 else "NOT met"
+    later = percentile(started[1:], 0.99)
     body = f"""A batch job on a 1-second cron (`* * * * * * *`, a raw_exec task running `/bin/true`) registered
 with an agent on a fresh data dir for {args.seconds:g} s; {load} (the machine shared with other work).
 Lateness of each child: its event's time minus its scheduled launch time (the time in its name).
@@ -111,13 +112,17 @@ Lateness of each child: its event's time minus its scheduled launch time (the ti
 |---|---:|---:|---:|---:|---:|
 {row("placed (`Received` event)", placed)}
 {row("task started (`Started` event)", started)}
+{row("task started, launches after the first", started[1:])}
 
-Start lateness p99: {p99 * 1000:.1f} ms (target <= {TARGET_P99 * 1000:.0f} ms: {verdict}).
+Start lateness p99: {p99 * 1000:.1f} ms (target <= {TARGET_P99 * 1000:.0f} ms: {verdict}); {later * 1000:.1f} ms
+after the first launch.
 
 The first row is the scheduler's part (waking at the launch time, the child made ahead of it, the
 launch stored, the allocation placed); the rest of a child's lateness is its task's start through the
 client and the supervisor, the same path as any job's (the "Start overhead" section), and with the
-machine's cores shared it is what grows under load. With 60 launches, p99 is the largest.
+machine's cores shared it is what grows under load. With 60 launches, p99 is the largest. The first
+launch comes within a second of the job's registration on a fresh agent, while the agent is still
+taking the drivers' fingerprints and starting its supervisor for it; the last row leaves it out.
 """
     print(body)
     if not args.no_record:
