@@ -72,6 +72,13 @@ key_file = "~/agent-key.pem"
     ("[client]\nuser_denylist = 'root'", "[client] user_denylist must be a list of names"),
     ("[client]\nuser_checked_drivers = [1]", "[client] user_checked_drivers must be a list of names"),
     ("[client]\nuser_allowlist = []", "unknown key(s) at [client]: user_allowlist"),
+    ("[client]\ngc_interval = 'often'", "[client] gc_interval 'often' is not a duration"),
+    ("[client]\ngc_interval = '0s'", "[client] gc_interval must be longer than 0s"),
+    ("[client]\ngc_max_allocs = -1", "[client] gc_max_allocs must be a number from 0"),
+    ("[client]\ngc_max_allocs = 2.5", "[client] gc_max_allocs must be a whole number, not 2.5"),
+    ("[client]\ngc_disk_usage_threshold = 120", "[client] gc_disk_usage_threshold must be a number from 0 to 100"),
+    ("[client]\ngc_disk_usage_threshold = '80%'", "[client] gc_disk_usage_threshold must be a number"),
+    ("[client]\njob_gc_threshold = '4 hours'", "[client] job_gc_threshold '4 hours' is not a duration"),
 ])
 def test_mistakes_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -92,6 +99,21 @@ user_checked_drivers = ["exec", "raw_exec"]
 """))
     assert config.client == ClientConfig(max_kill_timeout=120.0, user_denylist=frozenset(),
                                          user_checked_drivers=frozenset({"exec", "raw_exec"}))
+
+
+def test_the_garbage_collection_keys(tmp_path: Path) -> None:
+    defaults = load_config(None, data_dir=tmp_path).client
+    assert (defaults.gc_interval, defaults.gc_max_allocs, defaults.gc_disk_usage_threshold,
+            defaults.job_gc_threshold) == (60.0, 50, 80.0, 4 * 3600.0)
+    config = load_config(write(tmp_path, """
+[client]
+gc_interval = "30s"
+gc_max_allocs = 0
+gc_disk_usage_threshold = 92.5
+job_gc_threshold = "1h30m"
+"""))
+    assert (config.client.gc_interval, config.client.gc_max_allocs, config.client.gc_disk_usage_threshold,
+            config.client.job_gc_threshold) == (30.0, 0, 92.5, 5400.0)
 
 
 def test_a_relative_data_dir_becomes_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

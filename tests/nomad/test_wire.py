@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,3 +128,22 @@ def test_a_bad_plugin_block_is_refused_with_its_path(plugin: tuple[subprocess.Po
         base_pb2_grpc.BasePluginStub(channel).SetConfig(base_pb2.SetConfigRequest(msgpack_config=config), timeout=30)
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert 'plugin "herder" config.plugin' in (raised.value.details() or "")
+
+
+def test_the_plugin_loader_is_answered_before_herder_is_imported() -> None:
+    # Nomad's plugin loader starts the plugin twice only for these two calls: they must not wait for herder.
+    probe = """
+import sys
+from herder_nomad.plugin import DeferredDriver
+from herder_nomad.wire import base_pb2, driver_pb2
+service = DeferredDriver()
+info = service.PluginInfo(base_pb2.PluginInfoRequest(), None)
+schema = service.ConfigSchema(base_pb2.ConfigSchemaRequest(), None)
+print(info.name, sorted(schema.spec.object.attributes), "herder" in sys.modules)
+task_schema = service.TaskConfigSchema(driver_pb2.TaskConfigSchemaRequest(), None)
+print(sorted(task_schema.spec.object.attributes), "herder.app" in sys.modules)
+service.close()
+"""
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.splitlines() == ["herder ['data_dir', 'disabled_plugins', 'plugin'] False",
+                                          "['config', 'driver'] True"]

@@ -31,6 +31,7 @@ from herder import __version__
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.client import Client, JobSource
 from herder.client.config import Config
+from herder.client.gc import Collected, GarbageCollector
 from herder.client.health import HealthChange
 from herder.client.hooks.services import ServicesPlugin
 from herder.client.lifecycle import TaskLifecycle as TaskLifecycle
@@ -466,11 +467,13 @@ class Agent:
     Everything here is synchronous and thread-safe; the HTTP API translates
     requests to these calls, and :class:`NotFound` and :class:`Conflict` to
     its answers. ``on_event`` sees every task event, ``on_health`` every change
-    of a service check's status.
+    of a service check's status, ``on_collected`` the IDs of the finished
+    allocations each garbage collection removed.
     """
 
     def __init__(self, config: Config, hooks: Hooks, *, on_event: Callable[[EventRecord], None],
-                 on_health: Callable[[HealthChange], None] = lambda change: None) -> None:
+                 on_health: Callable[[HealthChange], None] = lambda change: None,
+                 on_collected: Callable[[list[str]], None] = lambda ids: None) -> None:
         self.config = config
         self.hooks = hooks
         self.version = __version__
@@ -478,6 +481,7 @@ class Agent:
         self._submit_lock = threading.Lock()
         self._self_check: str | None = None
         self.client = Client(config, hooks, keep=True, on_event=on_event, on_health=on_health)
+        self.gc = GarbageCollector(self.client, on_collected=on_collected)
         self._parents: dict[str, Parent] = {}
         self.launcher = Launcher(self._launch)
         self._warm_up = threading.Thread(target=self._prepare_launches, name="periodic-warm-up", daemon=True)
@@ -492,6 +496,7 @@ class Agent:
         for alloc in restored:
             log.info("reattaching allocation %s (%s)", alloc.alloc.name, alloc.alloc.id)
         self.client.run(restored)
+        self.gc.start()
         self._restore_parents()
         self.launcher.start()
         if address is not None:
@@ -513,6 +518,7 @@ class Agent:
     def close(self) -> None:
         """Let go: running tasks keep running under the supervisor for the next agent."""
         self.launcher.stop()
+        self.gc.stop()
         services = self._services()
         if services is not None:
             services.sync.remove(SELF_OWNER)
@@ -582,6 +588,7 @@ class Agent:
                              daemon=True).start()
         else:
             self.client.run(allocs)
+        self.gc.wake()  # room for the new allocations, if they make too many
         log.info("job %s submitted: %d allocation(s)", job.name, len(allocs))
         return job.name, allocs, job.warnings
 
@@ -623,6 +630,17 @@ class Agent:
         for alloc in allocs:
             alloc.stop()
         return allocs
+
+    def collect_garbage(self) -> Collected:
+        """Collect finished allocations and jobs now, as the periodic collection does (``herder system gc``).
+
+        :raises Conflict: the state database cannot be written now (a full disk): nothing is lost, the
+            next collection tries again.
+        """
+        try:
+            return self.gc.collect()
+        except StateError as exc:
+            raise Conflict(f"cannot collect now: {exc}") from None
 
     # -- periodic jobs -------------------------------------------------------
 
@@ -748,6 +766,7 @@ class Agent:
             parent.last_launch = at.timestamp()
             allocs = self.client.submit(child.job, child_source(child, parent.source))
         self.client.run(allocs)
+        self.gc.wake()  # one child more: the oldest finished ones beyond the kept may go
         log.info("periodic job %s launched %s%s", name, child.job.name, " (forced)" if forced else "")
         with self._submit_lock:
             parent.prepare(self.launcher.next_launch(name))

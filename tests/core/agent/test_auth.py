@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.agent import AgentProcess
 
@@ -20,6 +21,7 @@ def routes(document: dict[str, Any]) -> list[tuple[str, str]]:
             for path, operations in document["paths"].items() for method in operations]
 
 
+@pytest.mark.slow
 def test_every_route_needs_the_token(tmp_path: Path) -> None:
     agent = AgentProcess(tmp_path, token=TOKEN).start()
     try:

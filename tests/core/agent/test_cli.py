@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.core.agent.conftest import ticker
 from tests.support.agent import AgentProcess
 from tests.support.consul import free_ports
 
 
+@pytest.mark.slow
 def test_job_and_alloc_commands(agent: AgentProcess, tmp_path: Path) -> None:
     job = tmp_path / "ticker.hcl"
     job.write_text(ticker("cli"))
@@ -49,6 +52,7 @@ def test_job_and_alloc_commands(agent: AgentProcess, tmp_path: Path) -> None:
     agent.wait_task(alloc_id, "t", "dead")
 
 
+@pytest.mark.slow
 def test_job_run_shows_a_failure_and_an_invalid_job(agent: AgentProcess, tmp_path: Path) -> None:
     failing = tmp_path / "fail.hcl"
     failing.write_text('job "fail" {\n type = "batch"\n group "g" {\n  restart {\n   attempts = 0\n'

@@ -4,6 +4,7 @@ no request, however malformed, gets a 500, and every answer matches the schema."
 from __future__ import annotations
 
 import hypothesis
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import (
@@ -23,6 +24,7 @@ SAFE_COMMAND = ["true"]
 """What the fuzzed exec requests run: a generated command would run on this host."""
 
 
+@pytest.mark.slow
 def test_no_operation_fails_or_strays_from_its_schema(shared_agent: AgentProcess, seed: int) -> None:
     # A running job, so that generated allocation IDs and prefixes can find one.
     shared_agent.submit(ticker("fuzzed", count=2))

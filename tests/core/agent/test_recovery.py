@@ -6,6 +6,8 @@ import json
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from herder.app import SELF_CHECK_TTL
 from tests.support.agent import AgentProcess
 from tests.support.consul import ConsulAgent
@@ -50,6 +52,7 @@ def servers(agent: AgentProcess) -> set[int]:
     return {pid for pid, cmd in processes_using(agent.data_dir).items() if "http.server" in cmd}
 
 
+@pytest.mark.slow
 def test_a_killed_agent_reattaches_every_task_on_its_port(agent: AgentProcess) -> None:
     allocs = agent.submit(WEB)["allocations"]
     ports = {}
@@ -90,6 +93,7 @@ def wait_checks(agent: AgentProcess, alloc_id: str) -> list[str]:
     return statuses()
 
 
+@pytest.mark.slow
 def test_sigterm_leaves_tasks_running_and_drain_stops_them(agent: AgentProcess) -> None:
     alloc_id = agent.submit(WEB.replace("count = 2", "count = 1"))["allocations"][0]["id"]
     agent.wait_task(alloc_id, "server")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.foreground import HerderRun
 from tests.support.processes import alive
 from tests.support.running import Run, run_job, start_job
@@ -189,6 +191,7 @@ def test_a_dead_leader_kills_the_sidecars_with_its_own_reason(data_dir: Path, tm
     assert "Leader Task Dead" in run.types("side")
 
 
+@pytest.mark.slow
 def test_a_restored_allocation_keeps_its_phase(tmp_path: Path, config_file: Path) -> None:
     """herder killed while the main task runs: the next herder reattaches the main
     task and the sidecar, does not run the completed prestart task again, and

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from herder.client.taskdir import build_alloc_dir, build_task_dir, make_data_dir
+from herder.client.taskdir import build_alloc_dir, build_task_dir, make_data_dir, mounts_beneath, remove_alloc_dir
 from herder.context import TaskDir
 from herder.sdk import UnsafePathError, locate_in_task_dir, resolve_in_task_dir
 
@@ -174,3 +175,40 @@ def test_locate_absolute_paths_inside(task_dir: TaskDir) -> None:
 def test_locate_refuses_escapes(task_dir: TaskDir, relative: str) -> None:
     with pytest.raises(ValueError, match="escapes"):
         locate_in_task_dir(task_dir, relative)
+
+
+def test_remove_alloc_dir_removes_it_and_only_it(tmp_path: Path) -> None:
+    task_dir = build_task_dir(build_alloc_dir(tmp_path, "abc123"), "web")
+    build_alloc_dir(tmp_path, "other")
+    (task_dir.local_dir / "file").write_text("data")
+    (tmp_path / "host").write_text("host data")
+    (task_dir.local_dir / "link").symlink_to(tmp_path / "host")
+    remove_alloc_dir(tmp_path, "abc123")
+    remove_alloc_dir(tmp_path, "abc123")  # gone already: nothing to do
+    assert sorted(p.name for p in (tmp_path / "allocs").iterdir()) == ["other"]
+    assert (tmp_path / "host").read_text() == "host data"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
+def test_an_alloc_dir_with_a_mount_in_it_is_not_removed(tmp_path: Path) -> None:
+    task_dir = build_task_dir(build_alloc_dir(tmp_path, "abc123"), "web")
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "file").write_text("host data")
+    subprocess.run(["mount", "--bind", str(host), str(task_dir.local_dir)], check=True)
+    try:
+        with pytest.raises(UnsafePathError, match="a mount point in an allocation directory"):
+            remove_alloc_dir(tmp_path, "abc123")
+    finally:
+        subprocess.run(["umount", str(task_dir.local_dir)], check=True)
+    assert (host / "file").read_text() == "host data"
+    assert (task_dir.local_dir).is_dir()
+
+
+def test_mount_points_are_read_with_their_escapes(tmp_path: Path) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        "22 1 8:1 / / rw - ext4 /dev/vda rw\n"
+        "90 22 8:1 /x /data/allocs/a\\040b/web/local rw - ext4 /dev/vda rw\n"
+        "91 22 0:5 / /data/allocs-old rw - tmpfs tmpfs rw\n")
+    assert mounts_beneath(Path("/data/allocs"), mountinfo) == [Path("/data/allocs/a b/web/local")]

@@ -19,7 +19,7 @@ from herder.sdk import (
     set_mode,
     write_atomic,
 )
-from herder.sdk.safefs import make_dir
+from herder.sdk.safefs import REMOVE_DEPTH, make_dir, remove_tree
 
 
 @pytest.fixture
@@ -232,3 +232,63 @@ def test_make_dir_refuses_a_link(base: Path) -> None:
     after = (base / "host").stat()
     assert (after.st_mode, after.st_ctime_ns) == (before.st_mode, before.st_ctime_ns)
     assert (base / "host" / "secret").read_text() == "host data"
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_remove_tree_removes_links_and_never_what_they_point_at(base: Path) -> None:
+    local = base / "root" / "local"
+    (local / "conf" / "file").write_text("task data")
+    (local / "to-dir").symlink_to(base / "host")
+    (local / "conf" / "to-file").symlink_to(base / "host" / "secret")
+    (local / "dangling").symlink_to(base / "nowhere")
+    os.mkfifo(base / "host" / "fifo")
+    (local / "to-fifo").symlink_to(base / "host" / "fifo")  # opening it would block
+    with safe_root(base / "root") as root:
+        remove_tree(root, "local")
+        remove_tree(root, "local")  # gone already: nothing to do
+        assert os.listdir(root) == []
+    assert sorted(os.listdir(base / "host")) == ["fifo", "secret"]
+    assert (base / "host" / "secret").read_text() == "host data"
+
+
+def test_remove_tree_removes_a_tree_deeper_than_it_holds_descriptors_for(base: Path) -> None:
+    depth = 3 * REMOVE_DEPTH + 5
+    with safe_root(base / "root") as root:
+        fd = os.open("local", os.O_RDONLY, dir_fd=root)
+        for _ in range(depth):  # deeper than a path can name
+            os.mkdir("d", dir_fd=fd)
+            os.symlink(str(base / "host"), "link", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        os.close(fd)
+        before = open_fds()
+        remove_tree(root, "local")
+        assert open_fds() == before
+        assert os.listdir(root) == []
+    assert os.listdir(base / "host") == ["secret"]
+
+
+def test_remove_tree_refuses_a_directory_swapped_for_a_link_meanwhile(base: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = base / "root" / "local" / "conf"
+    (conf / "file").write_text("task data")
+    lstat = os.lstat
+
+    def lstat_then_swap(path: str, *, dir_fd: int | None = None) -> os.stat_result:
+        """Once ``conf`` is seen to be a directory, and before it is opened, a task swaps it for a link."""
+        found = lstat(path, dir_fd=dir_fd)
+        if path == "conf" and not conf.is_symlink():
+            conf.rename(base / "root" / "moved")
+            conf.symlink_to(base / "host")
+        return found
+
+    monkeypatch.setattr(os, "lstat", lstat_then_swap)
+    with safe_root(base / "root") as root, pytest.raises(UnsafePathError, match="conf: a link; not followed"):
+        remove_tree(root, "local")
+    monkeypatch.undo()
+    assert os.listdir(base / "host") == ["secret"]
+    assert (base / "root" / "moved" / "file").read_text() == "task data"

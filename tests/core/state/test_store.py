@@ -22,7 +22,7 @@ from herder.state import (
     TaskRecord,
     job_id,
 )
-from tests.core.state.factory import TASK_NAMES, make_alloc, make_job
+from tests.core.state.factory import JOB_TEXT, TASK_NAMES, make_alloc, make_job
 
 
 def test_job_round_trip(store: Store) -> None:
@@ -222,6 +222,24 @@ def test_delete_alloc_cascades(store: Store, job: JobRecord) -> None:
     assert store.events("a1") == []
     assert len(store.tasks("a2")) == 3
     assert len(store.events("a2")) == 1
+    assert store.integrity_check() == []
+
+
+def test_forget_alloc_drops_its_job_with_its_last_allocation(store: Store, job: JobRecord) -> None:
+    other = make_job(JOB_TEXT + "# another\n")
+    store.put_job(other)
+    store.put_alloc(*make_alloc("a1", job))
+    store.put_alloc(*make_alloc("a2", job))
+    store.put_alloc(*make_alloc("b1", other))
+    store.add_event("a1", "web", TaskEvent(type="Received"))
+
+    store.forget_alloc("a1")
+    assert store.alloc("a1") is None and store.events("a1") == []
+    assert store.job(job.id) is not None  # a2 still came from it
+    store.forget_alloc("a2")
+    store.forget_alloc("a2")  # already gone: nothing to do
+    assert store.job(job.id) is None
+    assert store.job(other.id) is not None and store.alloc("b1") is not None
     assert store.integrity_check() == []
 
 

@@ -234,6 +234,13 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
         count = len(agent.begin_drain())
         return models.Done(message=f"stopping {count} allocation(s); the agent takes no new job")
 
+    @api.put("/v1/system/gc", response_model=models.Collected, tags=["agent"])
+    def system_gc() -> models.Collected:
+        collected = agent.collect_garbage()
+        return models.Collected(message=f"{len(collected.allocations)} allocation(s) removed, "
+                                        f"{len(collected.jobs)} job(s) purged",
+                                allocations=collected.allocations, jobs=collected.jobs)
+
     # -- jobs ----------------------------------------------------------------
 
     @api.post("/v1/jobs", response_model=models.JobSubmitted, tags=["jobs"])

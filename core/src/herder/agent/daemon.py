@@ -162,7 +162,7 @@ def run(config: Config, *, drain: bool = False) -> int:
     for warning in app.failed_plugins(hooks):
         log.warning("%s", warning)
     events = EventLog()
-    agent = app.Agent(config, hooks, on_event=events.record, on_health=log_health)
+    agent = app.Agent(config, hooks, on_event=events.record, on_health=log_health, on_collected=events.forget)
     server = _Server(uvicorn.Config(asgi(agent, events), log_config=None, access_log=False, lifespan="on",
                                     timeout_graceful_shutdown=SHUTDOWN_GRACE,
                                     timeout_keep_alive=KEEP_ALIVE,

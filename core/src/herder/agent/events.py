@@ -35,6 +35,13 @@ class EventLog:
             self._events.append((self._seq, event))
             self._changed.notify_all()
 
+    def forget(self, alloc_ids: list[str]) -> None:
+        """Drop the events of allocations the garbage collector removed."""
+        gone = set(alloc_ids)
+        with self._changed:
+            kept = [(n, e) for n, e in self._events if e["alloc_id"] not in gone]
+            self._events = deque(kept, maxlen=EVENT_BUFFER)
+
     def after(self, seq: int, alloc_id: str | None = None) -> tuple[int, list[dict[str, Any]]]:
         """The events after number ``seq`` (of one allocation), and the last number."""
         with self._changed:

@@ -195,3 +195,11 @@ class Done(_Model):
     """An action was accepted."""
 
     message: str
+
+
+class Collected(_Model):
+    """What a garbage collection removed: the finished allocations (by ID) and the jobs purged whole."""
+
+    message: str
+    allocations: list[str]
+    jobs: list[str]

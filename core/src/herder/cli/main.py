@@ -26,6 +26,7 @@ COMMANDS = {
     "agent": "herder.cli.serve:agent",
     "job": "herder.cli.remote:job",
     "alloc": "herder.cli.remote:alloc",
+    "system": "herder.cli.remote:system",
 }
 """Every command, and where it is defined."""
 

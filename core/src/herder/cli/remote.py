@@ -389,3 +389,17 @@ def alloc_restart(alloc_id: str, task: str | None) -> None:
     """Restart TASK, or every running task of the allocation (not counted against the restart policy)."""
     say(Agent().request("POST", f"/v1/allocations/{alloc_id}/restart",
                         json_body={"task": task, "reason": "Restart requested from the command line"})["message"])
+
+
+# -- herder system ---------------------------------------------------------------
+
+
+@click.group()
+def system() -> None:
+    """Housekeeping on the agent at HERDER_ADDR."""
+
+
+@system.command("gc")
+def system_gc() -> None:
+    """Collect finished allocations and jobs now, as the agent does every [client] gc_interval."""
+    say(Agent().request("PUT", "/v1/system/gc")["message"])

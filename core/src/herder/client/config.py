@@ -16,6 +16,10 @@ from herder.services import check_backend
 DEFAULT_MAX_KILL_TIMEOUT = 30.0
 DEFAULT_USER_DENYLIST = ("root",)
 DEFAULT_USER_CHECKED_DRIVERS = ("exec", "java", "qemu")
+DEFAULT_GC_INTERVAL = 60.0
+DEFAULT_GC_MAX_ALLOCS = 50
+DEFAULT_GC_DISK_USAGE_THRESHOLD = 80.0
+DEFAULT_JOB_GC_THRESHOLD = 4 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,10 @@ class ClientConfig:
       a task gets, whatever its job asks (Nomad's ``max_kill_timeout``).
     - ``user_denylist``: the users a task of a driver in ``user_checked_drivers``
       may not run as (Nomad's ``user.denylist`` and ``user.checked_drivers``).
+    - The garbage collection of finished allocations and jobs, as Nomad's
+      client and server GC (:mod:`herder.client.gc`): ``gc_interval``,
+      ``gc_max_allocs``, ``gc_disk_usage_threshold`` (percent) and
+      ``job_gc_threshold``.
     """
 
     max_kill_timeout: float = DEFAULT_MAX_KILL_TIMEOUT
@@ -53,6 +61,14 @@ class ClientConfig:
     allow_file_outside: bool = False
     """``file()`` in a job file read by the command line may read outside the job
     file's directory (the agent never reads files for a job)."""
+    gc_interval: float = DEFAULT_GC_INTERVAL
+    """Seconds between two garbage collections of finished allocations."""
+    gc_max_allocs: int = DEFAULT_GC_MAX_ALLOCS
+    """The allocations kept (running or finished) before finished ones are collected, oldest first."""
+    gc_disk_usage_threshold: float = DEFAULT_GC_DISK_USAGE_THRESHOLD
+    """The data dir's filesystem usage (percent) above which finished allocations are collected."""
+    job_gc_threshold: float = DEFAULT_JOB_GC_THRESHOLD
+    """Seconds after its last allocation finished that a finished job is purged."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +107,8 @@ _KEYS: dict[str, set[str]] = {
     "": {"data_dir", "bind", "token", "tls", "ports", "services", "consul", "plugins", "plugin", "node_name",
          "datacenter", "client"},
     "tls": {"cert_file", "key_file"},
-    "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside"},
+    "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside", "gc_interval",
+               "gc_max_allocs", "gc_disk_usage_threshold", "job_gc_threshold"},
     "ports": {"min", "max", "reserved", "host_ip"},
     "services": {"backend"},
     "consul": {"address", "token"},
@@ -126,18 +143,40 @@ def _names(table: dict[str, Any], key: str, default: tuple[str, ...]) -> frozens
     return frozenset(value)
 
 
+def _duration(table: dict[str, Any], key: str, default: float) -> float:
+    try:
+        return parse_duration(table.get(key, default))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"[client] {key} {exc}") from None
+
+
+def _number(table: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
+    """A number of the table between ``low`` and ``high`` (both included)."""
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ConfigError(f"[client] {key} must be a number from {low:g} to {high:g}, not {value!r}")
+    return value
+
+
 def _client(raw: dict[str, Any]) -> ClientConfig:
     table = _table(raw, "client")
-    try:
-        max_kill_timeout = parse_duration(table.get("max_kill_timeout", DEFAULT_MAX_KILL_TIMEOUT))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"[client] max_kill_timeout {exc}") from None
     allow_file_outside = table.get("allow_file_outside", False)
     if not isinstance(allow_file_outside, bool):
         raise ConfigError("[client] allow_file_outside must be true or false")
-    return ClientConfig(max_kill_timeout=max_kill_timeout, allow_file_outside=allow_file_outside,
+    gc_interval = _duration(table, "gc_interval", DEFAULT_GC_INTERVAL)
+    if gc_interval <= 0:
+        raise ConfigError("[client] gc_interval must be longer than 0s")
+    gc_max_allocs = _number(table, "gc_max_allocs", DEFAULT_GC_MAX_ALLOCS, 0, 2**31)
+    if not isinstance(gc_max_allocs, int):
+        raise ConfigError(f"[client] gc_max_allocs must be a whole number, not {gc_max_allocs!r}")
+    return ClientConfig(max_kill_timeout=_duration(table, "max_kill_timeout", DEFAULT_MAX_KILL_TIMEOUT),
+                        allow_file_outside=allow_file_outside,
                         user_denylist=_names(table, "user_denylist", DEFAULT_USER_DENYLIST),
-                        user_checked_drivers=_names(table, "user_checked_drivers", DEFAULT_USER_CHECKED_DRIVERS))
+                        user_checked_drivers=_names(table, "user_checked_drivers", DEFAULT_USER_CHECKED_DRIVERS),
+                        gc_interval=gc_interval, gc_max_allocs=gc_max_allocs,
+                        gc_disk_usage_threshold=float(_number(table, "gc_disk_usage_threshold",
+                                                              DEFAULT_GC_DISK_USAGE_THRESHOLD, 0, 100)),
+                        job_gc_threshold=_duration(table, "job_gc_threshold", DEFAULT_JOB_GC_THRESHOLD))
 
 
 def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tuple[str, ...],

@@ -28,7 +28,7 @@ from herder.model import Task
 from herder.objects import ExecResult, ExitResult, TaskEvent, TaskHandle
 from herder.plugins.hooks import Hooks, Participants
 from herder.sdk.durations import format_duration
-from herder.state import TaskState
+from herder.state import EVENTS_KEPT, TaskState
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ class TaskStatus:
     restarts: int = 0
     exit_code: int | None = None
     events: list[TaskEvent] = field(default_factory=list)
+    """The task's last events, at most :data:`~herder.state.EVENTS_KEPT` as the store keeps."""
     handle_state: dict[str, Any] | None = None
     """The running task's handle ``state()``, for ``herder_task_recover``."""
     created: list[tuple[str, str]] = field(default_factory=list)
@@ -144,6 +145,7 @@ class TaskRunner:
     def _record(self, event: TaskEvent) -> None:
         with self._lock:
             self.status.events.append(event)
+            del self.status.events[:-EVENTS_KEPT]
         self.hooks.task_event(self._lifecycle.task, self.ctx, event)
         self._on_event(self, event)
 

@@ -23,19 +23,25 @@ each other's files; ``alloc/logs`` is herder's (0755). A task's ``local``
 it has one this host knows. ``allocs`` and each allocation directory are
 0711: not listable by other users even where the data dir must be
 traversable (:func:`allow_traversal`).
+
+An allocation directory is removed (:func:`remove_alloc_dir`, by the garbage
+collector) through directory descriptors too (:func:`~herder.sdk.safefs.remove_tree`):
+a link a task left is removed, never followed. Nothing may be mounted in it,
+or the removal would go on through the mount.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from herder.context import TaskDir
 from herder.sdk.paths import ALLOC_SHARED
-from herder.sdk.safefs import UnsafePathError, make_dir, safe_root
+from herder.sdk.safefs import UnsafePathError, make_dir, open_beneath, remove_tree, safe_root
 
 Owner = tuple[int, int]
 """A ``(uid, gid)``."""
@@ -124,6 +130,43 @@ def build_alloc_dir(data_dir: Path, alloc_id: str) -> Path:
             with _directory(shared_fd, shared, name, mode):
                 pass
     return root
+
+
+def remove_alloc_dir(data_dir: Path, alloc_id: str, mounts: Sequence[Path] | None = None) -> None:
+    """Remove ``allocs/<alloc_id>`` and everything in it, following no link (nothing if it is not there).
+
+    ``mounts`` are the mount points in ``allocs``, if the caller has read them
+    (:func:`mounts_beneath`) for several removals; else they are read here.
+
+    :raises UnsafePathError: something is mounted in it (nothing is removed),
+        or a directory in it was swapped for a link during the removal.
+    :raises OSError: the removal failed part way.
+    """
+    root = Path(os.path.realpath(alloc_dir_path(data_dir, alloc_id)))
+    if mounts is None:
+        mounts = mounts_beneath(root)
+    mounted = [point for point in mounts if point == root or root in point.parents]
+    if mounted:
+        raise UnsafePathError(str(mounted[0]), "a mount point in an allocation directory; nothing of it is removed")
+    with safe_root(data_dir) as data:
+        try:
+            with open_beneath(data, "allocs") as allocs:
+                remove_tree(allocs, alloc_id)
+        except FileNotFoundError:  # no allocation directory was ever made
+            pass
+
+
+def mounts_beneath(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:
+    """The mount points at or below ``path`` (with no link in it) in this process's mount namespace."""
+    found: list[Path] = []
+    for line in mountinfo.read_text().splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4:
+            # The kernel writes a space, tab, newline or backslash in a path as an octal escape.
+            point = Path(re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), fields[4]))
+            if point == path or path in point.parents:
+                found.append(point)
+    return found
 
 
 def build_task_dir(alloc_dir_root: Path, task_name: str, owner: Owner | None = None) -> TaskDir:

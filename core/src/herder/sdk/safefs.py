@@ -286,3 +286,81 @@ def _unlink_quietly(dir_fd: int, name: str) -> None:
     """Remove a temporary file this module made, if it is still there."""
     with suppress(OSError):
         os.unlink(name, dir_fd=dir_fd)
+
+
+REMOVE_DEPTH = 64
+"""How deep :func:`remove_tree` descends, one open descriptor per level, before it moves what is
+deeper up to the tree's top directory to remove it from there."""
+
+
+def remove_tree(dir_fd: int, name: str) -> None:
+    """Remove ``name`` in ``dir_fd`` and everything beneath it, following no link (nothing if it is not there).
+
+    Every directory is opened relative to its parent's descriptor with
+    ``O_DIRECTORY | O_NOFOLLOW``: a link is removed as a name and never
+    followed, even one swapped in for a directory during the removal (that is
+    an :class:`UnsafePathError`, and what is left stays), and nothing else (a
+    FIFO, a device) is ever opened. A tree nested deeper than
+    :data:`REMOVE_DEPTH` costs no more descriptors: what is deeper is renamed
+    up into the tree's top directory and removed from there. Mount points are
+    not detected: the caller makes sure nothing is mounted in the tree.
+    """
+    if name in ("", ".", "..") or "/" in name:
+        raise UnsafePathError(name, "not a name (a single path component is needed)")
+    if _remove_entry(dir_fd, name):
+        return
+    try:
+        top = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        if err.errno in _LINK_ERRNOS:
+            raise _explain(dir_fd, name, name, "a directory") from None
+        raise
+    try:
+        pending = os.listdir(top)
+        while pending:
+            _remove_beneath(top, pending.pop(), top, pending, name, 1)
+    finally:
+        os.close(top)
+    os.rmdir(name, dir_fd=dir_fd)
+
+
+def _remove_entry(dir_fd: int, name: str) -> bool:
+    """Unlink ``name`` unless it is a directory (a link is not one); whether it is gone."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return True
+    except (IsADirectoryError, PermissionError):  # Linux says EISDIR for a directory, POSIX EPERM
+        try:
+            if stat.S_ISDIR(os.lstat(name, dir_fd=dir_fd).st_mode):
+                return False
+        except FileNotFoundError:
+            return True
+        raise
+    return True
+
+
+def _remove_beneath(parent: int, name: str, top: int, pending: list[str], shown: str, depth: int) -> None:
+    """Remove ``name`` in ``parent`` (a directory ``depth`` levels below ``top``) with what it holds;
+    what lies :data:`REMOVE_DEPTH` levels down is renamed into ``top`` and added to ``pending``."""
+    if _remove_entry(parent, name):
+        return
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except OSError as err:
+        if err.errno in _LINK_ERRNOS:
+            raise _explain(parent, name, f"{shown}/.../{name}", "a directory") from None
+        raise
+    try:
+        for child in os.listdir(fd):
+            if depth < REMOVE_DEPTH:
+                _remove_beneath(fd, child, top, pending, shown, depth + 1)
+            else:
+                moved = f".removing-{secrets.token_hex(8)}"
+                os.rename(child, moved, src_dir_fd=fd, dst_dir_fd=top)
+                pending.append(moved)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)

@@ -606,6 +606,18 @@ class Store:
         """Forget an allocation with its tasks, ports and events (nothing if it is not stored)."""
         self._write(lambda: self._execute("DELETE FROM allocs WHERE id = ?", (alloc_id,)))
 
+    def forget_alloc(self, alloc_id: str) -> None:
+        """Forget an allocation with its tasks, ports and events, and its job submission
+        if no other allocation came from it (nothing if it is not stored): one write."""
+        def apply() -> None:
+            rows = self._execute("SELECT job_id FROM allocs WHERE id = ?", (alloc_id,)).fetchall()
+            self._execute("DELETE FROM allocs WHERE id = ?", (alloc_id,))
+            if rows:
+                self._execute("DELETE FROM jobs WHERE id = ? AND NOT EXISTS "
+                              "(SELECT 1 FROM allocs WHERE job_id = jobs.id)", (rows[0][0],))
+
+        self._write(apply)
+
     # -- tasks --------------------------------------------------------------------------------
 
     def tasks(self, alloc_id: str) -> list[TaskRecord]:

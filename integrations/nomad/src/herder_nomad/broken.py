@@ -13,26 +13,23 @@ from typing import Any
 
 import grpc
 
-from herder_nomad.wire import base_pb2, base_pb2_grpc, driver_pb2, driver_pb2_grpc, hcl_spec_pb2
+from herder_nomad import hclspec
+from herder_nomad.identity import PluginIdentity
+from herder_nomad.wire import base_pb2, driver_pb2, driver_pb2_grpc
 
 
-class BrokenDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServicer):
+class BrokenDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
+    """Takes the plugin block the working plugin takes (so that the agent still starts) and says why it fails."""
+
     def __init__(self, error: str) -> None:
         self.error = error
-
-    def PluginInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return base_pb2.PluginInfoResponse(type=base_pb2.DRIVER, plugin_api_versions=["v0.1.0"],
-                                           plugin_version="0.0.0", name="herder")
-
-    def ConfigSchema(self, request: Any, context: grpc.ServicerContext) -> Any:
-        # Accept the plugin block the working plugin accepts, so that the agent still starts.
-        return base_pb2.ConfigSchemaResponse(spec=_object("data_dir", "disabled_plugins", "plugin"))
 
     def SetConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
         return base_pb2.SetConfigResponse()
 
     def TaskConfigSchema(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return driver_pb2.TaskConfigSchemaResponse(spec=_object("driver", "config"))
+        return driver_pb2.TaskConfigSchemaResponse(spec=hclspec.obj({
+            name: hclspec.attr(name, "any") for name in ("driver", "config")}))
 
     def Capabilities(self, request: Any, context: grpc.ServicerContext) -> Any:
         return driver_pb2.CapabilitiesResponse(capabilities=driver_pb2.DriverCapabilities())
@@ -49,7 +46,3 @@ class BrokenDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
     def close(self) -> None:
         pass
 
-
-def _object(*names: str) -> hcl_spec_pb2.Spec:
-    return hcl_spec_pb2.Spec(object=hcl_spec_pb2.Object(attributes={
-        name: hcl_spec_pb2.Spec(Attr=hcl_spec_pb2.Attr(name=name, type="any")) for name in names}))

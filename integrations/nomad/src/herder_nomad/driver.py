@@ -14,7 +14,6 @@ import signal
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,11 +25,11 @@ from grpc_status import rpc_status
 from herder import CreatedResources, DriverError, ExitResult, RecoverableError, Task, TaskEvent
 from herder.app import Config, Hooks, Supervisor, TaskLifecycle, config_errors, load_hooks, parse_signal
 from herder_nomad import cty, hclspec, tasks
+from herder_nomad.identity import PluginIdentity, plugin_version
 from herder_nomad.tasks import NomadTask
 from herder_nomad.wire import (
     attribute_pb2,
     base_pb2,
-    base_pb2_grpc,
     driver_pb2,
     driver_pb2_grpc,
     recoverable_error_pb2,
@@ -38,8 +37,6 @@ from herder_nomad.wire import (
 
 log = logging.getLogger(__name__)
 
-PLUGIN_NAME = "herder"
-PLUGIN_API_VERSION = "v0.1.0"
 FINGERPRINT_INTERVAL = 30.0
 EXEC_TIMEOUT = 24 * 3600.0
 """An exec Nomad gives no timeout (``nomad alloc exec``): herder's exec hook needs one."""
@@ -48,13 +45,6 @@ PLUGIN_CONFIG_TYPE: cty.CtyType = ["object", {"data_dir": "string", "disabled_pl
                                               "plugin": "dynamic"}]
 PLUGIN_TABLES_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "object"}}
 TASK_CONFIG_TYPE: cty.CtyType = ["object", {"driver": "string", "config": "dynamic"}]
-
-
-def _version() -> str:
-    try:
-        return version("herder-nomad")
-    except PackageNotFoundError:
-        return "0.0.0"
 
 
 def default_data_dir() -> Path:
@@ -90,7 +80,7 @@ def _exit_result(result: ExitResult) -> driver_pb2.ExitResult:
     return driver_pb2.ExitResult(exit_code=result.exit_code, signal=result.signal, oom_killed=result.oom_killed)
 
 
-class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServicer):
+class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
     """Both services of the plugin, sharing herder's plugins, the supervisor and the tasks."""
 
     def __init__(self) -> None:
@@ -105,17 +95,6 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
         """Set when the plugin stops: every wait ends (the lifecycle's waits among them)."""
 
     # -- base plugin ----------------------------------------------------------
-
-    def PluginInfo(self, request: base_pb2.PluginInfoRequest, context: grpc.ServicerContext) -> Any:
-        return base_pb2.PluginInfoResponse(type=base_pb2.DRIVER, plugin_api_versions=[PLUGIN_API_VERSION],
-                                           plugin_version=_version(), name=PLUGIN_NAME)
-
-    def ConfigSchema(self, request: base_pb2.ConfigSchemaRequest, context: grpc.ServicerContext) -> Any:
-        return base_pb2.ConfigSchemaResponse(spec=hclspec.obj({
-            "data_dir": hclspec.attr("data_dir", "string"),
-            "disabled_plugins": hclspec.attr("disabled_plugins", "list(string)"),
-            "plugin": hclspec.attr("plugin", "any"),
-        }))
 
     def SetConfig(self, request: base_pb2.SetConfigRequest, context: grpc.ServicerContext) -> Any:
         try:
@@ -173,7 +152,7 @@ class HerderDriver(base_pb2_grpc.BasePluginServicer, driver_pb2_grpc.DriverServi
         if hooks is None:
             return driver_pb2.FingerprintResponse(health=driver_pb2.FingerprintResponse.UNDETECTED,
                                                   health_description="not configured yet")
-        attributes = {"driver.herder.version": attribute_pb2.Attribute(string_val=_version())}
+        attributes = {"driver.herder.version": attribute_pb2.Attribute(string_val=plugin_version())}
         healthy, unhealthy = [], []
         for name in hooks.drivers:
             fingerprint = hooks.fingerprint(name)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Any
+
+from herder_nomad.identity import PluginIdentity
+from herder_nomad.wire import driver_pb2, driver_pb2_grpc
 
 if TYPE_CHECKING:
     from herder_nomad.broken import BrokenDriver
@@ -37,7 +41,7 @@ def main() -> int:
         # expect a certificate in the handshake, which this plugin does not give.
         logging.getLogger(__name__).warning("the host asks for AutoMTLS, which this plugin does not speak")
     goplugin.ignore_interrupts()
-    service = _service()
+    service = DeferredDriver()
 
     def register(server: grpc.Server) -> None:
         from herder_nomad.wire import base_pb2_grpc, driver_pb2_grpc
@@ -57,7 +61,44 @@ def main() -> int:
     return 0
 
 
-def _service() -> Service:
+class DeferredDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
+    """The driver service, importing herder only when a call needs it.
+
+    A Nomad client starts the plugin three times: twice its plugin loader only
+    asks who the plugin is and which configuration it takes (``PluginInfo``,
+    ``ConfigSchema``), then it starts it for good. Importing herder with its
+    plugins takes over a second, several under load, and the client recovers
+    its tasks only after the last start: so the first two answer at once.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._service: Service | None = None
+
+    def service(self) -> Service:
+        with self._lock:
+            if self._service is None:
+                self._service = _load_service()
+            return self._service
+
+    def close(self) -> None:
+        with self._lock:
+            if self._service is not None:
+                self._service.close()
+
+
+def _forward(name: str) -> Any:
+    def call(self: DeferredDriver, request: Any, context: Any) -> Any:
+        return getattr(self.service(), name)(request, context)
+    call.__name__ = name
+    return call
+
+
+for _method in ["SetConfig", *driver_pb2.DESCRIPTOR.services_by_name["Driver"].methods_by_name]:
+    setattr(DeferredDriver, _method, _forward(_method))
+
+
+def _load_service() -> Service:
     """herder's driver service; a herder that cannot be imported must not break the handshake."""
     try:
         from herder_nomad.driver import HerderDriver
