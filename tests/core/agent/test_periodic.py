@@ -122,8 +122,11 @@ def test_a_periodic_job_is_registered_not_run_and_launches_children_two_seconds_
     status = agent.cli("job", "status", "every2")
     assert status.returncode == 0, status.stderr
     assert "next launch 20" in status.stdout and f"child {first[0].child}" in status.stdout
+    wait_for(lambda: job(agent, first[0].child)["status"] == "complete", what=f"{first[0].child} complete")
     child = agent.cli("job", "status", first[0].child)  # a name with a "/"
     assert child.returncode == 0 and f"{first[0].child}  complete" in child.stdout, child.stdout + child.stderr
+    stopped = agent.cli("job", "stop", first[0].child)
+    assert stopped.returncode == 0 and f"Job {first[0].child}: stopping 1 allocation(s)" in stopped.stderr
 
 
 def test_prohibit_overlap_never_runs_two_children_at_once(agent: AgentProcess, tmp_path: Path) -> None:
