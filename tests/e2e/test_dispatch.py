@@ -178,7 +178,7 @@ def test_only_a_parameterized_job_is_dispatched(agent: AgentProcess) -> None:
     assert children(agent, "plain") == []
 
 
-def test_registration_survives_a_killed_agent_and_stopping_lets_go(tmp_path: Path) -> None:
+def test_registration_survives_a_killed_agent_and_stopping_ends_dispatches(tmp_path: Path) -> None:
     agent = AgentProcess(tmp_path)
     agent.start()
     try:
@@ -192,10 +192,11 @@ def test_registration_survives_a_killed_agent_and_stopping_lets_go(tmp_path: Pat
 
         stopped = agent.cli("job", "stop", "kept")
         assert stopped.returncode == 0, stopped.stderr
-        assert dispatch(agent, "kept", {"input": "x"}).status_code == 404
+        assert dispatch(agent, "kept", {"input": "x"}).status_code == 409
         agent.kill()
         agent.start()
-        assert "kept" not in jobs(agent)
+        assert jobs(agent)["kept"]["status"] == "stopped"
+        assert dispatch(agent, "kept", {"input": "x"}).status_code == 409
     finally:
         agent.shutdown()
 

@@ -10,7 +10,7 @@ import pytest
 from herder.state import StateError, Store, schema
 from tests.core.state.factory import make_alloc, make_job
 
-TABLES = {"jobs", "allocs", "tasks", "ports", "events", "deferred", "registered"}
+TABLES = {"jobs", "allocs", "tasks", "ports", "events", "deferred", "parents"}
 
 
 def pragma(path: Path, name: str) -> int:
@@ -68,8 +68,8 @@ def test_runs_new_migrations_once_in_order(tmp_path: Path, monkeypatch: pytest.M
     job = make_job()
     with Store(path) as store:
         store.put_job(job)
-    ran: list[int] = []
     known = len(schema.MIGRATIONS)
+    ran: list[int] = []
 
     def add_notes(db: sqlite3.Connection) -> None:
         ran.append(known + 1)
@@ -100,10 +100,24 @@ def test_a_failed_migration_changes_nothing(tmp_path: Path, monkeypatch: pytest.
         db.execute("CREATE TABLE notes (note TEXT)")
         db.execute("INSERT INTO nowhere VALUES (1)")
 
+    known = len(schema.MIGRATIONS)
     monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, half_done])
-    with pytest.raises(StateError, match=f"migration to schema version {len(schema.MIGRATIONS)} failed"):
+    with pytest.raises(StateError, match=f"migration to schema version {known + 1} failed"):
         Store(path)
-    assert pragma(path, "user_version") == len(schema.MIGRATIONS) - 1
+    assert pragma(path, "user_version") == known
+    assert tables(path) == TABLES
+
+
+def test_migrates_a_version_1_database_keeping_its_data(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    schema.MIGRATIONS[0](db)
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    with Store(path) as store:
+        assert store.parents() == []
+    assert pragma(path, "user_version") == len(schema.MIGRATIONS)
     assert tables(path) == TABLES
 
 

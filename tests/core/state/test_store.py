@@ -15,6 +15,7 @@ from herder.state import (
     AllocStatus,
     Deferred,
     JobRecord,
+    ParentRecord,
     PortRecord,
     StateError,
     Store,
@@ -34,19 +35,6 @@ def test_job_round_trip(store: Store) -> None:
 def test_put_job_keeps_the_first_submission(store: Store, job: JobRecord) -> None:
     store.put_job(replace(job, source="api", created_at=job.created_at + 60))
     assert store.job(job.id) == job
-
-
-def test_a_registered_job_is_kept_by_name_the_latest_winning(store: Store) -> None:
-    first, second = replace(make_job("v1"), name="convert"), replace(make_job("v2"), name="convert")
-    other = replace(make_job("b"), name="backup")
-    for job in (first, other, second):
-        store.register_job(job)
-    assert store.registered_jobs() == [other, second]
-    assert store.job(first.id) == first  # a submission stays, as any job's does
-
-    store.unregister_job("convert")
-    store.unregister_job("never-registered")
-    assert store.registered_jobs() == [other]
 
 
 def test_job_id_hashes_format_text_and_variables() -> None:
@@ -331,3 +319,23 @@ def test_store_is_unusable_after_close(store: Store) -> None:
     with pytest.raises(StateError):
         store.job("x")
 
+
+
+def test_a_parent_is_registered_stopped_and_forgotten(store: Store) -> None:
+    parent = ParentRecord(name="nightly", source="api", text='{"job": {}}', registered_at=time.time())
+    store.put_parent(parent)
+    assert store.parents() == [parent]
+    store.update_parent("nightly", last_launch=1000.0)
+    store.update_parent("nightly", status="stopped")
+    assert store.parents() == [replace(parent, status="stopped", last_launch=1000.0)]
+    with pytest.raises(KeyError, match="no registered job other"):
+        store.update_parent("other", status="stopped")
+    store.delete_parent("nightly")
+    assert store.parents() == []
+
+
+def test_a_parent_submitted_again_keeps_its_last_launch(store: Store) -> None:
+    store.put_parent(ParentRecord(name="nightly", source="api", text="{}", last_launch=1000.0, registered_at=1.0))
+    store.put_parent(ParentRecord(name="nightly", source="cli", text="{ }", registered_at=2.0))
+    [parent] = store.parents()
+    assert (parent.text, parent.source, parent.last_launch, parent.status) == ("{ }", "cli", 1000.0, "running")

@@ -16,6 +16,7 @@ import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Path, Query, Request
@@ -27,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from herder import app
 from herder.agent import models
 from herder.agent.events import EventLog, sse
-from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound, Registered
+from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.logtail import LogTail
 from herder.errors import DispatchError, JobError, PlacementError
@@ -253,28 +254,37 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
             raise ApiError(400, "give either text (a job file, with its format) or job (canonical JSON)")
         text, fmt = (body.text, body.format) if body.text is not None else (json.dumps(body.job), "json")
         name, allocs, warnings = agent.submit(text, fmt, body.variables, body.source, body.lines)
-        return models.JobSubmitted(**job_json(name, allocs, agent.registered(name)).model_dump(), warnings=warnings)
+        submitted = job_json(name, allocs) if allocs else describe_job(agent, name)  # a registered job has none
+        return models.JobSubmitted(**submitted.model_dump(), warnings=warnings)
 
     @api.get("/v1/jobs", response_model=models.Jobs, tags=["jobs"])
     async def jobs() -> models.Jobs:
-        found, registered = agent.jobs(), {r.job.name: r for r in agent.registered_jobs()}
-        return models.Jobs(jobs=[job_json(name, found.get(name, []), registered.get(name))
-                                 for name in sorted({*found, *registered})])
+        listed = {name: job_json(name, allocs) for name, allocs in agent.jobs().items()}
+        listed |= {name: parent_json(agent, parent) for name, parent in agent.parents().items()}
+        return models.Jobs(jobs=[listed[name] for name in sorted(listed)])
 
-    JobName = Annotated[str, Path(min_length=1, max_length=256)]
+    # ":path": a child's name has a "/" (nightly/periodic-1700000000). A route under a job
+    # (.../periodic/force) is told apart by its method, which no GET or DELETE of a job has.
+    JobName = Annotated[str, Path(min_length=1, max_length=256, description="A job's name; it may contain /.")]
 
-    @api.get("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
+    @api.get("/v1/jobs/{name:path}", response_model=models.Job, tags=["jobs"])
     async def job(name: JobName) -> models.Job:
-        return job_json(name, agent.job(name), agent.registered(name))
+        return describe_job(agent, name)
 
-    @api.delete("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
+    @api.delete("/v1/jobs/{name:path}", response_model=models.Job, tags=["jobs"],
+                description="Stop the job's allocations; a periodic job launches no more and its children stop.")
     def stop_job(name: JobName) -> models.Job:
-        registered = agent.registered(name)
-        stopped = job_json(name, agent.stop_job(name), registered)
-        # A registered job let go of is dispatched no more: stopped, whatever its children do.
-        return stopped.model_copy(update={"status": "stopped"}) if registered is not None else stopped
+        agent.stop_job(name)
+        return describe_job(agent, name)
 
-    @api.post("/v1/jobs/{name}/dispatch", response_model=models.JobDispatched, tags=["jobs"],
+    @api.post("/v1/jobs/{name:path}/periodic/force", response_model=models.Job, tags=["jobs"],
+              description="Launch a child of the periodic job now, whatever its prohibit_overlap; "
+                          "the answer is the child.")
+    def force(name: JobName) -> models.Job:
+        child, allocs = agent.force(name)
+        return job_json(child, allocs)
+
+    @api.post("/v1/jobs/{name:path}/dispatch", response_model=models.JobDispatched, tags=["jobs"],
               summary="Dispatch a parameterized job")
     def dispatch(name: JobName, body: models.DispatchRequest) -> models.JobDispatched:
         """Run a child of the parameterized job ``name`` with the given meta and payload
@@ -411,16 +421,34 @@ def _record(alloc: AllocRunner, task: str, event: TaskEvent) -> EventRecord:
     return EventRecord(alloc.alloc.id, alloc.alloc.name, task, event)
 
 
-def job_json(name: str, allocs: list[AllocRunner], registered: Registered | None = None) -> models.Job:
-    """A job with its allocations; a registered (parameterized) job is running while it is registered.
-
-    :raises NotFound: neither: the job was let go of meanwhile.
-    """
-    summaries = [alloc_summary(a) for a in allocs]
-    if registered is not None:
-        return models.Job(name=name, id=registered.source.id, type=registered.job.type, status="running",
-                          allocations=summaries, parameterized=True)
+def job_json(name: str, allocs: list[AllocRunner]) -> models.Job:
+    """A job run, with its allocations; :class:`NotFound` if it has none (it was collected meanwhile)."""
     if not allocs:
         raise NotFound(f"no job {name!r}")
     return models.Job(name=name, id=allocs[-1].job_id, type=allocs[-1].job.type, status=app.job_status(allocs),
-                      allocations=summaries)
+                      allocations=[alloc_summary(a) for a in allocs], parent_id=allocs[-1].job.parent_id)
+
+
+def describe_job(agent: Agent, name: str) -> models.Job:
+    """Job ``name``, registered or run; :class:`NotFound` if there is none."""
+    parent = agent.parent(name)
+    return job_json(name, agent.job(name)) if parent is None else parent_json(agent, parent)
+
+
+def parent_json(agent: Agent, parent: app.Parent) -> models.Job:
+    """A registered job: periodic (its schedule, next launch) or parameterized, with its
+    children; it has no allocations of its own."""
+    periodic = parent.job.periodic
+    schedule = None
+    if periodic is not None:
+        next_launch = agent.launcher.next_launch(parent.job.name)
+        last = None if parent.last_launch is None else datetime.fromtimestamp(parent.last_launch, UTC)
+        schedule = models.PeriodicStatus(crons=list(periodic.crons), time_zone=periodic.time_zone,
+                                         prohibit_overlap=periodic.prohibit_overlap, enabled=periodic.enabled,
+                                         next_launch=None if next_launch is None else app.rfc3339(next_launch),
+                                         last_launch=None if last is None else app.rfc3339(last))
+    return models.Job(
+        name=parent.job.name, id=parent.source.id, type=parent.job.type, status=parent.status, allocations=[],
+        parameterized=parent.job.parameterized is not None, periodic=schedule,
+        children=[models.ChildSummary(name=name, status=app.job_status(allocs))
+                  for name, allocs in agent.children(parent.job.name).items()])

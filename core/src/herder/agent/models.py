@@ -86,6 +86,23 @@ class AllocSummary(_Model):
     tasks: dict[str, TaskSummary]
 
 
+class ChildSummary(_Model):
+    name: str
+    status: str
+
+
+class PeriodicStatus(_Model):
+    """A periodic job's schedule, as its ``periodic`` block says, and its launches."""
+
+    crons: list[str]
+    time_zone: str
+    prohibit_overlap: bool
+    enabled: bool
+    next_launch: str | None = Field(description="RFC 3339; null when it launches no more (stopped, disabled, or "
+                                                "its crons match no later time).")
+    last_launch: str | None = Field(description="RFC 3339: the scheduled time of its latest child, null before one.")
+
+
 class Job(_Model):
     name: str
     id: str
@@ -93,6 +110,12 @@ class Job(_Model):
     status: str
     allocations: list[AllocSummary]
     parameterized: bool = Field(default=False, description="Registered, not run: each dispatch runs a child of it.")
+    parent_id: str = Field(default="", description="The periodic or parameterized job this one was launched or "
+                                                   "dispatched from; \"\" if none.")
+    periodic: PeriodicStatus | None = Field(default=None, description="A periodic job's schedule: it is registered, "
+                                                                      "not run, and has no allocations of its own.")
+    children: list[ChildSummary] = Field(default_factory=list,
+                                         description="The children the agent knows of, oldest first.")
 
 
 class JobSubmitted(Job):

@@ -135,7 +135,7 @@ def run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], as_
         fail(f"--meta and --payload dispatch a parameterized job; job {job.name} is not one", EXIT_INVALID)
     view = make_view(as_json)
     foreground = app.ForegroundRun(config, hooks, job, source, on_event=view.show, on_health=view.health,
-                                   keep=keep)
+                                   on_message=view.message, keep=keep)
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         view.message(f"Received {signal.Signals(signum).name}: stopping every task")

@@ -216,9 +216,12 @@ def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
     for warning in submitted.get("warnings", []):
         if warning not in job.warnings:
             say(f"Warning: {warning}")
-    if submitted.get("parameterized"):
+    if submitted.get("parameterized"):  # registered, not run: its children run when dispatched
         say(f"Job {submitted['name']} registered: parameterized, it runs when dispatched "
             f"(herder job dispatch {submitted['name']})")
+        return
+    if submitted.get("periodic") is not None:  # registered, not run: its children run at their times
+        say(f"Job {submitted['name']} registered: {_schedule(submitted['periodic'])}")
         return
     current = [a for a in submitted["allocations"] if a.get("status") in ("pending", "running")] or \
         submitted["allocations"]
@@ -262,6 +265,13 @@ def _settled(agent: Agent, ids: set[str], until_done: bool) -> str | None:
 def job_stop(name: str) -> None:
     """Stop every task of job NAME gracefully."""
     stopped = Agent().request("DELETE", f"/v1/jobs/{name}")
+    if stopped.get("periodic") is not None:
+        running = [c["name"] for c in stopped["children"] if c["status"] == "running"]
+        say(f"Job {name}: no more launches; stopping {len(running)} running child job(s)")
+        return
+    if stopped.get("parameterized"):
+        say(f"Job {name}: no more dispatches (the children dispatched run on)")
+        return
     say(f"Job {name}: stopping {len(stopped['allocations'])} allocation(s)")
 
 
@@ -284,6 +294,30 @@ def job_dispatch(meta: dict[str, str], as_json: bool, name: str, payload_file: B
     click.echo(dispatched["name"])
 
 
+@job.group("periodic")
+def periodic() -> None:
+    """Act on periodic jobs."""
+
+
+@periodic.command("force")
+@click.argument("name")
+def periodic_force(name: str) -> None:
+    """Launch a child of periodic job NAME now, even while another runs (prohibit_overlap)."""
+    child = Agent().request("POST", f"/v1/jobs/{name}/periodic/force")
+    say(f"Job {name}: launched {child['name']}")
+    for alloc in child["allocations"]:
+        say(f"Allocation {alloc['id'][:8]} ({alloc['name']}) placed")
+
+
+def _schedule(periodic: dict[str, Any]) -> str:
+    """A periodic job's schedule and next launch, in a few words."""
+    crons = " | ".join(periodic["crons"])
+    zone = f" ({periodic['time_zone']})" if periodic["time_zone"] not in ("", "UTC") else ""
+    next_launch = periodic["next_launch"] or "none"
+    overlap = ", no overlap" if periodic["prohibit_overlap"] else ""
+    return f"periodic {crons}{zone}{overlap}; next launch {next_launch}"
+
+
 @job.command("status")
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the agent's JSON (documented in docs/agent.md).")
@@ -299,6 +333,11 @@ def job_status(name: str | None, as_json: bool) -> None:
     for entry in found:
         kind = "  parameterized" if entry.get("parameterized") else ""
         click.echo(f"{entry['name']}  {entry['status']}{kind}  ({entry['id'][:12]})")
+        if entry.get("periodic") is not None:
+            click.echo(f"  {_schedule(entry['periodic'])}")
+        if name:
+            for child in entry.get("children", []):
+                click.echo(f"  child {child['name']:<40} {child['status']}")
         for alloc in entry["allocations"]:
             tasks = ", ".join(f"{n}={t['state']}{' failed' if t['failed'] else ''}"
                               for n, t in alloc["tasks"].items())

@@ -99,8 +99,6 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None,
     if modes:
         job.warnings.append(f"network mode {', '.join(modes)} runs as host networking "
                             "(herder has no network namespaces outside its drivers)")
-    if job.periodic is not None and job.parameterized is None:  # a parameterized one waits to be dispatched
-        job.warnings.append("herder does not schedule periodic jobs yet: this one runs once, now, as any other job")
     return job, canonical
 
 

@@ -26,6 +26,8 @@ from herder.state.records import (
     Deferred,
     DesiredStatus,
     JobRecord,
+    ParentRecord,
+    ParentStatus,
     PortRecord,
     TaskRecord,
     TaskState,
@@ -497,26 +499,37 @@ class Store:
         rows = self._query(f"SELECT {_columns(JobRecord)} FROM jobs WHERE id = ?", (job_id,))
         return _decode_job(rows[0]) if rows else None
 
-    def register_job(self, job: JobRecord) -> None:
-        """Store ``job`` as the registered job of its name (run only on request), replacing any other."""
+    # -- parents: jobs registered, not run -----------------------------------------------------
 
-        def apply() -> None:
-            self._execute(_insert("jobs", JobRecord) + " ON CONFLICT (id) DO NOTHING", _encode_job(job))
-            self._execute("INSERT INTO registered (name, job_id, registered_at) VALUES (?, ?, ?) "
-                          "ON CONFLICT (name) DO UPDATE SET job_id = excluded.job_id, "
-                          "registered_at = excluded.registered_at", (job.name, job.id, job.created_at))
+    def put_parent(self, parent: ParentRecord) -> None:
+        """Register ``parent``, replacing the job of that name (its ``last_launch`` stays
+        when the new record has none: a resubmitted job does not launch a time again)."""
+        params = _fields(parent)
+        self._write(lambda: self._execute(
+            _insert("parents", ParentRecord) + " ON CONFLICT (name) DO UPDATE SET source = excluded.source, "
+            "text = excluded.text, status = excluded.status, registered_at = excluded.registered_at, "
+            "last_launch = coalesce(excluded.last_launch, parents.last_launch)", params), retry=False)
 
-        self._write(apply, retry=False)
+    def parents(self) -> list[ParentRecord]:
+        """Every registered job, by name."""
+        rows = self._query(f"SELECT {_columns(ParentRecord)} FROM parents ORDER BY name")
+        return [ParentRecord(**_decode(ParentRecord, row)) for row in rows]
 
-    def registered_jobs(self) -> list[JobRecord]:
-        """The registered jobs, by name."""
-        rows = self._query(f"SELECT {_columns(JobRecord, 'jobs')} FROM registered "
-                           "JOIN jobs ON jobs.id = registered.job_id ORDER BY registered.name")
-        return [_decode_job(row) for row in rows]
+    def update_parent(self, name: str, /, *, status: ParentStatus | None = None,
+                      last_launch: float | None = None) -> None:
+        """Change a registered job's status or latest launch; KeyError if it is not registered."""
+        changes: dict[str, Any] = {}
+        if status is not None:
+            check_choice("status", status, ParentStatus)
+            changes["status"] = status
+        if last_launch is not None:
+            changes["last_launch"] = last_launch
+        if changes:
+            self._update("parents", {"name": name}, changes, f"no registered job {name}", True)
 
-    def unregister_job(self, name: str) -> None:
-        """Forget the registered job ``name`` (its submission stays, as any job's does)."""
-        self._write(lambda: self._execute("DELETE FROM registered WHERE name = ?", (name,)), retry=False)
+    def delete_parent(self, name: str) -> None:
+        """Forget a registered job (nothing if it is not registered); its children stay."""
+        self._write(lambda: self._execute("DELETE FROM parents WHERE name = ?", (name,)))
 
     # -- allocations --------------------------------------------------------------------------
 
