@@ -10,9 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.agent import AgentProcess
 from tests.support.foreground import HerderRun
 from tests.support.waiting import poll, wait_for
+
+pytestmark = pytest.mark.slow
 
 PERIODIC = """
 job "{name}" {{

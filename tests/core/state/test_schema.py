@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from herder.state import StateError, Store, schema
+from herder.state import ParentRecord, StateError, Store, schema
 from tests.core.state.factory import make_alloc, make_job
 
 TABLES = {"jobs", "allocs", "tasks", "ports", "events", "deferred", "parents"}
@@ -108,32 +108,22 @@ def test_a_failed_migration_changes_nothing(tmp_path: Path, monkeypatch: pytest.
     assert tables(path) == TABLES
 
 
-def test_migrates_a_version_1_database_keeping_its_data(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    db = sqlite3.connect(path)
-    schema.MIGRATIONS[0](db)
-    db.execute("PRAGMA user_version = 1")
-    db.commit()
-    db.close()
-    with Store(path) as store:
-        assert store.parents() == []
-    assert pragma(path, "user_version") == len(schema.MIGRATIONS)
-    assert tables(path) == TABLES
-
-
-def test_a_version_1_database_gains_the_registered_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_version_1_database_gains_the_registered_jobs_keeping_its_data(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "state.db"
     job = make_job()
     with monkeypatch.context() as before:
         before.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
         with Store(path) as store:
             store.put_job(job)
-    assert "registered" not in tables(path)
+    assert "parents" not in tables(path)
     with Store(path) as store:
-        assert store.job(job.id) == job and store.registered_jobs() == []
-        store.register_job(job)
-        assert store.registered_jobs() == [job]
+        assert store.job(job.id) == job and store.parents() == []
+        parent = ParentRecord(name="nightly", source="api", text="{}", registered_at=1.0)
+        store.put_parent(parent)
+        assert store.parents() == [parent]
     assert pragma(path, "user_version") == len(schema.MIGRATIONS)
+    assert tables(path) == TABLES
 
 
 def test_refuses_a_newer_database(tmp_path: Path) -> None:
