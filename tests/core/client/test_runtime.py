@@ -44,6 +44,24 @@ def test_a_pool_whose_workers_are_all_blocked_adds_one() -> None:
     blocked.set()
 
 
+def test_work_given_a_latency_runs_on_a_thread_of_its_own_once_it_is_past() -> None:
+    pool = WorkerPool(1, starved_after=3600)
+    blocked, ran = threading.Event(), threading.Event()
+    where: list[str] = []
+    pool.submit(blocked.wait)
+    pool.submit(lambda: (where.append(threading.current_thread().name), ran.set()), within=0.05)
+    assert ran.wait(30), "the urgent step waited for the blocked worker"
+    assert where == ["herder-runner-late"] and pool.workers == 1
+    blocked.set()
+    once = threading.Event()
+    count: list[int] = []
+    pool.submit(lambda: (count.append(1), once.set()), within=0.05)  # a free worker takes it: run once
+    assert once.wait(30)
+    done = threading.Event()
+    pool.submit(done.set, within=3600)
+    assert done.wait(30) and count == [1]
+
+
 def test_the_timer_calls_in_order_of_due_time_and_not_once_cancelled() -> None:
     timer = Timer()
     calls: list[str] = []

@@ -13,7 +13,10 @@ for the interpreter's lock, hence the bound. A step may also block for long
 ``kill_timeout`` to exit): when the queue has not moved for
 :data:`STARVED_AFTER` seconds while every worker is held, a worker is added,
 so work blocked in plugins never stalls the rest of the client; workers
-beyond the pool's size leave after :data:`IDLE_EXIT` idle seconds.
+beyond the pool's size leave after :data:`IDLE_EXIT` idle seconds. Work that
+must not wait its turn (a task's kill, which a handle may take its
+``kill_timeout`` over, while the kills of a stop must all begin together) is
+given a latency: past it, it runs on a thread of its own.
 """
 
 from __future__ import annotations
@@ -114,8 +117,11 @@ class WorkerPool:
         with self._lock:
             return self._workers
 
-    def submit(self, work: Callable[[], None]) -> None:
-        """Run ``work`` on a worker; what it raises is logged."""
+    def submit(self, work: Callable[[], None], *, within: float | None = None) -> None:
+        """Run ``work`` on a worker; what it raises is logged. With ``within``, it starts at most
+        that many seconds later: on a thread of its own if no worker has taken it by then."""
+        if within is not None:
+            work = self._claimed(work, within)
         with self._lock:
             self._queued += 1
             start = self._idle < self._queued and self._workers < self.size
@@ -129,6 +135,21 @@ class WorkerPool:
             self._start_worker()
         if watch:
             self._watch(self._finished)
+
+    def _claimed(self, work: Callable[[], None], within: float) -> Callable[[], None]:
+        """``work`` for a worker, run instead on a thread of its own if no worker took it within ``within`` s."""
+        claim = threading.Lock()  # whoever acquires it runs the work: a worker or the thread
+
+        def on_worker() -> None:
+            if claim.acquire(blocking=False):
+                work()
+
+        def late() -> None:
+            if claim.acquire(blocking=False):
+                threading.Thread(target=self._run, args=(work,), name=f"{self._name}-late", daemon=True).start()
+
+        self._timer.call_later(within, late)
+        return on_worker
 
     def _start_worker(self) -> None:
         threading.Thread(target=self._work, name=f"{self._name}-{next(self._names)}", daemon=True).start()
@@ -166,13 +187,16 @@ class WorkerPool:
             with self._lock:
                 self._idle -= 1
                 self._queued -= 1
-            try:
-                work()
-            except Exception:  # the work's own bug: the worker goes on
-                log.exception("runner step %r failed", work)
-            finally:
-                with self._lock:
-                    self._finished += 1
+            self._run(work)
+
+    def _run(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except Exception:  # the work's own bug: the worker goes on
+            log.exception("runner step %r failed", work)
+        finally:
+            with self._lock:
+                self._finished += 1
 
 
 @dataclass

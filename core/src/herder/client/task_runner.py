@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 LOST = ExitResult(exit_code=-1, error="the task could not be reattached")
 """How a task that was running when herder stopped, and cannot be found again, ended."""
 
+KILL_LATENCY = 0.5
+"""How long a task's kill may wait for a worker before it runs on a thread of its own."""
+
 
 @dataclass
 class TaskStatus:
@@ -488,21 +491,28 @@ class TaskRunner:
         self._persist(restart_count=self.tracker.count, restart_window_start=self.tracker.window_start)
 
     def _kill(self, handle: TaskHandle) -> _Steps:
-        """The lifecycle's kill, its ``shutdown_delay`` waited out without a worker (cut short by a
-        second kill); a handle that fails to kill is a ``Driver Failure``."""
+        """The lifecycle's kill: its ``shutdown_delay`` waited out without a worker (cut short by a
+        second kill), then the handle's kill, which may take the task's ``kill_timeout``: on a worker,
+        or a thread of its own if none takes it within :data:`KILL_LATENCY`, while the loop waits for
+        the exit. A handle that fails to kill is a ``Driver Failure``."""
         try:
             delay = self._lifecycle.prekill()
-            if delay > 0:
-                yield _Sleep(delay, self._hurry)
-            self._lifecycle.kill_handle(handle)
         except Exception as exc:
             self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("kill", exc))
+            return
+        if delay > 0:
+            yield _Sleep(delay, self._hurry)
+        self._runtime.pool.submit(functools.partial(self._failing_kill, self._lifecycle.kill_handle, handle),
+                                  within=KILL_LATENCY)
 
     def _kill_handle(self, handle: TaskHandle) -> None:
-        """The lifecycle's kill in the caller's thread (a restart); a handle that fails to kill is a
-        ``Driver Failure``."""
+        """The lifecycle's kill in the caller's thread (a restart)."""
+        self._failing_kill(self._lifecycle.kill, handle)
+
+    def _failing_kill(self, kill: Callable[[TaskHandle], None], handle: TaskHandle) -> None:
+        """``kill(handle)``; a handle that fails to kill is a ``Driver Failure``."""
         try:
-            self._lifecycle.kill(handle)
+            kill(handle)
         except Exception as exc:
             self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("kill", exc))
 
