@@ -330,8 +330,8 @@ class AllocRunner:
         _kill_waves(iter((leader, rest, sidecars)), reason)
 
     def stop(self) -> None:
-        """Kill the tasks gracefully, in Nomad's order (returns at once; ``run``
-        returns when all are dead).
+        """Kill the tasks gracefully, in Nomad's order (returns at once; :meth:`wait`
+        tells when all are dead).
 
         Poststop tasks that have not started yet still run once the others are
         dead, as when Nomad stops a job; one that has started is killed, so a
