@@ -64,3 +64,36 @@ def test_a_hundred_sleeping_tasks_run_on_a_bounded_number_of_threads(
     assert started_peak <= bound, f"peak {started_peak} threads while starting, over {bound}"
     # No thread is a task's or an allocation's: none waits for a raw_exec task's exit.
     assert not [thread.name for thread in running if thread.name.startswith(("task-", "alloc-", "wait-"))]
+
+
+STUBBORN = """
+job "j" {{
+  group "g" {{
+    count = {count}
+    task "t" {{
+      driver       = "raw_exec"
+      kill_timeout = "20s"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "trap '' INT TERM; while :; do sleep 1; done"]
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def test_the_kills_of_a_stop_begin_together_though_each_takes_its_kill_timeout(data_dir: Path) -> None:
+    # More tasks than workers, each holding its kill for its whole kill_timeout (20 s): were the
+    # kills to wait for a free worker, or for the pool to grow (a worker every 2 s), the last would
+    # begin 10 s and more after the first. They begin within half a second of one another (the
+    # bound here is generous, for a loaded machine).
+    count = POOL_SIZE + 6
+    run, wait = start_job(STUBBORN.format(count=count), data_dir)
+    wait_for(lambda: run.types().count("Started") == count, 120, lambda: f"{count} tasks started: {run.types()}")
+    run.runner.stop()
+    assert wait(300) == "stopped"
+    assert run.types().count("Killed") == count
+    killing = sorted(record.event.time for record in run.events if record.event.type == "Killing")
+    assert len(killing) == count
+    assert (killing[-1] - killing[0]).total_seconds() < 10, killing
