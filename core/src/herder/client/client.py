@@ -296,7 +296,6 @@ class Client:
         """Let go of a finished allocation whose directory and state are gone (the garbage collector's)."""
         with self._lock:
             self._allocs.pop(alloc_id, None)
-            self._threads.pop(alloc_id, None)
 
     def _alloc_done(self, alloc: AllocRunner) -> None:
         """Every task of ``alloc`` is dead and cleaned up: give back what it held."""
