@@ -38,7 +38,10 @@ from herder.sdk import SupervisedProcess
 
 
 class BrokenHandle:
-    """A real supervised process behind a handle whose ``broken`` method raises."""
+    """A real supervised process behind a handle of the protocol alone (no ``on_exit``:
+    its ``wait`` is what tells the exit) whose ``broken`` method raises."""
+
+    PROTOCOL = ("wait", "signal", "kill", "stats", "state")
 
     def __init__(self, handle, broken):
         self._handle = handle
@@ -47,6 +50,8 @@ class BrokenHandle:
         self.network = None
 
     def __getattr__(self, name):
+        if name not in self.PROTOCOL:
+            raise AttributeError(name)
         if name == self._broken:
             raise RuntimeError(f"{name} broke")
         return getattr(self._handle, name)
