@@ -56,8 +56,11 @@ class StatsSampler:
         with self._lock:
             self._forget_older_than(self._clock() - MAX_SAMPLE_AGE)
             unprimed = [name for name, (_, stats) in now.items()
-                        if stats is not None and stats.cpu_percent is None and id(handles[name]) not in self._last]
+                        if stats is not None and stats.cpu_total_ns is not None and stats.cpu_percent is None
+                        and id(handles[name]) not in self._last]
         if unprimed:
+            for name in unprimed:
+                self._remember(handles[name], *now[name])
             self._sleep(PRIME_INTERVAL)
             now.update(self._read({name: handles[name] for name in unprimed}))
         return {name: self._with_percent(handles[name], at, stats) for name, (at, stats) in now.items()}
@@ -77,15 +80,22 @@ class StatsSampler:
         """``stats`` with its CPU percent since the handle's previous sample, which it then replaces."""
         if stats is None or stats.cpu_total_ns is None:
             return stats
-        with self._lock:
-            previous = self._last.get(id(handle))
-            self._last[id(handle)] = (handle, Sample(at, stats.cpu_total_ns))
+        previous = self._remember(handle, at, stats)
         if stats.cpu_percent is not None or previous is None:
             return stats
-        elapsed, used = at - previous[1].at, stats.cpu_total_ns - previous[1].cpu_total_ns
+        elapsed, used = at - previous.at, stats.cpu_total_ns - previous.cpu_total_ns
         if elapsed <= 0 or used < 0:
             return stats
         return replace(stats, cpu_percent=round(used / (elapsed * 1e9) * 100, 1))
+
+    def _remember(self, handle: TaskHandle, at: float, stats: TaskStats | None) -> Sample | None:
+        """Keep ``stats`` as the handle's last sample; the one before, if any."""
+        if stats is None or stats.cpu_total_ns is None:
+            return None
+        with self._lock:
+            previous = self._last.get(id(handle))
+            self._last[id(handle)] = (handle, Sample(at, stats.cpu_total_ns))
+        return None if previous is None else previous[1]
 
     def _forget_older_than(self, oldest: float) -> None:
         """Drop the samples of tasks nobody asked about lately (and of handles since gone)."""
