@@ -318,7 +318,7 @@ class DriverContract:
     # -- resource usage -------------------------------------------------------------------------------
 
     def test_stats_show_memory(self, harness: DriverHarness) -> None:
-        run, recorded = self._stats_task(harness, self._config(self.uses_memory, STATS_MEMORY_MIB, required=False), 2)
+        run, recorded = self._stats_task(harness, 2, self.uses_memory, STATS_MEMORY_MIB)
         try:
             stats = self._stats(run)
             rss = stats.memory_rss_bytes if stats is not None else None
@@ -329,7 +329,7 @@ class DriverContract:
             self._kill(run, recorded)
 
     def test_stats_show_cpu(self, harness: DriverHarness) -> None:
-        run, recorded = self._stats_task(harness, self._config(self.busy_loop, required=False), 1)
+        run, recorded = self._stats_task(harness, 1, self.busy_loop)
         handle, sampler = run.handle, StatsSampler()
         assert handle is not None
         seen: list[TaskStats | None] = []
@@ -528,11 +528,12 @@ class DriverContract:
             pytest.fail(f"processes of the task outlived its kill: {description}", pytrace=False)
         return elapsed
 
-    def _stats_task(self, harness: DriverHarness, config: TaskConfig, count: int) -> tuple[TaskRun, dict[int, int]]:
-        """A running task of ``config`` that wrote ``count`` pids, and its processes on the host."""
+    def _stats_task(self, harness: DriverHarness, count: int, scenario: Callable[..., TaskConfig | None],
+                    *args: Any) -> tuple[TaskRun, dict[int, int]]:
+        """A running task of the (optional) ``scenario`` that wrote ``count`` pids, and its processes on the host."""
         if not self.supports_stats:
             pytest.skip(f"driver {self.driver} does not measure its tasks")
-        run = self._start(harness, config, kill_timeout=f"{KILL_TIMEOUT}s")
+        run = self._start(harness, self._config(scenario, *args, required=False), kill_timeout=f"{KILL_TIMEOUT}s")
         return run, self._host_processes(run, self._ready(run, count))
 
     @staticmethod
