@@ -98,8 +98,11 @@ class TaskStats:
             return value
         if not isinstance(value, dict):
             return None
-        known: dict[str, Any] = {name: number for name in cls.__dataclass_fields__
-                 if isinstance(number := value.get(name), int | float) and not isinstance(number, bool)}
+        known: dict[str, Any] = {}
+        for name in cls.__dataclass_fields__:
+            number = value.get(name)
+            if isinstance(number, int | float) and not isinstance(number, bool):
+                known[name] = float(number) if name == "cpu_percent" else int(number)
         return cls(**known)
 
     def merged(self, other: TaskStats) -> TaskStats:

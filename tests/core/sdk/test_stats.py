@@ -68,6 +68,8 @@ def test_processes_gone_count_for_nothing() -> None:
 def test_an_older_handles_dict_is_read_for_what_it_names() -> None:
     assert TaskStats.of({"pid": 7, "memory_rss_bytes": 5 * MIB, "pod": "x"}) == TaskStats(memory_rss_bytes=5 * MIB)
     assert TaskStats.of({"memory_usage_bytes": "lots", "cpu_percent": True}) == TaskStats()
+    assert TaskStats.of({"memory_usage_bytes": 1.5e6, "cpu_percent": 3}) == TaskStats(memory_usage_bytes=1_500_000,
+                                                                                      cpu_percent=3.0)
     assert TaskStats.of(None) is None
     assert TaskStats.of(TaskStats(pids=1)) == TaskStats(pids=1)
 

@@ -78,10 +78,8 @@ class StatsSampler:
 
     def _with_percent(self, handle: TaskHandle, at: float, stats: TaskStats | None) -> TaskStats | None:
         """``stats`` with its CPU percent since the handle's previous sample, which it then replaces."""
-        if stats is None or stats.cpu_total_ns is None:
-            return stats
         previous = self._remember(handle, at, stats)
-        if stats.cpu_percent is not None or previous is None:
+        if stats is None or stats.cpu_total_ns is None or stats.cpu_percent is not None or previous is None:
             return stats
         elapsed, used = at - previous.at, stats.cpu_total_ns - previous.cpu_total_ns
         if elapsed <= 0 or used < 0:
@@ -89,7 +87,7 @@ class StatsSampler:
         return replace(stats, cpu_percent=round(used / (elapsed * 1e9) * 100, 1))
 
     def _remember(self, handle: TaskHandle, at: float, stats: TaskStats | None) -> Sample | None:
-        """Keep ``stats`` as the handle's last sample; the one before, if any."""
+        """Keep ``stats`` as the handle's last sample (if it counts CPU time); the one before, if any."""
         if stats is None or stats.cpu_total_ns is None:
             return None
         with self._lock:
