@@ -65,9 +65,12 @@ def test_the_route_shows_memory_and_cpu(shared_agent: AgentProcess, hungry: str)
     assert found["id"] == hungry and found["name"] == "hungry.g[0]"
     spin = found["tasks"]["spin"]
     assert spin["state"] == "running" and spin["driver"] == "raw_exec" and spin["cpu_total_ns"] > 0
-    hog = wait_for(lambda: (t := stats(shared_agent, hungry)["tasks"]["hog"])["memory_rss_bytes"] >= 60 * MIB and t,
-                   60, "the hog to show 60 MiB")
-    assert hog["pids"] >= 2, hog  # the shell and its sleep
+
+    def holding() -> dict[str, Any] | None:
+        hog = stats(shared_agent, hungry)["tasks"]["hog"]
+        return hog if hog["memory_rss_bytes"] >= 60 * MIB and hog["pids"] == 2 else None  # the shell and its sleep
+
+    hog = wait_for(holding, 60, lambda: f"the hog to show 60 MiB in 2 processes: {stats(shared_agent, hungry)}")
     assert hog["memory_usage_bytes"] is None and hog["memory_limit_bytes"] is None  # raw_exec: no cgroup of its own
 
 
