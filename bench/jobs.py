@@ -64,10 +64,11 @@ def until_ended(hooks: Hooks, text: str, parent: Path | None = None) -> float:
     return elapsed
 
 
-def until_started(hooks: Hooks, text: str, count: int, parent: Path | None = None) -> float:
+def until_started(hooks: Hooks, text: str, count: int, parent: Path | None = None,
+                  on_started: Callable[[], None] = lambda: None) -> float:
     """Seconds from placing the HCL job ``text`` until ``count`` of its tasks have started;
-    then the job is stopped and cleaned up (not timed). The data dir is made in ``parent``
-    (see :func:`placed_job`)."""
+    then ``on_started`` is called, and the job is stopped and cleaned up (not timed). The
+    data dir is made in ``parent`` (see :func:`placed_job`)."""
     started = 0
     all_started = threading.Event()
     lock = threading.Lock()
@@ -85,6 +86,8 @@ def until_started(hooks: Hooks, text: str, count: int, parent: Path | None = Non
         thread.start()
         ok = all_started.wait(120)
         elapsed = run.elapsed()
+        if ok:
+            on_started()
         run.runner.stop()
         thread.join(120)
     if not ok:

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from jobs import all_ms, load, median_ms, until_ended
+from jobs import all_ms, load, median_ms, sleepers, until_ended, until_started
 from results import write_section
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -93,23 +93,54 @@ def files_floor(count: int, where: Path) -> float:
         return time.perf_counter() - start
 
 
-def child(count: int, where: Path) -> None:
-    """One job of ``count = COUNT`` in this process: print its time and this process's peak RSS."""
+class ThreadPeak:
+    """The most threads this process had at once: counted at every thread's start, so no peak is
+    missed between two samples."""
+
+    def __init__(self) -> None:
+        self.peak = threading.active_count()
+        self._start = threading.Thread.start
+        peak = self
+
+        def start(thread: threading.Thread) -> None:
+            peak._start(thread)
+            peak.peak = max(peak.peak, threading.active_count())
+
+        threading.Thread.start = start  # type: ignore[method-assign]
+
+
+def child(count: int, where: Path, sleeping: bool) -> None:
+    """One job of ``count = COUNT`` in this process: print its time, this process's peak RSS and its
+    peak thread count; with ``sleeping``, the tasks sleep and the time is until all have started, with
+    the threads counted then too (the job is then stopped)."""
     from herder.plugins.hooks import Hooks
     from herder.plugins.loader import load_plugins
 
-    elapsed = until_ended(Hooks(load_plugins()), JOB.format(count=count), where)
+    hooks = Hooks(load_plugins())
+    threads = ThreadPeak()
+    running = 0
+
+    def all_running() -> None:
+        nonlocal running
+        running = threading.active_count()
+
+    if sleeping:
+        elapsed = until_started(hooks, sleepers(count), count, where, on_started=all_running)
+    else:
+        elapsed = until_ended(hooks, JOB.format(count=count), where)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"seconds": elapsed, "peak_rss": peak}))
+    print(json.dumps({"seconds": elapsed, "peak_rss": peak, "peak_threads": threads.peak,
+                      "running_threads": running}))
 
 
-def through_herder(count: int, where: Path) -> tuple[float, int]:
-    """Seconds from placement to the last cleanup of a job of ``count = COUNT``, and the peak RSS of its
-    herder process, in a fresh process."""
-    out = subprocess.run([sys.executable, __file__, "--child", str(count), "--dir", str(where)], check=True,
-                         capture_output=True, text=True).stdout
-    result = json.loads(out.splitlines()[-1])
-    return result["seconds"], result["peak_rss"]
+def through_herder(count: int, where: Path, sleeping: bool = False) -> dict[str, float]:
+    """A job of ``count = COUNT`` in a fresh process (see :func:`child`): ``seconds``, ``peak_rss``,
+    ``peak_threads`` and ``running_threads``."""
+    command = [sys.executable, __file__, "--child", str(count), "--dir", str(where)]
+    out = subprocess.run([*command, "--sleeping"] if sleeping else command, check=True, capture_output=True,
+                         text=True).stdout
+    result: dict[str, float] = json.loads(out.splitlines()[-1])
+    return result
 
 
 def main() -> None:
@@ -119,11 +150,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=BENCH_DIR / ".data", help="where the data dirs are made")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--sleeping", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.child is not None:
-        child(args.child, args.dir)
+        child(args.child, args.dir, args.sleeping)
         return
     scale = sorted(int(size) for size in args.sizes.split(","))
     sizes = sorted({args.count, *scale})
@@ -131,15 +163,19 @@ def main() -> None:
     through_herder(10, args.dir)  # warm up the page cache for herder's imports
     bare: dict[int, list[float]] = {size: [] for size in sizes}
     herder: dict[int, list[float]] = {size: [] for size in sizes}
-    peak: dict[int, list[int]] = {size: [] for size in sizes}
+    peak: dict[int, list[float]] = {size: [] for size in sizes}
+    threads: dict[int, list[float]] = {size: [] for size in sizes}
     floor: list[float] = []
+    sleeping: list[dict[str, float]] = []
     for _ in range(args.rounds):
         floor.append(files_floor(args.count, args.dir))
         for size in sizes:
             bare[size].append(bare_popen(size))
-            seconds, rss = through_herder(size, args.dir)
-            herder[size].append(seconds)
-            peak[size].append(rss)
+            result = through_herder(size, args.dir)
+            herder[size].append(result["seconds"])
+            peak[size].append(result["peak_rss"])
+            threads[size].append(result["peak_threads"])
+        sleeping.append(through_herder(args.count, args.dir, sleeping=True))
     load_after = load()
 
     def med(values: list[float]) -> float:
@@ -158,7 +194,7 @@ def main() -> None:
     rows = [
         f"| {size} | {median_ms(bare[size])} | {median_ms(herder[size])} | "
         f"{med(herder[size]) / med(bare[size]):.2f} | {overhead[size] * 1e3:.2f} ms | {marginal[size]} | "
-        f"{med(peak[size]) / 2**20:.1f} MiB |" for size in sizes]
+        f"{med(peak[size]) / 2**20:.1f} MiB | {med(threads[size]):.0f} |" for size in sizes]
     body = "\n".join([
         f"`/bin/true` N times: bare `subprocess.Popen` in N threads against a job of `count = N` in herder "
         f"(a fresh process per run, placement to the last cleanup). Medians of {args.rounds} rounds, the sides "
@@ -166,8 +202,8 @@ def main() -> None:
         f"after: {load_after}.",
         "",
         "| N | bare | herder | herder / bare | overhead per task | herder per task beyond the previous N "
-        "| herder's peak RSS |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| herder's peak RSS | herder's peak threads |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
         f"- {args.count} tasks, herder / bare: **{ratio:.2f}** (target ≤ 3: {'met' if ratio <= 3 else 'NOT met'}).",
@@ -178,6 +214,10 @@ def main() -> None:
         f"(target ≤ 1.2: {'met' if flat <= 1.2 else 'NOT met'}).",
         f"- herder's peak RSS per added task, {scale[0]} to {top} tasks: **{per_added / 1024:.0f} KiB** "
         f"(target ≤ 100 KiB: {'met' if per_added <= 100 * 1024 else 'NOT met'}).",
+        f"- {args.count} tasks sleeping: all started in {median_ms([r['seconds'] for r in sleeping])}, with "
+        f"**{med([r['running_threads'] for r in sleeping]):.0f}** threads in herder's process then (peak "
+        f"{med([r['peak_threads'] for r in sleeping]):.0f}; all rounds: "
+        f"{', '.join(str(round(r['running_threads'])) for r in sleeping)}).",
         "",
         "All rounds (ms): " + "; ".join(
             f"{size}: bare {all_ms(bare[size])}, herder {all_ms(herder[size])}" for size in sizes) + ".",

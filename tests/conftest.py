@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.agent import AgentProcess
 from tests.support.consul import ConsulAgent, consul_binary
 from tests.support.distributions import make_distribution
 from tests.support.processes import wait_until_gone
@@ -90,6 +91,17 @@ def herder() -> Callable[..., subprocess.CompletedProcess[str]]:
                               timeout=timeout, **kwargs)  # type: ignore[call-overload, no-any-return]
 
     return _run
+
+
+@pytest.fixture(scope="module")
+def shared_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    """A ``herder agent`` (raw_exec enabled) shared by the tests of a module: each uses job names of its own."""
+    process = AgentProcess(tmp_path_factory.mktemp("agent"))
+    process.start()
+    try:
+        yield process
+    finally:
+        process.shutdown()
 
 
 # -- a real Consul agent, for the services tests ----------------------------------

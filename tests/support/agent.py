@@ -119,15 +119,16 @@ class AgentProcess:
                 self.kill()
 
     def cli(self, *args: str, token: str | None = None, addr: str | None = None, env: dict[str, str] | None = None,
-            timeout: float = 60.0, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-        """``herder ARGS...`` against this agent, run in ``cwd`` (by default the test's); ``env`` is
-        set last (an empty value unsets)."""
+            timeout: float = 60.0, cwd: Path | None = None, input: str | None = None
+            ) -> subprocess.CompletedProcess[str]:
+        """``herder ARGS...`` against this agent, run in ``cwd`` (by default the test's) with ``input``
+        on its stdin; ``env`` is set last (an empty value unsets)."""
         environ = {**os.environ, "HERDER_ADDR": addr or self.url,
                    "HERDER_TOKEN": self.token if token is None else token}
         if self.tls is not None:
             environ["HERDER_CACERT"] = str(self.tls.ca)
         return subprocess.run([sys.executable, "-m", "herder", *args], capture_output=True, text=True,
-                              env=environ | (env or {}), timeout=timeout, cwd=cwd)
+                              env=environ | (env or {}), timeout=timeout, cwd=cwd, input=input)
 
     def submit(self, text: str, fmt: str = "hcl", **variables: str) -> dict[str, Any]:
         with self.http() as http:

@@ -20,6 +20,7 @@ import os
 import signal as _signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -35,10 +36,12 @@ from herder.client.health import HealthChange
 from herder.client.hooks.services import ServicesPlugin
 from herder.client.lifecycle import TaskLifecycle as TaskLifecycle
 from herder.client.lifecycle import config_errors as config_errors
+from herder.client.periodic import Launcher
 from herder.client.stats import StatsSampler
 from herder.client.task_runner import TaskRunner
-from herder.errors import HerderError, JobError
+from herder.errors import DispatchError, HerderError, JobError, PlacementError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
+from herder.jobspec.dispatch import PERIODIC_SUFFIX, Child, dispatch_child, periodic_child
 from herder.jobspec.formats import format_of, read_text, read_var_file
 from herder.model import Job
 from herder.model import Resources as Resources
@@ -48,7 +51,7 @@ from herder.plugins.hooks import Hooks
 from herder.plugins.hooks import Participants as Participants
 from herder.plugins.loader import load_plugins
 from herder.services import PASSING, CheckRegistration, CheckStatus, ServiceRegistration
-from herder.state import StateError
+from herder.state import LIVE_STATUSES, ParentRecord, ParentStatus, StateError
 from herder.supervisor import Supervisor as Supervisor
 
 log = logging.getLogger("herder.agent")
@@ -158,6 +161,16 @@ def load_submitted(source: JobSource, hooks: Hooks, lines: Mapping[str, int] | N
     return job
 
 
+def dispatch_once(source: JobSource, meta: Mapping[str, str], payload: bytes) -> tuple[Job, JobSource]:
+    """The child of a parameterized job dispatched now, to run in its place: made from
+    ``source``, the job's evaluated canonical document (as :func:`evaluate_job` gives it).
+
+    :raises DispatchError: the dispatch breaks the job's ``parameterized`` block, each problem said.
+    """
+    child = dispatch_child(json.loads(source.text), meta, payload, datetime.now(UTC))
+    return child.job, child_source(child, source)
+
+
 def check_task_configs(job: Job, hooks: Hooks) -> None:
     """Every task's driver is there and its config is valid; :class:`JobError` otherwise."""
     errors = validate_task_configs(job, hooks.task_schemas(), hooks.plugins.unavailable())
@@ -217,6 +230,28 @@ def summary(status: str, allocs: Iterable[AllocRunner], health: HealthLog | None
         for a in allocs}}
 
 
+# -- periodic jobs -------------------------------------------------------------
+
+
+def children_of(name: str, allocs: Iterable[AllocRunner]) -> list[AllocRunner]:
+    """The allocations of the children of job ``name``."""
+    return [a for a in allocs if a.job.parent_id == name]
+
+
+def overlapped(parent: Job, children: Iterable[AllocRunner], *, forced: bool = False) -> list[str]:
+    """The children of periodic job ``parent`` still running that its ``prohibit_overlap``
+    makes a launch skip; none for a forced launch, as Nomad's."""
+    assert parent.periodic is not None
+    if not parent.periodic.prohibit_overlap or forced:
+        return []
+    return sorted({a.job.name for a in children if a.status in LIVE_STATUSES})
+
+
+def child_source(child: Child, parent: JobSource) -> JobSource:
+    """What a child is submitted as: its canonical document, from where its parent came."""
+    return JobSource(text=json.dumps(child.document), format="json", source=parent.source)
+
+
 # -- running in the foreground -----------------------------------------------
 
 
@@ -239,10 +274,12 @@ class ForegroundRun:
 
     def __init__(self, config: Config, hooks: Hooks, job: Job, source: JobSource, *,
                  on_event: Callable[[EventRecord], None],
-                 on_health: Callable[[HealthChange], None] = lambda change: None, keep: bool = False) -> None:
+                 on_health: Callable[[HealthChange], None] = lambda change: None,
+                 on_message: Callable[[str], None] = lambda text: None, keep: bool = False) -> None:
         self.job = job
         self.source = source
         self.health = HealthLog()
+        self._on_message = on_message
 
         def health_changed(change: HealthChange) -> None:
             self.health.record(change)
@@ -253,6 +290,8 @@ class ForegroundRun:
         self.allocs: list[AllocRunner] = []
         self.reaped = Reaped()
         self._stop_requested = threading.Event()
+        self._launches = threading.Lock()  # a periodic job's: its children join allocs in the launcher's thread
+        self._launcher = Launcher(self._launch)
 
     def place(self) -> None:
         """Take over what earlier runs left, then place the job's allocations if
@@ -269,24 +308,67 @@ class ForegroundRun:
         client.run(stale)
         for alloc in stale:
             alloc.stop()
-        self.allocs = adopted or client.submit(self.job, self.source)
+        # A periodic job is not run itself: its children are, at their times (run()).
+        self.allocs = adopted or ([] if self.job.periodic is not None else client.submit(self.job, self.source))
 
     def run(self) -> str:
-        """Run every allocation to the end; returns "complete", "failed" or "stopped"."""
+        """Run every allocation to the end, or a periodic job's children until it is
+        stopped; returns "complete", "failed" or "stopped"."""
         self.client.start()
         if self._stop_requested.is_set():  # asked to stop while placing: nothing runs
             self.stop()
         self.client.run(self.allocs)
-        while not self.client.wait(self.allocs + self.reaped.orphans + self.reaped.replaced, timeout=0.5):
+        if self.job.periodic is not None:
+            self._follow_schedule()
+        while not self.client.wait(self._everything(), timeout=0.5):
             pass  # short waits, so that signal handlers run promptly in the main thread
         if any(a.failed for a in self.allocs):
             return "failed"
         return "stopped" if self._stop_requested.is_set() else "complete"
 
+    def _everything(self) -> list[AllocRunner]:
+        with self._launches:
+            return self.allocs + self.reaped.orphans + self.reaped.replaced
+
+    def _follow_schedule(self) -> None:
+        """Launch the periodic job's children at their times until asked to stop."""
+        name = self.job.name
+        if not self.job.launches:
+            self._on_message(f"Job {name}: its periodic launches are disabled, nothing runs")
+            return
+        assert self.job.periodic is not None
+        self.client.node()  # the drivers' fingerprints, taken now rather than late by the first launch
+        first = self._launcher.add(name, self.job.periodic)
+        self._on_message(f"Job {name}: periodic ({' | '.join(self.job.periodic.crons)}), first launch at "
+                         f"{rfc3339(first) if first else 'none'}")
+        self._launcher.start()
+        while not self._stop_requested.wait(0.5):  # short waits, so that signal handlers run promptly
+            pass
+        self._launcher.stop()
+
+    def _launch(self, name: str, at: datetime) -> None:
+        with self._launches:
+            if self._stop_requested.is_set():
+                return
+            running = overlapped(self.job, self.allocs)
+            if running:
+                self._on_message(f"Job {name}: launch at {rfc3339(at)} skipped, {', '.join(running)} still "
+                                 "running (prohibit_overlap)")
+                return
+            child = periodic_child(json.loads(self.source.text), at)
+            allocs = self.client.submit(child.job, child_source(child, self.source))
+            self.allocs += allocs
+            self.client.run(allocs)
+        following = self._launcher.next_launch(name)
+        self._on_message(f"Job {name}: launched {child.job.name}; next launch at "
+                         f"{rfc3339(following) if following else 'none'}")
+
     def stop(self) -> None:
-        """Stop every task gracefully; safe to call from a signal handler's thread."""
-        self._stop_requested.set()
-        for alloc in self.allocs:
+        """Stop every task gracefully, and a periodic job's launches; safe to call from a signal handler's thread."""
+        with self._launches:
+            self._stop_requested.set()
+            allocs = list(self.allocs)
+        for alloc in allocs:
             alloc.stop()
 
     def summary(self, status: str) -> dict[str, Any]:
@@ -366,6 +448,31 @@ def logs_dir(alloc: AllocRunner) -> Path:
     return Path(alloc.alloc.dir) / "alloc" / "logs"
 
 
+@dataclass
+class Parent:
+    """A job registered with the agent, not run: a periodic job, whose children it
+    launches on its schedule, or a parameterized one, whose children are dispatched.
+    ``source`` is its canonical document; ``last_launch`` the time of its latest periodic child."""
+
+    job: Job
+    source: JobSource
+    status: ParentStatus = "running"
+    last_launch: float | None = None
+    ready: Child | None = field(default=None, repr=False)
+    """The child of the next launch, made ahead of its time so that it starts on time."""
+
+    def child(self, at: datetime) -> Child:
+        """The child launched at ``at``: the one made ahead if it is that one's."""
+        ready, self.ready = self.ready, None
+        if ready is not None and ready.job.name == f"{self.job.name}{PERIODIC_SUFFIX}{int(at.timestamp())}":
+            return ready
+        return periodic_child(json.loads(self.source.text), at)
+
+    def prepare(self, at: datetime | None) -> None:
+        """Make the child of the launch at ``at`` (None: none) now, ahead of its time."""
+        self.ready = None if at is None else periodic_child(json.loads(self.source.text), at)
+
+
 class Agent:
     """The client of ``herder agent``: its tasks outlive it (``keep``), and the
     next agent on the same data dir reattaches to them.
@@ -389,6 +496,9 @@ class Agent:
         self.client = Client(config, hooks, keep=True, on_event=on_event, on_health=on_health)
         self.gc = GarbageCollector(self.client, on_collected=on_collected)
         self.sampler = StatsSampler()
+        self._parents: dict[str, Parent] = {}
+        self.launcher = Launcher(self._launch)
+        self._warm_up = threading.Thread(target=self._prepare_launches, name="periodic-warm-up", daemon=True)
 
     # -- lifetime ------------------------------------------------------------
 
@@ -401,12 +511,14 @@ class Agent:
             log.info("reattaching allocation %s (%s)", alloc.alloc.name, alloc.alloc.id)
         self.client.run(restored)
         self.gc.start()
+        self._restore_parents()
+        self.launcher.start()
         if address is not None:
             self._register_self(*address)
         return restored
 
     def begin_drain(self) -> list[AllocRunner]:
-        """Start stopping every task gracefully (returns at once); no new job is taken."""
+        """Start stopping every task gracefully (returns at once); no new job is taken, no child launched."""
         self.draining = True
         allocs = self.client.allocs
         for alloc in allocs:
@@ -419,6 +531,7 @@ class Agent:
 
     def close(self) -> None:
         """Let go: running tasks keep running under the supervisor for the next agent."""
+        self.launcher.stop()
         self.gc.stop()
         services = self._services()
         if services is not None:
@@ -471,6 +584,9 @@ class Agent:
             raise Conflict("the agent is draining: it takes no new job")
         job_source = JobSource(text=text, format=fmt, source=source, variables=variables)
         job = load_submitted(job_source, self.hooks, lines)
+        if job.periodic is not None or job.parameterized is not None:
+            return self._register(job, job_source)
+        self._deregister(job.name)  # a registered job of that name, submitted again as an ordinary one
         with self._submit_lock:
             current = [a for a in self.client.allocs
                        if a.job.name == job.name and a.status in ("pending", "running") and not a.stopping]
@@ -490,6 +606,27 @@ class Agent:
         log.info("job %s submitted: %d allocation(s)", job.name, len(allocs))
         return job.name, allocs, job.warnings
 
+    def dispatch(self, name: str, meta: Mapping[str, str], payload: bytes) -> tuple[str, list[AllocRunner]]:
+        """Dispatch the parameterized job ``name`` with ``meta`` and ``payload``: its
+        child ``NAME/dispatch-<unix seconds>-<8 hex>`` is submitted as any job is
+        and starts running; its name and allocations are returned.
+
+        :raises NotFound: no job ``name``.
+        :raises DispatchError: the job is not parameterized, or the dispatch breaks
+            its ``parameterized`` block (each problem said); nothing is dispatched.
+        :raises Conflict: the agent is draining, or the job is stopped.
+        :raises PlacementError: the child cannot be placed.
+        """
+        parent = self.parent(name)
+        if parent is None or parent.job.parameterized is None:
+            self.job(name)  # NotFound, unless an ordinary job has that name
+            raise DispatchError([f"job {name!r} is not parameterized: only a parameterized job is dispatched"])
+        if parent.status == "stopped":
+            raise Conflict(f"job {name!r} is stopped: submit it again to dispatch it")
+        child, source = dispatch_once(parent.source, meta, payload)
+        child_name, allocs, _ = self.submit(source.text, source.format, {}, child.name)
+        return child_name, allocs
+
     def _replace(self, old: list[AllocRunner], new: list[AllocRunner]) -> None:
         """Run ``new`` once every allocation of ``old`` is dead."""
         self.client.wait(old)
@@ -503,17 +640,33 @@ class Agent:
         return dict(sorted(found.items()))
 
     def job(self, name: str) -> list[AllocRunner]:
-        """:raises NotFound: no job ``name``."""
-        allocs = self.jobs().get(name)
-        if not allocs:
+        """The allocations of job ``name`` (none for a registered job never run itself).
+
+        :raises NotFound: no job ``name``."""
+        allocs = self.jobs().get(name, [])
+        if not allocs and self.parent(name) is None:
             raise NotFound(f"no job {name!r}")
         return allocs
 
     def stop_job(self, name: str) -> list[AllocRunner]:
-        """Stop every allocation of job ``name`` gracefully (returns at once).
+        """Stop every allocation of job ``name`` gracefully (returns at once). A registered
+        job stays listed, stopped: a periodic one launches no more and its children are
+        stopped (as Nomad); a parameterized one is dispatched no more, and the children
+        dispatched run on, each a job of its own.
 
         :raises NotFound: no job ``name``."""
-        allocs = self.job(name)
+        parent = self.parent(name)
+        if parent is None:
+            allocs = self.job(name)
+        else:
+            with self._submit_lock:
+                self.launcher.remove(name)
+                if parent.status != "stopped":
+                    self.client.store.update_parent(name, status="stopped")
+                    parent.status = "stopped"
+            allocs = children_of(name, self.client.allocs) if parent.job.periodic is not None else []
+            log.info("job %s stopped: no more %s", name,
+                     "launches" if parent.job.periodic is not None else "dispatches")
         for alloc in allocs:
             alloc.stop()
         return allocs
@@ -528,6 +681,140 @@ class Agent:
             return self.gc.collect()
         except StateError as exc:
             raise Conflict(f"cannot collect now: {exc}") from None
+
+    # -- registered jobs: periodic and parameterized ----------------------------
+
+    def parents(self) -> dict[str, Parent]:
+        """Every job registered (periodic or parameterized), by name."""
+        with self._submit_lock:
+            return dict(sorted(self._parents.items()))
+
+    def parent(self, name: str) -> Parent | None:
+        with self._submit_lock:
+            return self._parents.get(name)
+
+    def children(self, name: str) -> dict[str, list[AllocRunner]]:
+        """The children of job ``name`` still known, oldest first, with their allocations."""
+        found: dict[str, list[AllocRunner]] = {}
+        for alloc in children_of(name, self.client.allocs):
+            found.setdefault(alloc.job.name, []).append(alloc)
+        return found
+
+    def force(self, name: str) -> tuple[str, list[AllocRunner]]:
+        """Launch a child of periodic job ``name`` now, whatever its ``prohibit_overlap``:
+        the child's name and allocations.
+
+        :raises NotFound: no periodic job ``name``.
+        :raises Conflict: it does not launch (stopped, disabled), or launched this second already.
+        :raises PlacementError: the child cannot be placed, or the launch recorded.
+        """
+        parent = self.parent(name)
+        if parent is None:
+            raise NotFound(f"no periodic job {name!r}")
+        if parent.status == "stopped" or not parent.job.launches:
+            raise Conflict(f"periodic job {name!r} does not launch: "
+                           + ("it is stopped" if parent.status == "stopped" else "its launches are disabled"))
+        launched = self._launch(name, datetime.now(UTC).replace(microsecond=0), forced=True)
+        if launched is None:
+            raise Conflict(f"periodic job {name!r} launched a child this second already")
+        return launched
+
+    def _register(self, job: Job, source: JobSource) -> tuple[str, list[AllocRunner], list[str]]:
+        """Register periodic or parameterized ``job``, not run, in place of any job of its name
+        registered before; a periodic one follows its schedule (a new one, if it was registered)."""
+        _, document = evaluate_job_text(source.text, source.format, source.source, source.variables)
+        canonical = JobSource(text=json.dumps(document), format="json", source=source.source)
+        with self._submit_lock:
+            try:
+                self.client.store.put_parent(ParentRecord(name=job.name, source=source.source, text=canonical.text,
+                                                          registered_at=time.time()))
+            except StateError as exc:
+                raise PlacementError(f"the job cannot be registered: {exc}") from exc
+            known = self._parents.get(job.name)
+            parent = Parent(job, canonical, last_launch=known.last_launch if known else None)
+            self._parents[job.name] = parent
+            next_launch = self._follow(parent)
+        if job.parameterized is not None:
+            log.info("job %s registered: parameterized, run when dispatched", job.name)
+        else:
+            log.info("periodic job %s registered; next launch %s", job.name,
+                     next_launch.isoformat() if next_launch else "never")
+        return job.name, [], job.warnings
+
+    def _deregister(self, name: str) -> None:
+        """Forget registered job ``name`` (nothing if there is none); its children stay."""
+        with self._submit_lock:
+            if self._parents.pop(name, None) is not None:
+                self.launcher.remove(name)
+                self.client.store.delete_parent(name)
+
+    def _follow(self, parent: Parent) -> datetime | None:
+        """Schedule ``parent``'s next launch, after now and its latest one; its next launch time."""
+        if parent.status == "stopped" or not parent.job.launches:
+            self.launcher.remove(parent.job.name)
+            return None
+        assert parent.job.periodic is not None
+        last = None if parent.last_launch is None else datetime.fromtimestamp(parent.last_launch, UTC)
+        if self._warm_up.ident is None:  # started once, by the first periodic job that launches
+            self._warm_up.start()
+        next_launch = self.launcher.add(parent.job.name, parent.job.periodic, last)
+        parent.prepare(next_launch)
+        return next_launch
+
+    def _prepare_launches(self) -> None:
+        """Take now what the first launch would wait for: every driver's fingerprint (taken at
+        the first placement) and the supervisor (started with the first task), hundreds of
+        milliseconds that would make that launch late."""
+        self.client.node()
+        try:
+            self.client.supervisor.connect()
+        except HerderError as exc:  # the launch will say it, if it still is so
+            log.warning("the supervisor cannot be started: %s", exc)
+
+    def _restore_parents(self) -> None:
+        """Register again the jobs of the state database; launches missed meanwhile are not caught up."""
+        for record in self.client.store.parents():
+            source = JobSource(text=record.text, format="json", source=record.source)
+            try:
+                job = load_submitted(source, self.hooks)
+            except JobError as exc:
+                log.warning("registered job %s no longer loads, left out: %s", record.name,
+                            "; ".join(exc.errors))
+                continue
+            parent = Parent(job, source, record.status, record.last_launch)
+            with self._submit_lock:
+                self._parents[record.name] = parent
+                self._follow(parent)
+
+    def _launch(self, name: str, at: datetime, *, forced: bool = False) -> tuple[str, list[AllocRunner]] | None:
+        """Launch the child of periodic job ``name`` due at ``at``: its name and allocations;
+        None when it is not launched (skipped, stopped, launched already, the agent draining)."""
+        with self._submit_lock:
+            parent = self._parents.get(name)
+            if parent is None or parent.status == "stopped" or self.draining:
+                return None
+            # The latest launch is stored before its child: killed in between, the agent loses a launch
+            # rather than making it twice.
+            if parent.last_launch is not None and at.timestamp() <= parent.last_launch:
+                return None
+            running = overlapped(parent.job, children_of(name, self.client.allocs), forced=forced)
+            if running:
+                log.info("periodic job %s: launch of %s skipped, %s still running (prohibit_overlap)", name,
+                         at.isoformat(), ", ".join(running))
+                return None
+            child = parent.child(at)
+            try:
+                self.client.store.update_parent(name, last_launch=at.timestamp())
+            except StateError as exc:
+                raise PlacementError(f"the launch cannot be recorded: {exc}") from exc
+            parent.last_launch = at.timestamp()
+            allocs = self.client.submit(child.job, child_source(child, parent.source))
+        self.client.run(allocs)
+        self.gc.wake()  # one child more: the oldest finished ones beyond the kept may go
+        log.info("periodic job %s launched %s%s", name, child.job.name, " (forced)" if forced else "")
+        with self._submit_lock:
+            parent.prepare(self.launcher.next_launch(name))
+        return child.job.name, allocs
 
     # -- allocations -------------------------------------------------------
 

@@ -165,6 +165,10 @@ def herder_task_start(task: Task, ctx: TaskContext) -> TaskHandle | None:
     which writes them itself; anything else by writing to ``ctx.stdout`` and
     ``ctx.stderr``), and records what cleanup must remove in ``ctx.created``.
 
+    A handle that can tell when its task exits (its optional ``on_exit``, see
+    :class:`herder.TaskHandle`; ``SupervisedProcess`` has it) spares herder a
+    thread per running task; without it, a thread waits in its ``wait()``.
+
     :param task: the task; ``task.config`` has passed the driver's schema.
     :param ctx: this run of the task.
     :returns: a :class:`herder.TaskHandle` for the running task; its

@@ -142,6 +142,17 @@ class TaskHandle(Protocol):
     that the task's ``Started`` event adds to its details (how the task runs:
     the java driver says whether its JVM is isolated). It is optional, and
     not part of the protocol's structural check.
+
+    A handle may also have ``on_exit(callback: Callable[[], None]) -> bool``
+    (optional, not part of the structural check either): it calls
+    ``callback()`` once, from any thread, as soon as ``wait(0)`` no longer
+    returns None (the task exited, or the handle lost it), at once if so
+    already, and returns True. The callback is quick and must not be called
+    under a lock that ``wait`` takes. herder then calls ``wait(0)``, and calls
+    ``on_exit`` again if that still says None. So a running task holds no
+    thread of herder's; a handle without it (or whose ``on_exit`` returns
+    False) is waited for by a thread of its own in ``wait()``.
+    :class:`herder.sdk.SupervisedProcess` has it.
     """
 
     id: str

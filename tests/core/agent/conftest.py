@@ -1,4 +1,4 @@
-"""An agent per test, or one per module for the tests that only read."""
+"""An agent per test (one per module, for the tests that only read, is ``shared_agent``)."""
 
 from __future__ import annotations
 
@@ -39,16 +39,6 @@ def ticker(name: str = "ticker", count: int = 1) -> str:
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[AgentProcess]:
     process = AgentProcess(tmp_path)
-    process.start()
-    try:
-        yield process
-    finally:
-        process.shutdown()
-
-
-@pytest.fixture(scope="module")
-def shared_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    process = AgentProcess(tmp_path_factory.mktemp("agent"))
     process.start()
     try:
         yield process

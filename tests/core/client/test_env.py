@@ -12,7 +12,7 @@ from herder.model import Group, Job, PortSpec, Resources, RestartPolicy, Task
 from herder.sdk import clean_env_var, inherited_environment, set_port_vars, set_task_dirs, set_var
 
 
-def build_env(tmp_path: Path, **task_fields: object) -> dict[str, str]:
+def build_env(tmp_path: Path, parent_id: str = "", **task_fields: object) -> dict[str, str]:
     task = Task(
         name="server",
         driver="raw_exec",
@@ -33,6 +33,7 @@ def build_env(tmp_path: Path, **task_fields: object) -> dict[str, str]:
         datacenters=["dc2", "dc3"],
         region="eu",
         meta={"tier": "job", "owner": "job", "team": "ops"},
+        parent_id=parent_id,
     )
     root = tmp_path / "allocs" / "abc"
     task_dir = TaskDir(
@@ -71,6 +72,7 @@ def test_every_variable_has_both_prefixes(tmp_path: Path, prefix: str) -> None:
         "ALLOC_NAME": "web.app[2]",
         "ALLOC_INDEX": "2",
         "JOB_NAME": "web",
+        "JOB_ID": "web",
         "GROUP_NAME": "app",
         "TASK_NAME": "server",
         "DC": "dc2",
@@ -88,6 +90,12 @@ def test_every_variable_has_both_prefixes(tmp_path: Path, prefix: str) -> None:
     }
     for name, value in expected.items():
         assert env[prefix + name] == value, name
+
+
+def test_only_a_child_has_a_parent(tmp_path: Path) -> None:
+    assert "NOMAD_JOB_PARENT_ID" not in build_env(tmp_path)
+    env = build_env(tmp_path, parent_id="nightly")
+    assert env["NOMAD_JOB_PARENT_ID"] == env["HERDER_JOB_PARENT_ID"] == "nightly"
 
 
 def test_meta_precedence_is_job_then_group_then_task(tmp_path: Path) -> None:

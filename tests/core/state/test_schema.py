@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from herder.state import StateError, Store, schema
+from herder.state import ParentRecord, StateError, Store, schema
 from tests.core.state.factory import make_alloc, make_job
 
-TABLES = {"jobs", "allocs", "tasks", "ports", "events", "deferred"}
+TABLES = {"jobs", "allocs", "tasks", "ports", "events", "deferred", "parents"}
 
 
 def pragma(path: Path, name: str) -> int:
@@ -68,22 +68,23 @@ def test_runs_new_migrations_once_in_order(tmp_path: Path, monkeypatch: pytest.M
     job = make_job()
     with Store(path) as store:
         store.put_job(job)
+    known = len(schema.MIGRATIONS)
     ran: list[int] = []
 
     def add_notes(db: sqlite3.Connection) -> None:
-        ran.append(2)
+        ran.append(known + 1)
         db.execute("CREATE TABLE notes (job_id TEXT REFERENCES jobs (id), note TEXT)")
         db.execute("INSERT INTO notes SELECT id, 'from version 1' FROM jobs")
 
     def add_index(db: sqlite3.Connection) -> None:
-        ran.append(3)
+        ran.append(known + 2)
         db.execute("CREATE INDEX notes_by_job ON notes (job_id)")
 
     monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, add_notes, add_index])
     Store(path).close()
     Store(path).close()
-    assert ran == [2, 3]
-    assert pragma(path, "user_version") == 3
+    assert ran == [known + 1, known + 2]
+    assert pragma(path, "user_version") == known + 2
     db = sqlite3.connect(path)
     try:
         assert db.execute("SELECT job_id, note FROM notes").fetchall() == [(job.id, "from version 1")]
@@ -99,10 +100,29 @@ def test_a_failed_migration_changes_nothing(tmp_path: Path, monkeypatch: pytest.
         db.execute("CREATE TABLE notes (note TEXT)")
         db.execute("INSERT INTO nowhere VALUES (1)")
 
+    known = len(schema.MIGRATIONS)
     monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, half_done])
-    with pytest.raises(StateError, match="migration to schema version 2 failed"):
+    with pytest.raises(StateError, match=f"migration to schema version {known + 1} failed"):
         Store(path)
-    assert pragma(path, "user_version") == 1
+    assert pragma(path, "user_version") == known
+    assert tables(path) == TABLES
+
+
+def test_a_version_1_database_gains_the_registered_jobs_keeping_its_data(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "state.db"
+    job = make_job()
+    with monkeypatch.context() as before:
+        before.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
+        with Store(path) as store:
+            store.put_job(job)
+    assert "parents" not in tables(path)
+    with Store(path) as store:
+        assert store.job(job.id) == job and store.parents() == []
+        parent = ParentRecord(name="nightly", source="api", text="{}", registered_at=1.0)
+        store.put_parent(parent)
+        assert store.parents() == [parent]
+    assert pragma(path, "user_version") == len(schema.MIGRATIONS)
     assert tables(path) == TABLES
 
 

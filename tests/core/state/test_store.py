@@ -15,6 +15,7 @@ from herder.state import (
     AllocStatus,
     Deferred,
     JobRecord,
+    ParentRecord,
     PortRecord,
     StateError,
     Store,
@@ -318,3 +319,23 @@ def test_store_is_unusable_after_close(store: Store) -> None:
     with pytest.raises(StateError):
         store.job("x")
 
+
+
+def test_a_parent_is_registered_stopped_and_forgotten(store: Store) -> None:
+    parent = ParentRecord(name="nightly", source="api", text='{"job": {}}', registered_at=time.time())
+    store.put_parent(parent)
+    assert store.parents() == [parent]
+    store.update_parent("nightly", last_launch=1000.0)
+    store.update_parent("nightly", status="stopped")
+    assert store.parents() == [replace(parent, status="stopped", last_launch=1000.0)]
+    with pytest.raises(KeyError, match="no registered job other"):
+        store.update_parent("other", status="stopped")
+    store.delete_parent("nightly")
+    assert store.parents() == []
+
+
+def test_a_parent_submitted_again_keeps_its_last_launch(store: Store) -> None:
+    store.put_parent(ParentRecord(name="nightly", source="api", text="{}", last_launch=1000.0, registered_at=1.0))
+    store.put_parent(ParentRecord(name="nightly", source="cli", text="{ }", registered_at=2.0))
+    [parent] = store.parents()
+    assert (parent.text, parent.source, parent.last_launch, parent.status) == ("{ }", "cli", 1000.0, "running")

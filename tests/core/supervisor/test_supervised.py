@@ -201,6 +201,37 @@ def test_threads_waiting_together_all_see_the_exit(connect: Callable[..., Superv
     assert results == [ExitResult(exit_code=5)] * 10
 
 
+def test_on_exit_calls_back_once_the_exit_is_in_without_a_waiting_thread(
+        connect: Callable[..., Supervisor], task: Task, tmp_path: Path, task_env: dict[str, str]) -> None:
+    ctx = make_ctx(tmp_path, connect())
+    release = tmp_path / "release"
+    handle = SupervisedProcess.spawn(task, ctx, ["sh", "-c", f"while ! test -e {release}; do sleep 0.02; done; exit 3"],
+                                     env=task_env, cwd=ctx.task_dir.dir)
+    exited = threading.Event()
+    assert handle.on_exit(exited.set) is True
+    assert not exited.is_set() and handle.wait(0) is None
+    release.touch()
+    assert exited.wait(30)
+    assert handle.wait(0) == ExitResult(exit_code=3)  # the exit is in: no wait
+    again = threading.Event()
+    handle.on_exit(again.set)  # after the exit: at once
+    assert again.is_set()
+
+
+def test_on_exit_calls_back_when_the_supervisor_is_lost(connect: Callable[..., Supervisor], task: Task,
+                                                        tmp_path: Path, task_env: dict[str, str]) -> None:
+    supervisor = connect()
+    ctx = make_ctx(tmp_path, supervisor)
+    handle = SupervisedProcess.spawn(task, ctx, ["sleep", "100"], env=task_env, cwd=ctx.task_dir.dir)
+    lost = threading.Event()
+    handle.on_exit(lost.set)
+    os.kill(supervisor.pid, signal.SIGKILL)
+    assert lost.wait(30)
+    result = handle.wait(0)
+    assert result is not None and result.error is not None and "lost the process supervisor" in result.error
+    wait_for(lambda: not alive(handle.pid), what="the orphaned task is gone")
+
+
 def test_a_planted_log_link_is_told_to_the_task_in_an_event(connect: Callable[..., Supervisor], task: Task,
                                                             tmp_path: Path, task_env: dict[str, str]) -> None:
     ctx = make_ctx(tmp_path, connect())

@@ -10,12 +10,14 @@ cannot understand is a 4xx, never a 500.
 
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Path, Query, Request
@@ -30,7 +32,7 @@ from herder.agent.events import EventLog, sse
 from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.logtail import LogTail
-from herder.errors import JobError, PlacementError
+from herder.errors import DispatchError, JobError, PlacementError
 from herder.objects import TaskEvent, TaskStats
 
 log = logging.getLogger("herder.agent")
@@ -192,6 +194,10 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
     async def invalid_job(request: Request, exc: JobError) -> JSONResponse:
         return _error(400, "invalid job", exc.errors)
 
+    @api.exception_handler(DispatchError)
+    async def refused_dispatch(request: Request, exc: DispatchError) -> JSONResponse:
+        return _error(400, "cannot dispatch the job", exc.errors)
+
     @api.exception_handler(PlacementError)
     async def unplaceable(request: Request, exc: PlacementError) -> JSONResponse:
         return _error(409, f"cannot place the job: {exc}")
@@ -249,21 +255,47 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
             raise ApiError(400, "give either text (a job file, with its format) or job (canonical JSON)")
         text, fmt = (body.text, body.format) if body.text is not None else (json.dumps(body.job), "json")
         name, allocs, warnings = agent.submit(text, fmt, body.variables, body.source, body.lines)
-        return models.JobSubmitted(**job_json(name, allocs).model_dump(), warnings=warnings)
+        submitted = job_json(name, allocs) if allocs else describe_job(agent, name)  # a registered job has none
+        return models.JobSubmitted(**submitted.model_dump(), warnings=warnings)
 
     @api.get("/v1/jobs", response_model=models.Jobs, tags=["jobs"])
     async def jobs() -> models.Jobs:
-        return models.Jobs(jobs=[job_json(name, allocs) for name, allocs in agent.jobs().items()])
+        listed = {name: job_json(name, allocs) for name, allocs in agent.jobs().items()}
+        listed |= {name: parent_json(agent, parent) for name, parent in agent.parents().items()}
+        return models.Jobs(jobs=[listed[name] for name in sorted(listed)])
 
-    JobName = Annotated[str, Path(min_length=1, max_length=256)]
+    # ":path": a child's name has a "/" (nightly/periodic-1700000000). A route under a job
+    # (.../periodic/force) is told apart by its method, which no GET or DELETE of a job has.
+    JobName = Annotated[str, Path(min_length=1, max_length=256, description="A job's name; it may contain /.")]
 
-    @api.get("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
+    @api.get("/v1/jobs/{name:path}", response_model=models.Job, tags=["jobs"])
     async def job(name: JobName) -> models.Job:
-        return job_json(name, agent.job(name))
+        return describe_job(agent, name)
 
-    @api.delete("/v1/jobs/{name}", response_model=models.Job, tags=["jobs"])
+    @api.delete("/v1/jobs/{name:path}", response_model=models.Job, tags=["jobs"],
+                description="Stop the job's allocations; a periodic job launches no more and its children stop.")
     def stop_job(name: JobName) -> models.Job:
-        return job_json(name, agent.stop_job(name))
+        agent.stop_job(name)
+        return describe_job(agent, name)
+
+    @api.post("/v1/jobs/{name:path}/periodic/force", response_model=models.Job, tags=["jobs"],
+              description="Launch a child of the periodic job now, whatever its prohibit_overlap; "
+                          "the answer is the child.")
+    def force(name: JobName) -> models.Job:
+        child, allocs = agent.force(name)
+        return job_json(child, allocs)
+
+    @api.post("/v1/jobs/{name:path}/dispatch", response_model=models.JobDispatched, tags=["jobs"],
+              summary="Dispatch a parameterized job")
+    def dispatch(name: JobName, body: models.DispatchRequest) -> models.JobDispatched:
+        """Run a child of the parameterized job ``name`` with the given meta and payload
+        (Nomad's ``POST /v1/job/{name}/dispatch``); nothing is dispatched when any is refused."""
+        try:
+            payload = base64.b64decode(body.payload, validate=True)
+        except ValueError:  # binascii.Error, or a character outside ASCII
+            raise ApiError(400, "payload: not base64") from None
+        child, allocs = agent.dispatch(name, body.meta, payload)
+        return models.JobDispatched(**job_json(child, allocs).model_dump(), parent=name)
 
     # -- allocations -------------------------------------------------------
 
@@ -405,5 +437,33 @@ def _record(alloc: AllocRunner, task: str, event: TaskEvent) -> EventRecord:
 
 
 def job_json(name: str, allocs: list[AllocRunner]) -> models.Job:
+    """A job run, with its allocations; :class:`NotFound` if it has none (it was collected meanwhile)."""
+    if not allocs:
+        raise NotFound(f"no job {name!r}")
     return models.Job(name=name, id=allocs[-1].job_id, type=allocs[-1].job.type, status=app.job_status(allocs),
-                      allocations=[alloc_summary(a) for a in allocs])
+                      allocations=[alloc_summary(a) for a in allocs], parent_id=allocs[-1].job.parent_id)
+
+
+def describe_job(agent: Agent, name: str) -> models.Job:
+    """Job ``name``, registered or run; :class:`NotFound` if there is none."""
+    parent = agent.parent(name)
+    return job_json(name, agent.job(name)) if parent is None else parent_json(agent, parent)
+
+
+def parent_json(agent: Agent, parent: app.Parent) -> models.Job:
+    """A registered job: periodic (its schedule, next launch) or parameterized, with its
+    children; it has no allocations of its own."""
+    periodic = parent.job.periodic
+    schedule = None
+    if periodic is not None:
+        next_launch = agent.launcher.next_launch(parent.job.name)
+        last = None if parent.last_launch is None else datetime.fromtimestamp(parent.last_launch, UTC)
+        schedule = models.PeriodicStatus(crons=list(periodic.crons), time_zone=periodic.time_zone,
+                                         prohibit_overlap=periodic.prohibit_overlap, enabled=periodic.enabled,
+                                         next_launch=None if next_launch is None else app.rfc3339(next_launch),
+                                         last_launch=None if last is None else app.rfc3339(last))
+    return models.Job(
+        name=parent.job.name, id=parent.source.id, type=parent.job.type, status=parent.status, allocations=[],
+        parameterized=parent.job.parameterized is not None, periodic=schedule,
+        children=[models.ChildSummary(name=name, status=app.job_status(allocs))
+                  for name, allocs in agent.children(parent.job.name).items()])

@@ -86,16 +86,55 @@ class AllocSummary(_Model):
     tasks: dict[str, TaskSummary]
 
 
+class ChildSummary(_Model):
+    name: str
+    status: str
+
+
+class PeriodicStatus(_Model):
+    """A periodic job's schedule, as its ``periodic`` block says, and its launches."""
+
+    crons: list[str]
+    time_zone: str
+    prohibit_overlap: bool
+    enabled: bool
+    next_launch: str | None = Field(description="RFC 3339; null when it launches no more (stopped, disabled, or "
+                                                "its crons match no later time).")
+    last_launch: str | None = Field(description="RFC 3339: the scheduled time of its latest child, null before one.")
+
+
 class Job(_Model):
     name: str
     id: str
     type: str = Field(description="The job's type: service, batch or system.")
     status: str
     allocations: list[AllocSummary]
+    parameterized: bool = Field(default=False, description="Registered, not run: each dispatch runs a child of it.")
+    parent_id: str = Field(default="", description="The periodic or parameterized job this one was launched or "
+                                                   "dispatched from; \"\" if none.")
+    periodic: PeriodicStatus | None = Field(default=None, description="A periodic job's schedule: it is registered, "
+                                                                      "not run, and has no allocations of its own.")
+    children: list[ChildSummary] = Field(default_factory=list,
+                                         description="The children the agent knows of, oldest first.")
 
 
 class JobSubmitted(Job):
     warnings: list[str]
+
+
+class DispatchRequest(_Model):
+    """A dispatch of a parameterized job, as Nomad's (``Meta``, ``Payload``)."""
+
+    meta: dict[str, str] = Field(default_factory=dict, description="Meta the job declares (meta_required, "
+                                                                   "meta_optional); the tasks see NOMAD_META_<KEY>.")
+    payload: str = Field(default="", description="The payload, base64 (at most 16 KiB decoded); written to "
+                                                 "local/<file> of each task with a dispatch_payload.")
+
+
+class JobDispatched(Job):
+    """The child dispatched: an ordinary job, named ``PARENT/dispatch-<unix seconds>-<8 hex>``."""
+
+    parent: str
 
 
 class Jobs(_Model):

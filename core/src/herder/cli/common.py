@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, BinaryIO, NoReturn, TypeVar
 
 import click
 
@@ -44,6 +44,32 @@ def variable_options(func: F) -> F:
                         help="Set job variables from an .hcl or .json file (repeatable; --var wins).")(func)
     func = click.option("--var", "variables", multiple=True, metavar="KEY=VALUE", help="Set a job variable.")(func)
     return func
+
+
+def meta_option(func: F) -> F:
+    """``-meta KEY=VALUE`` / ``--meta KEY=VALUE`` (``meta``, a mapping), repeatable, as Nomad's ``job dispatch``."""
+    def parse(ctx: click.Context, param: click.Parameter, items: tuple[str, ...]) -> dict[str, str]:
+        meta: dict[str, str] = {}
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise click.BadParameter(f"{item!r}: expected KEY=VALUE", ctx, param)
+            meta[key] = value
+        return meta
+
+    return click.option("-meta", "--meta", "meta", multiple=True, metavar="KEY=VALUE", callback=parse,
+                        help="Set a meta key of the dispatched job (repeatable).")(func)
+
+
+def read_payload(file: BinaryIO | None, limit: int) -> bytes:
+    """The payload in ``file`` (an opened ``PAYLOAD_FILE``, ``-`` for stdin), at most ``limit``
+    bytes: a larger one is refused here, as the agent would, without sending it."""
+    if file is None:
+        return b""
+    payload = file.read(limit + 1)
+    if len(payload) > limit:
+        fail(f"the payload {file.name}: larger than the {limit} bytes (16 KiB) a dispatch may carry")
+    return payload
 
 
 def event_line(event: Mapping[str, Any]) -> str:

@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import BinaryIO
 
 import click
 from rich.console import Console
@@ -17,13 +18,24 @@ from rich.markup import escape
 from rich.table import Table
 
 from herder import app
-from herder.cli.common import EXIT_FAILED, EXIT_INVALID, EXIT_OK, F, fail, invalid, say, variable_options
+from herder.cli.common import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    EXIT_OK,
+    F,
+    fail,
+    invalid,
+    meta_option,
+    read_payload,
+    say,
+    variable_options,
+)
 from herder.cli.output import TaskOutput
 from herder.cli.render import make_view
 from herder.client.client import JobSource
 from herder.client.config import Config, load_config
 from herder.errors import ConfigError, JobError, PlacementError
-from herder.model import Job
+from herder.model import MAX_PAYLOAD, Job
 from herder.plugins.hooks import Hooks
 from herder.state import StateError
 
@@ -84,6 +96,16 @@ def validate(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...]
     click.echo(f"Job validation successful: {job.name} ({sum(len(g.tasks) for g in job.groups)} tasks)")
 
 
+def dispatch(job: Job, source: JobSource, meta: dict[str, str], payload: bytes) -> tuple[Job, JobSource]:
+    """The child of the parameterized ``job`` that ``herder run`` runs; a refused dispatch exits 2."""
+    try:
+        child, child_source = app.dispatch_once(source, meta, payload)
+    except JobError as exc:
+        invalid(f"cannot dispatch job {job.name}", exc.errors)
+    say(f"Dispatched job {child.name}")
+    return child, child_source
+
+
 @click.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @variable_options
@@ -92,17 +114,28 @@ def validate(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...]
 @click.option("--keep", is_flag=True,
               help="If herder dies, leave the tasks running for the next 'herder run' of this job to reattach.")
 @click.option("--allow-file-outside", is_flag=True, help=ALLOW_FILE_OUTSIDE_HELP)
+@meta_option
+@click.option("--payload", "payload_file", type=click.File("rb"), metavar="FILE",
+              help="The payload of the dispatched job (- reads stdin).")
 @plugin_options
 def run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], as_json: bool, show_logs: bool, keep: bool,
-        allow_file_outside: bool, config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
-    """Run the job in FILE in the foreground until its tasks finish or it is interrupted."""
+        allow_file_outside: bool, meta: dict[str, str], payload_file: BinaryIO | None, config_path: Path | None,
+        data_dir: Path | None, disabled: tuple[str, ...]) -> None:
+    """Run the job in FILE in the foreground until its tasks finish or it is interrupted.
+
+    A parameterized job is dispatched once, with --meta and --payload: its child runs.
+    """
     config, hooks = setup(config_path, data_dir, disabled)
     for warning in app.failed_plugins(hooks):
         say(f"Warning: {warning}")
     job, source = read_job(file, variables, var_files, hooks, allow_file_outside or config.client.allow_file_outside)
+    if job.parameterized is not None:
+        job, source = dispatch(job, source, meta, read_payload(payload_file, MAX_PAYLOAD))
+    elif meta or payload_file is not None:
+        fail(f"--meta and --payload dispatch a parameterized job; job {job.name} is not one", EXIT_INVALID)
     view = make_view(as_json)
     foreground = app.ForegroundRun(config, hooks, job, source, on_event=view.show, on_health=view.health,
-                                   keep=keep)
+                                   on_message=view.message, keep=keep)
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         view.message(f"Received {signal.Signals(signum).name}: stopping every task")

@@ -16,6 +16,7 @@ file.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
 import json
@@ -24,13 +25,24 @@ import ssl
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 from urllib.parse import quote, urlencode, urlsplit
 
 import click
 
-from herder.cli.common import EXIT_FAILED, EXIT_OK, event_line, fail, invalid, say, variable_options
+from herder.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    event_line,
+    fail,
+    invalid,
+    meta_option,
+    read_payload,
+    say,
+    variable_options,
+)
 from herder.errors import JobError
+from herder.model import MAX_PAYLOAD
 
 DEFAULT_ADDR = "http://127.0.0.1:4646"
 CONNECT_TIMEOUT = 5.0
@@ -103,7 +115,7 @@ class Agent:
             fail(f"the agent at {self.addr} refused the request: {message} (is HERDER_TOKEN right?)")
         if errors and message == "invalid job":
             invalid("the job is invalid", errors)
-        fail(message or f"HTTP {response.status}" + "".join(f"\n  * {e}" for e in errors))
+        fail((message or f"HTTP {response.status}") + "".join(f"\n  * {e}" for e in errors))
 
     def request(self, method: str, path: str, *, json_body: Any = None,
                 read_timeout: float | None = READ_TIMEOUT) -> Any:
@@ -204,6 +216,13 @@ def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
     for warning in submitted.get("warnings", []):
         if warning not in job.warnings:
             say(f"Warning: {warning}")
+    if submitted.get("parameterized"):  # registered, not run: its children run when dispatched
+        say(f"Job {submitted['name']} registered: parameterized, it runs when dispatched "
+            f"(herder job dispatch {submitted['name']})")
+        return
+    if submitted.get("periodic") is not None:  # registered, not run: its children run at their times
+        say(f"Job {submitted['name']} registered: {_schedule(submitted['periodic'])}")
+        return
     current = [a for a in submitted["allocations"] if a.get("status") in ("pending", "running")] or \
         submitted["allocations"]
     ids = {a["id"] for a in current}
@@ -246,7 +265,57 @@ def _settled(agent: Agent, ids: set[str], until_done: bool) -> str | None:
 def job_stop(name: str) -> None:
     """Stop every task of job NAME gracefully."""
     stopped = Agent().request("DELETE", f"/v1/jobs/{name}")
+    if stopped.get("periodic") is not None:
+        running = [c["name"] for c in stopped["children"] if c["status"] == "running"]
+        say(f"Job {name}: no more launches; stopping {len(running)} running child job(s)")
+        return
+    if stopped.get("parameterized"):
+        say(f"Job {name}: no more dispatches (the children dispatched run on)")
+        return
     say(f"Job {name}: stopping {len(stopped['allocations'])} allocation(s)")
+
+
+@job.command("dispatch")
+@meta_option
+@click.option("--json", "as_json", is_flag=True, help="Print the agent's JSON answer (the child job).")
+@click.argument("name")
+@click.argument("payload_file", required=False, type=click.File("rb"), metavar="[PAYLOAD_FILE | -]")
+def job_dispatch(meta: dict[str, str], as_json: bool, name: str, payload_file: BinaryIO | None) -> None:
+    """Dispatch the parameterized job NAME: run a child of it with the meta given and
+    the payload in PAYLOAD_FILE (- reads stdin). Prints the child's name."""
+    payload = read_payload(payload_file, MAX_PAYLOAD)
+    dispatched = Agent().request("POST", f"/v1/jobs/{name}/dispatch", json_body={
+        "meta": meta, "payload": base64.b64encode(payload).decode("ascii")})
+    if as_json:
+        click.echo(json.dumps(dispatched, indent=2))
+        return
+    for alloc in dispatched["allocations"]:
+        say(f"Allocation {alloc['id'][:8]} ({alloc['name']}) placed")
+    click.echo(dispatched["name"])
+
+
+@job.group("periodic")
+def periodic() -> None:
+    """Act on periodic jobs."""
+
+
+@periodic.command("force")
+@click.argument("name")
+def periodic_force(name: str) -> None:
+    """Launch a child of periodic job NAME now, even while another runs (prohibit_overlap)."""
+    child = Agent().request("POST", f"/v1/jobs/{name}/periodic/force")
+    say(f"Job {name}: launched {child['name']}")
+    for alloc in child["allocations"]:
+        say(f"Allocation {alloc['id'][:8]} ({alloc['name']}) placed")
+
+
+def _schedule(periodic: dict[str, Any]) -> str:
+    """A periodic job's schedule and next launch, in a few words."""
+    crons = " | ".join(periodic["crons"])
+    zone = f" ({periodic['time_zone']})" if periodic["time_zone"] not in ("", "UTC") else ""
+    next_launch = periodic["next_launch"] or "none"
+    overlap = ", no overlap" if periodic["prohibit_overlap"] else ""
+    return f"periodic {crons}{zone}{overlap}; next launch {next_launch}"
 
 
 @job.command("status")
@@ -262,7 +331,13 @@ def job_status(name: str | None, as_json: bool) -> None:
     if not found:
         click.echo("No jobs")
     for entry in found:
-        click.echo(f"{entry['name']}  {entry['status']}  ({entry['id'][:12]})")
+        kind = "  parameterized" if entry.get("parameterized") else ""
+        click.echo(f"{entry['name']}  {entry['status']}{kind}  ({entry['id'][:12]})")
+        if entry.get("periodic") is not None:
+            click.echo(f"  {_schedule(entry['periodic'])}")
+        if name:
+            for child in entry.get("children", []):
+                click.echo(f"  child {child['name']:<40} {child['status']}")
         for alloc in entry["allocations"]:
             tasks = ", ".join(f"{n}={t['state']}{' failed' if t['failed'] else ''}"
                               for n, t in alloc["tasks"].items())

@@ -20,6 +20,9 @@ Dead``), and when only sidecars are left they are killed (``Main Tasks
 Dead``). Kills go in Nomad's order: the leader, then the other tasks, the
 sidecars last. Poststop tasks are never killed by their siblings: they run
 after them.
+
+The runner holds no thread: it reacts to its tasks' changes (see
+:mod:`herder.client.runtime`), and is done when the last of them is.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import contextlib
 import enum
 import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,6 +133,7 @@ class AllocRunner:
         self._defer_cleanup = defer_cleanup
         self._tasks_dead = threading.Event()
         self._done = threading.Event()
+        self._launched = False  # set once start() has started what it starts: from then on, the last task dead ends it
         self._stop_requested = threading.Event()
         self._lock = threading.Lock()
         self._coordinating = False  # set once the tasks may start: from then on, state changes move the phases
@@ -212,8 +216,9 @@ class AllocRunner:
         if event.type in (events.STARTED, events.REATTACHED):  # a task now running may open the next phase
             self._update()
 
-    def run(self) -> None:
-        """Start the tasks in their lifecycle order and return when all are dead and cleaned up."""
+    def start(self) -> None:
+        """Start the tasks in their lifecycle order (returns at once; :meth:`wait` tells
+        when all are dead and cleaned up)."""
         _written(lambda: self.store.update_alloc(self.alloc.id, status="running", wait=False))
         if not self.restored:
             try:
@@ -228,7 +233,7 @@ class AllocRunner:
                 runner.emit(events.RECEIVED, "Task received by client")
         if self._stop_requested.is_set():  # stopped before it ran: nothing starts, poststop tasks neither
             for runner in self.tasks:
-                threading.Thread(target=runner.kill, daemon=True).start()
+                runner.request_kill()
         else:
             # Tasks an earlier herder left running are reattached whatever the phase.
             for runner in self.tasks:
@@ -237,21 +242,24 @@ class AllocRunner:
             with self._lock:
                 self._coordinating = True
             self._update()
-        if self._remaining:
-            self._tasks_dead.wait()
-        self._finish()
+        with self._lock:
+            self._launched = True
+            finished = self._remaining == 0
+        if finished:
+            self._finish()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every task is dead and cleaned up; False on timeout."""
         return self._done.wait(timeout)
 
     def _task_dead(self, runner: TaskRunner) -> None:
-        """Count a task finished for good, and react to it."""
+        """Count a task finished for good, and react to it; the last one ends the allocation."""
         self._update()
         with self._lock:
             self._remaining -= 1
-            if self._remaining == 0:
-                self._tasks_dead.set()
+            finished = self._remaining == 0 and self._launched
+        if finished:
+            self._finish()
 
     def _update(self) -> None:
         """React to the tasks' states as Nomad's alloc runner does: kill the others
@@ -269,8 +277,8 @@ class AllocRunner:
             due = [runner for runner in self.tasks
                    if _stage(runner.task) in allowed and not runner.started and not runner.done]
         if reason is not None:
-            live = [runner for runner in self.tasks if _stage(runner.task) is not _Stage.POSTSTOP]
-            threading.Thread(target=self._kill_in_order, args=(live, reason), daemon=True).start()
+            self._kill_in_order([runner for runner in self.tasks if _stage(runner.task) is not _Stage.POSTSTOP],
+                                reason)
         for runner in due:
             runner.start()
 
@@ -315,21 +323,15 @@ class AllocRunner:
     @staticmethod
     def _kill_in_order(runners: list[TaskRunner], reason: TaskEvent | None) -> None:
         """Kill ``runners`` in Nomad's order: the leader, then the other tasks
-        together, the sidecars last; returns when all are dead."""
+        together, the sidecars last (returns at once)."""
         leader = [runner for runner in runners if runner.task.leader]
         sidecars = [runner for runner in runners if runner.task.is_sidecar and not runner.task.leader]
         rest = [runner for runner in runners if runner not in leader and runner not in sidecars]
-        for wave in (leader, rest, sidecars):
-            threads = [threading.Thread(target=runner.kill, args=(reason,), daemon=True)
-                       for runner in wave if not runner.done]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+        _kill_waves(iter((leader, rest, sidecars)), reason)
 
     def stop(self) -> None:
-        """Kill the tasks gracefully, in Nomad's order (returns at once; ``run``
-        returns when all are dead).
+        """Kill the tasks gracefully, in Nomad's order (returns at once; :meth:`wait`
+        tells when all are dead).
 
         Poststop tasks that have not started yet still run once the others are
         dead, as when Nomad stops a job; one that has started is killed, so a
@@ -342,7 +344,7 @@ class AllocRunner:
         with self._lock:
             runners = [runner for runner in self.tasks
                        if _stage(runner.task) is not _Stage.POSTSTOP or runner.started]
-        threading.Thread(target=self._kill_in_order, args=(runners, None), daemon=True).start()
+        self._kill_in_order(runners, None)
 
     def state_failed(self, message: str, *, stop: bool) -> None:
         """The state database cannot be written (``message`` says why): tell
@@ -366,16 +368,18 @@ class AllocRunner:
         allocation that may replace it.
         """
         self._stop_requested.set()
-        threads = [threading.Thread(target=runner.fail_setup, args=(message,), daemon=True)
-                   for runner in self.tasks if not runner.done]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        for runner in self.tasks:
+            if not runner.done:
+                runner.fail_setup(message)
+        for runner in self.tasks:
+            runner.wait()
         self._finish()
 
     def _finish(self) -> None:
-        self._tasks_dead.set()
+        with self._lock:
+            if self._tasks_dead.is_set():
+                return
+            self._tasks_dead.set()
         try:
             self.hooks.alloc_postrun(self.alloc)
         except Exception as exc:
@@ -384,6 +388,29 @@ class AllocRunner:
         _written(lambda: self.store.update_alloc(self.alloc.id, status=self._final_status(), wait=False))
         self._on_done(self)
         self._done.set()
+
+
+def _kill_waves(waves: Iterator[list[TaskRunner]], reason: TaskEvent | None) -> None:
+    """Kill the tasks of the first wave of ``waves`` that has a live one, together; once all of
+    them are dead, the next wave (returns at once)."""
+    live = next((alive for wave in waves if (alive := [runner for runner in wave if not runner.done])), None)
+    if live is None:
+        return
+    left = len(live)
+    lock = threading.Lock()
+
+    def dead() -> None:
+        nonlocal left
+        with lock:
+            left -= 1
+            last = left == 0
+        if last:
+            _kill_waves(waves, reason)
+
+    for runner in live:
+        runner.request_kill(reason)
+    for runner in live:
+        runner.when_done(dead)
 
 
 def _written(write: Callable[[], None]) -> None:

@@ -28,6 +28,7 @@ from herder.client.hooks import builtin_plugins
 from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
+from herder.client.runtime import shared_runtime
 from herder.client.sessions import SessionLock, is_alive
 from herder.client.task_runner import TaskRunner
 from herder.client.taskdir import make_data_dir
@@ -88,7 +89,6 @@ class Client:
         make_data_dir(self.data_dir)
         self._session_lock = SessionLock(self.data_dir, self.session)
         self._allocs: dict[str, AllocRunner] = {}
-        self._threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
         self.store = Store(self.data_dir / STATE_FILE, on_failure=self._state_failed,
                            on_recovery=self._state_recovered)
@@ -286,18 +286,16 @@ class Client:
         return runner
 
     def run(self, allocs: Iterable[AllocRunner]) -> None:
-        """Start running ``allocs``, each in a thread of its own."""
+        """Start running ``allocs`` (returns at once): on the workers every runner shares
+        (see :mod:`herder.client.runtime`), not a thread per allocation or task."""
+        pool = shared_runtime().pool
         for alloc in allocs:
-            thread = threading.Thread(target=alloc.run, name=f"alloc-{alloc.alloc.name}", daemon=True)
-            with self._lock:
-                self._threads[alloc.alloc.id] = thread
-            thread.start()
+            pool.submit(alloc.start)
 
     def forget(self, alloc_id: str) -> None:
         """Let go of a finished allocation whose directory and state are gone (the garbage collector's)."""
         with self._lock:
             self._allocs.pop(alloc_id, None)
-            self._threads.pop(alloc_id, None)
 
     def _alloc_done(self, alloc: AllocRunner) -> None:
         """Every task of ``alloc`` is dead and cleaned up: give back what it held."""

@@ -37,6 +37,9 @@ def task_environment(
     set_var(env, "ALLOC_NAME", f"{job.name}.{group.name}[{alloc_index}]")
     set_var(env, "ALLOC_INDEX", str(alloc_index))
     set_var(env, "JOB_NAME", job.name)
+    set_var(env, "JOB_ID", job.name)  # one namespace, one region: Nomad's job ID is the name
+    if job.parent_id:  # as Nomad, only for a periodic or dispatched child
+        set_var(env, "JOB_PARENT_ID", job.parent_id)
     set_var(env, "GROUP_NAME", group.name)
     set_var(env, "TASK_NAME", task.name)
     set_var(env, "DC", datacenter)

@@ -11,9 +11,11 @@ integration all take a task through these steps, in this order:
 4. :meth:`TaskLifecycle.start`: ``herder_task_start``, with the task interpolated
    again (prestart may have changed the environment);
 5. :meth:`TaskLifecycle.poststart`;
-6. :meth:`TaskLifecycle.wait`, then :meth:`TaskLifecycle.exited`;
-7. :meth:`TaskLifecycle.kill`: ``herder_task_prekill``, ``shutdown_delay``,
-   ``Killing``, then the handle's kill with ``kill_signal`` and ``kill_timeout``;
+6. :meth:`TaskLifecycle.wait` (or, without holding a thread, :meth:`TaskLifecycle.watch`),
+   then :meth:`TaskLifecycle.exited`;
+7. :meth:`TaskLifecycle.kill`: :meth:`TaskLifecycle.prekill` (``herder_task_prekill``),
+   ``shutdown_delay``, then :meth:`TaskLifecycle.kill_handle` (``Killing``, then the
+   handle's kill with ``kill_signal`` and ``kill_timeout``);
 8. :meth:`TaskLifecycle.cleanup`: ``herder_task_cleanup`` in :data:`CLEANUP_ORDER`,
    a step that raised :class:`RecoverableError` tried again with growing delays,
    one that raised :class:`CleanupLater` handed back to be called again when due
@@ -196,17 +198,30 @@ class TaskLifecycle:
     # -- running --------------------------------------------------------------------
 
     def wait(self, handle: TaskHandle) -> Exit:
-        """Wait for the task to exit. A handle that fails to wait is a lost task: it is
-        killed, so that it never runs unwatched (``Driver Failure``)."""
+        """Wait for the task to exit, blocking. A handle that fails to wait is a lost task: it is
+        killed, so that it never runs unwatched (``Driver Failure``). See :meth:`watch` for the
+        same without a thread held."""
         try:
             result = handle.wait()
         except Exception as exc:
-            self.ctx.emit_event(events.DRIVER_FAILURE, self.hooks.describe_failure("wait", exc))
-            return Exit(self.kill_lost(handle), lost=True)
+            return self.wait_failed(handle, exc)
         if result is None:  # wait() without a timeout returns a result: a driver that does not is lost
-            self.ctx.emit_event(events.DRIVER_FAILURE, f"driver {self.task.driver} returned no exit result")
-            return Exit(self.kill_lost(handle), lost=True)
+            return self.no_result(handle)
         return Exit(result)
+
+    def watch(self, handle: TaskHandle) -> ExitWatch:
+        """What tells when the task exits, without blocking a thread where the handle can tell."""
+        return ExitWatch(self, handle)
+
+    def wait_failed(self, handle: TaskHandle, exc: Exception) -> Exit:
+        """The handle's ``wait`` raised ``exc``: the task is lost, and killed."""
+        self.ctx.emit_event(events.DRIVER_FAILURE, self.hooks.describe_failure("wait", exc))
+        return Exit(self.kill_lost(handle), lost=True)
+
+    def no_result(self, handle: TaskHandle) -> Exit:
+        """The handle's ``wait`` without a timeout returned no result: the task is lost, and killed."""
+        self.ctx.emit_event(events.DRIVER_FAILURE, f"driver {self.task.driver} returned no exit result")
+        return Exit(self.kill_lost(handle), lost=True)
 
     def exited(self, result: ExitResult) -> None:
         self.step = Step("herder_task_exited")
@@ -221,19 +236,31 @@ class TaskLifecycle:
         return HANDLE_LOST
 
     def kill(self, handle: TaskHandle, *, timeout: float | None = None, sig: int | None = None) -> None:
-        """``herder_task_prekill``, ``shutdown_delay`` (cut short by ``interrupt``), ``Killing``,
-        then the handle's kill: ``sig`` (else the task's ``kill_signal``, else the driver's
-        stop signal), and by force after ``timeout`` (else the task's ``kill_timeout``) seconds.
+        """:meth:`prekill`, ``shutdown_delay`` (cut short by ``interrupt``), then :meth:`kill_handle`.
 
         :raises Exception: what the handle's kill raised.
         """
+        self.interrupt.wait(self.prekill())
+        self.kill_handle(handle, timeout=timeout, sig=sig)
+
+    def prekill(self) -> float:
+        """``herder_task_prekill``; the ``shutdown_delay`` to wait before :meth:`kill_handle` (0: none),
+        announced by a ``Waiting for shutdown delay`` event."""
         task = self.task
         self.step = Step("herder_task_prekill")
         self.hooks.task_prekill(task, self.ctx)
         if task.shutdown_delay > 0:
             self.ctx.emit_event(events.WAITING_FOR_SHUTDOWN_DELAY, f"Waiting {format_duration(task.shutdown_delay)}",
                                 shutdown_delay=task.shutdown_delay)
-            self.interrupt.wait(task.shutdown_delay)
+        return max(0.0, task.shutdown_delay)
+
+    def kill_handle(self, handle: TaskHandle, *, timeout: float | None = None, sig: int | None = None) -> None:
+        """``Killing``, then the handle's kill: ``sig`` (else the task's ``kill_signal``, else the
+        driver's stop signal), and by force after ``timeout`` (else the task's ``kill_timeout``) seconds.
+
+        :raises Exception: what the handle's kill raised.
+        """
+        task = self.task
         if sig is None and task.kill_signal:
             sig = parse_signal(task.kill_signal)
         timeout = task.kill_timeout if timeout is None else timeout
@@ -263,6 +290,86 @@ class TaskLifecycle:
         raised :class:`CleanupLater`."""
         self.step = Step("herder_task_cleanup", who)
         return cleanup_step(self.hooks, self.task, self.ctx, who, self.interrupt)
+
+
+class ExitWatch:
+    """Tells when a task has exited, for a front end that must not hold a thread per task.
+
+    A handle with an ``on_exit`` method (see :class:`herder.objects.TaskHandle`: the SDK's
+    :class:`herder.sdk.SupervisedProcess` has one, fed by the supervisor's exit notices)
+    is asked to call back; :meth:`poll` then asks the handle with ``wait(0)``. A handle
+    without one is waited for by a thread of its own, parked in its blocking ``wait()``:
+    a shared poller calling ``wait(0)`` in turn would instead make each driver's
+    ``wait`` (an HTTP call for docker) again and again, and learn of every exit late.
+    """
+
+    def __init__(self, lifecycle: TaskLifecycle, handle: TaskHandle) -> None:
+        self._lifecycle = lifecycle
+        self._handle = handle
+        self._lock = threading.Lock()
+        self._notify: Callable[[], None] | None = None
+        self._subscribed = False
+        self._exited = False
+        self._thread: threading.Thread | None = None
+        self._outcome: ExitResult | Exception | None = None
+
+    def arm(self, notify: Callable[[], None]) -> None:
+        """Have ``notify`` called once (from any thread; it must be quick) when :meth:`poll` may
+        have the exit; at once if it may already."""
+        with self._lock:
+            exited = self._exited
+            if not exited:
+                self._notify = notify
+                subscribe, self._subscribed = not self._subscribed, True
+        if exited:
+            notify()
+        elif subscribe:
+            self._subscribe()
+
+    def poll(self) -> Exit | None:
+        """How the task exited (a lost handle's task killed, as in :meth:`TaskLifecycle.wait`);
+        None when it has not (the notice was early): then :meth:`arm` again."""
+        lifecycle, handle = self._lifecycle, self._handle
+        if self._thread is None:
+            try:
+                result = handle.wait(0)
+            except Exception as exc:
+                return lifecycle.wait_failed(handle, exc)
+            if result is None:
+                with self._lock:
+                    self._exited = self._subscribed = False
+                return None
+            return Exit(result)
+        outcome = self._outcome
+        if isinstance(outcome, Exception):
+            return lifecycle.wait_failed(handle, outcome)
+        if outcome is None:  # waited for without a timeout, and no result
+            return lifecycle.no_result(handle)
+        return Exit(outcome)
+
+    def _subscribe(self) -> None:
+        on_exit = getattr(self._handle, "on_exit", None)
+        try:
+            if callable(on_exit) and on_exit(self._exit):
+                return
+        except Exception:  # an on_exit that fails: the handle is waited for in a thread instead
+            log.exception("task %s: the handle's on_exit failed", self._lifecycle.task.name)
+        self._thread = threading.Thread(target=self._wait, name=f"wait-{self._lifecycle.task.name}", daemon=True)
+        self._thread.start()
+
+    def _wait(self) -> None:
+        try:
+            self._outcome = self._handle.wait()
+        except Exception as exc:
+            self._outcome = exc
+        self._exit()
+
+    def _exit(self) -> None:
+        with self._lock:
+            self._exited = True
+            notify, self._notify = self._notify, None
+        if notify is not None:
+            notify()
 
 
 def _signal_name(sig: int) -> str:

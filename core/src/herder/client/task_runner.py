@@ -1,28 +1,40 @@
 """The task runner: one task of one allocation, from setup to cleanup.
 
-The runner is a loop in a thread of its own: prepare, prestart, start, wait,
-decide by the restart policy, and again; on the final stop, prekill, kill and
-cleanup. Every concern that is not the loop itself (the environment, images,
-services) is a hook. Every change of state is persisted as it happens, so a
-herder started again on the same data dir picks the task up where it was:
+The runner is a loop: prepare, prestart, start, wait, decide by the restart
+policy, and again; on the final stop, prekill, kill and cleanup. Every
+concern that is not the loop itself (the environment, images, services) is a
+hook. Every change of state is persisted as it happens, so a herder started
+again on the same data dir picks the task up where it was:
 :meth:`TaskRunner.start` with a stored handle state reattaches to the running
 task instead of starting it again.
+
+The loop holds no thread of its own. It is written as a generator
+(:meth:`TaskRunner._run`): its steps run on a worker of the client's pool
+(:mod:`herder.client.runtime`), and where the loop waits (for the task's
+exit, a restart delay, ``shutdown_delay``) it yields what it waits for and
+lets the worker go. The runner resumes it on a worker once that has come: the
+exit through the handle's ``on_exit`` (:class:`herder.client.lifecycle.ExitWatch`),
+a delay from the pool's timer, or a kill, which ends the waits it cuts short.
+One step of a runner runs at a time, so the loop reads as if it had a thread.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict, Unpack
 
 from herder import events
-from herder.client.lifecycle import TaskLifecycle
+from herder.client.lifecycle import ExitWatch, TaskLifecycle
 from herder.client.placement import PlacedTask
 from herder.client.restarts import Decision, Outcome, RestartTracker
+from herder.client.runtime import Runtime, shared_runtime
 from herder.errors import DriverError, RecoverableError
 from herder.model import Task
 from herder.objects import ExecResult, ExitResult, TaskEvent, TaskHandle
@@ -34,6 +46,9 @@ log = logging.getLogger(__name__)
 
 LOST = ExitResult(exit_code=-1, error="the task could not be reattached")
 """How a task that was running when herder stopped, and cannot be found again, ended."""
+
+KILL_LATENCY = 0.5
+"""How long a task's kill may wait for a worker before it runs on a thread of its own."""
 
 
 @dataclass
@@ -84,9 +99,37 @@ DeferCleanup = Callable[[Participants, float], None]
 """Has a cleanup step that raised :class:`herder.CleanupLater` called again after a delay."""
 
 
+class _Woke(enum.Enum):
+    """Why the wait for a task's exit ended."""
+
+    EXITED = "exited"  # the handle says its task exited: ask it how
+    KILL = "kill"  # the task is to be killed
+
+
+@dataclass(eq=False)
+class _Sleep:
+    """What the loop waits for: ``seconds`` to pass, or ``interrupt`` (it resumes with True then)."""
+
+    seconds: float
+    interrupt: threading.Event
+    cancel: Callable[[], None] | None = None
+
+
+@dataclass(eq=False)
+class _Exit:
+    """What the loop waits for: the task's exit, or (when ``killable``) a kill; it resumes with a :class:`_Woke`."""
+
+    watch: ExitWatch
+    killable: bool
+
+
+_Wait = _Sleep | _Exit
+_Steps = Generator[_Wait, Any, None]
+
+
 class TaskRunner:
-    """Runs one task in its own thread: the steps of :class:`herder.client.lifecycle.TaskLifecycle`,
-    in a loop that restarts the task by its restart policy.
+    """Runs one task: the steps of :class:`herder.client.lifecycle.TaskLifecycle`, in a loop that
+    restarts the task by its restart policy, on the workers of ``runtime`` (else the process's).
 
     ``placed`` is the task as placement prepared it (context, log sinks,
     environment). ``on_event`` is called for every event, ``on_dead`` once
@@ -100,7 +143,8 @@ class TaskRunner:
     def __init__(self, placed: PlacedTask, hooks: Hooks, tracker: RestartTracker, *,
                  on_event: Callable[[TaskRunner, TaskEvent], None], on_dead: Callable[[TaskRunner], None],
                  persist: PersistTask, defer_cleanup: DeferCleanup, status: TaskStatus | None = None,
-                 recover: dict[str, Any] | None = None, max_kill_timeout: float | None = None) -> None:
+                 recover: dict[str, Any] | None = None, max_kill_timeout: float | None = None,
+                 runtime: Runtime | None = None) -> None:
         self.task, capped = cap_kill_times(placed.task, max_kill_timeout)
         self.ctx = placed.ctx
         self.hooks = hooks
@@ -121,10 +165,13 @@ class TaskRunner:
         self._restart_failure = False
         self._wake = threading.Event()
         self._done = threading.Event()
+        self._when_done: list[Callable[[], None]] = []
         self._started = False
         if self.status.state == "dead":  # restored from state: finished for good already
             self._done.set()
-        self._thread = threading.Thread(target=self._run, name=f"task-{self.task.name}", daemon=True)
+        self._runtime = runtime or shared_runtime()
+        self._steps = self._run()
+        self._waiting: _Wait | None = None
         self.ctx.emitter = self._record
 
     @property
@@ -171,29 +218,48 @@ class TaskRunner:
         return self._started
 
     def start(self) -> None:
-        """Start the task's thread; it is started once, later calls do nothing."""
+        """Start the task's loop; it is started once, later calls do nothing."""
         with self._lock:
             if self._started:
                 return
             self._started = True
-        self._thread.start()
+        self._runtime.pool.submit(functools.partial(self._advance, None))
+
+    def when_done(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the task is dead and cleaned up (at once if it is)."""
+        with self._lock:
+            if not self._done.is_set():
+                self._when_done.append(callback)
+                return
+        callback()
 
     def fail_setup(self, message: str) -> None:
-        """Fail the task without starting it (its allocation could not be set up); returns once it is dead.
+        """Fail the task without starting it (its allocation could not be set up).
 
         A task an earlier herder left running is reattached only to be killed
-        and cleaned up, as any task being stopped: it must not run on beside
-        the allocation that may replace its own."""
+        and cleaned up, as any task being stopped (returns at once then: see
+        :meth:`when_done`): it must not run on beside the allocation that may
+        replace its own."""
         if self._recover is not None:
             self._set(failed=True)
-            self.kill(TaskEvent(events.SETUP_FAILURE, message))
+            self.request_kill(TaskEvent(events.SETUP_FAILURE, message))
             return
         self.emit(events.SETUP_FAILURE, message)
         self._set(failed=True, state="dead", finished_at=time.time())
-        self._done.set()
+        self._finished()
 
     def kill(self, reason: TaskEvent | None = None) -> None:
-        """Stop the task for good (gracefully, then by force); returns once it is dead.
+        """:meth:`request_kill`, and return once the task is dead (see :meth:`wait`)."""
+        self.request_kill(reason)
+        self.wait()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the task is dead and cleaned up; False on timeout. Not from a worker of
+        the pool: the task's own steps may need it."""
+        return self._done.wait(timeout)
+
+    def request_kill(self, reason: TaskEvent | None = None) -> None:
+        """Stop the task for good (gracefully, then by force); returns at once (see :meth:`when_done`).
 
         A kill while another is under way ends its waits (``shutdown_delay``, cleanup retries) at once."""
         with self._lock:
@@ -202,14 +268,11 @@ class TaskRunner:
                 self._hurry.set()
             self._kill_requested.set()
             self._wake.set()
-            handle = self._handle
         if first and reason is not None and not self._done.is_set():
             self._record(reason)
-        if first and handle is not None:
-            self._kill_handle(handle)
         if not self._done.is_set():
-            self.start()  # a task killed before it started: its thread only cleans up
-        self._done.wait()
+            self.start()  # a task killed before it started: its loop only cleans up
+        self._poke()
 
     def restart(self, reason: str = "", *, failure: bool = False) -> None:
         """Restart the running task now. A restart on request does not count against
@@ -237,11 +300,55 @@ class TaskRunner:
             raise RuntimeError(f"task {self.name} is not running")
         return self.hooks.task_exec(self._lifecycle.task, self.ctx, handle, command, timeout)
 
-    # -- the task's thread ---------------------------------------------------
+    # -- the loop's waits ----------------------------------------------------
 
-    def _run(self) -> None:
+    def _advance(self, value: object) -> None:
+        """Run the loop on a worker up to its next wait, and wait for that without the worker."""
         try:
-            self._loop()
+            wait = self._steps.send(value)
+        except StopIteration:
+            return
+        with self._lock:
+            self._waiting = wait
+        if isinstance(wait, _Sleep):
+            wait.cancel = self._runtime.timer.call_later(wait.seconds, functools.partial(self._resume, wait, False))
+        else:
+            wait.watch.arm(functools.partial(self._resume, wait, _Woke.EXITED))
+        self._poke()
+
+    def _poke(self) -> None:
+        """End the current wait if what cuts it short has come (a kill, a second one)."""
+        with self._lock:
+            wait = self._waiting
+        if isinstance(wait, _Sleep) and wait.interrupt.is_set():
+            self._resume(wait, True)
+        elif isinstance(wait, _Exit) and wait.killable and self._kill_requested.is_set():
+            self._resume(wait, _Woke.KILL)
+
+    def _resume(self, wait: _Wait, value: object) -> None:
+        """End ``wait`` (if it is the current one: the first to end it wins) and go on with ``value``.
+        Called from any thread: a timer's, the supervisor connection's; quick."""
+        with self._lock:
+            if self._waiting is not wait:
+                return
+            self._waiting = None
+        if isinstance(wait, _Sleep) and wait.cancel is not None:
+            wait.cancel()
+        self._runtime.pool.submit(functools.partial(self._advance, value))
+
+    def _finished(self) -> None:
+        """The task is dead and cleaned up: tell whoever waits for it."""
+        with self._lock:
+            self._done.set()
+            callbacks, self._when_done = self._when_done, []
+        for callback in callbacks:
+            callback()
+
+    # -- the loop ----------------------------------------------------------
+
+    def _run(self) -> _Steps:
+        try:
+            yield from self._loop()
         except Exception as exc:  # a bug of ours must still leave a dead, cleaned-up task
             log.exception("task runner %s crashed", self.name)
             self._set(failed=True)
@@ -249,32 +356,32 @@ class TaskRunner:
         finally:
             self._cleanup()
             self._set(state="dead", handle_state=None, finished_at=time.time())
-            self._done.set()
+            self._finished()
             self._on_dead(self)
 
-    def _loop(self) -> None:
+    def _loop(self) -> _Steps:
         if self._recover is not None:
-            decision = self._reattach(self._recover)
+            decision = yield from self._reattach(self._recover)
         elif self._kill_requested.is_set():  # killed while it waited for its turn to start
             return
         else:
             self.emit(events.TASK_SETUP, "Building Task Directory")
-            decision = self._run_once()
+            decision = yield from self._run_once()
         while decision is not None:
             if decision.outcome is Outcome.RESTART:
                 self.emit(events.RESTARTING, f"Task restarting in {format_duration(decision.delay)}",
                           restart_delay=decision.delay, reason=decision.reason)
-                if self._wake.wait(decision.delay):
+                if (yield _Sleep(decision.delay, self._wake)):
                     return
                 self._set(restarts=self.status.restarts + 1)
-                decision = self._run_once()
+                decision = yield from self._run_once()
                 continue
             if decision.outcome is Outcome.FAIL:
                 self._set(failed=True)
             self.emit(events.NOT_RESTARTING, decision.reason, reason=decision.reason)
             return
 
-    def _run_once(self) -> Decision | None:
+    def _run_once(self) -> Generator[_Wait, Any, Decision | None]:
         """Start the task once and wait for it; the restart decision, or None when killed."""
         if self._kill_requested.is_set():
             return None
@@ -308,9 +415,9 @@ class TaskRunner:
         if not self._adopt(handle):
             return self._after_exit(lifecycle.kill_lost(handle), recoverable=False)
         self.emit(events.STARTED, "Task started by client", **started_details(handle))
-        return self._watch(handle)
+        return (yield from self._watch(handle))
 
-    def _reattach(self, state: dict[str, Any]) -> Decision | None:
+    def _reattach(self, state: dict[str, Any]) -> Generator[_Wait, Any, Decision | None]:
         """Find the task an earlier herder started; one that cannot be found is
         handled by the restart policy, as if it had failed."""
         try:
@@ -324,7 +431,7 @@ class TaskRunner:
             return self._after_exit(self._lifecycle.kill_lost(handle), recoverable=False)
         if not self._kill_requested.is_set():  # else found only to be killed
             self.emit(events.REATTACHED, "Task found running after herder restarted", handle=handle.id)
-        return self._watch(handle)
+        return (yield from self._watch(handle))
 
     def _adopt(self, handle: TaskHandle) -> bool:
         """Make ``handle`` the running task and persist its state; False if its
@@ -340,14 +447,23 @@ class TaskRunner:
                   started_at=time.time())
         return True
 
-    def _watch(self, handle: TaskHandle) -> Decision | None:
-        """Poststart, then wait for the task to exit."""
-        if self._kill_requested.is_set():
-            self._kill_handle(handle)
+    def _watch(self, handle: TaskHandle) -> Generator[_Wait, Any, Decision | None]:
+        """Poststart, then wait for the task to exit; a kill meanwhile kills it, once."""
+        killed = self._kill_requested.is_set()
+        if killed:
+            yield from self._kill(handle)
         else:
             self._lifecycle.poststart(handle)
-        result, lost = self._lifecycle.wait(handle)
-        return self._after_exit(result, recoverable=not lost)
+        watch = self._lifecycle.watch(handle)
+        while True:
+            woke = yield _Exit(watch, killable=not killed)
+            if woke is _Woke.KILL:
+                killed = True
+                yield from self._kill(handle)
+                continue
+            exit = watch.poll()
+            if exit is not None:
+                return self._after_exit(exit.result, recoverable=not exit.lost)
 
     def _after_start_error(self, recoverable: bool) -> Decision:
         decision = self.tracker.after_start_error(recoverable)
@@ -382,10 +498,29 @@ class TaskRunner:
     def _persist_tracker(self) -> None:
         self._persist(restart_count=self.tracker.count, restart_window_start=self.tracker.window_start)
 
-    def _kill_handle(self, handle: TaskHandle) -> None:
-        """The lifecycle's kill; a handle that fails to kill is a ``Driver Failure``."""
+    def _kill(self, handle: TaskHandle) -> _Steps:
+        """The lifecycle's kill: its ``shutdown_delay`` waited out without a worker (cut short by a
+        second kill), then the handle's kill, which may take the task's ``kill_timeout``: on a worker,
+        or a thread of its own if none takes it within :data:`KILL_LATENCY`, while the loop waits for
+        the exit. A handle that fails to kill is a ``Driver Failure``."""
         try:
-            self._lifecycle.kill(handle)
+            delay = self._lifecycle.prekill()
+        except Exception as exc:
+            self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("kill", exc))
+            return
+        if delay > 0:
+            yield _Sleep(delay, self._hurry)
+        self._runtime.pool.submit(functools.partial(self._failing_kill, self._lifecycle.kill_handle, handle),
+                                  within=KILL_LATENCY)
+
+    def _kill_handle(self, handle: TaskHandle) -> None:
+        """The lifecycle's kill in the caller's thread (a restart)."""
+        self._failing_kill(self._lifecycle.kill, handle)
+
+    def _failing_kill(self, kill: Callable[[TaskHandle], None], handle: TaskHandle) -> None:
+        """``kill(handle)``; a handle that fails to kill is a ``Driver Failure``."""
+        try:
+            kill(handle)
         except Exception as exc:
             self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("kill", exc))
 

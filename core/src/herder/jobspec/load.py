@@ -99,10 +99,6 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None,
     if modes:
         job.warnings.append(f"network mode {', '.join(modes)} runs as host networking "
                             "(herder has no network namespaces outside its drivers)")
-    blocks = [name for name in ("periodic", "parameterized") if getattr(job, name) is not None]
-    if blocks:
-        job.warnings.append(f"herder does not schedule {' or '.join(blocks)} jobs yet: this one runs once, now, "
-                            "as any other job")
     return job, canonical
 
 

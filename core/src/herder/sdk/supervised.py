@@ -145,6 +145,20 @@ class SupervisedProcess:
                 return None
             return self._finish(ExitResult(exit_code=info.exit_code, signal=info.signal))
 
+    def on_exit(self, callback: Callable[[], None]) -> bool:
+        """Call ``callback`` (no arguments) once :meth:`wait` may return without blocking: the process
+        exited, or the supervisor was lost; at once if so already. It is called from the
+        supervisor connection's thread, so it must be quick and must not call this handle: it
+        hands the work on, which then calls ``wait(0)``. See :class:`herder.TaskHandle`.
+
+        :returns: True (a supervised process can always tell).
+        """
+        if self._result is not None:
+            callback()
+        else:
+            self._supervisor.on_exit(self.id, callback)
+        return True
+
     def signal(self, sig: int) -> None:
         """Send ``sig`` to every process of the task (nothing once the process has exited)."""
         try:

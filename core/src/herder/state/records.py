@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 
 AllocStatus = Literal["pending", "running", "complete", "failed", "stopped"]
 DesiredStatus = Literal["run", "stop"]
+ParentStatus = Literal["running", "stopped"]
 TaskState = Literal["pending", "running", "dead"]
 
 LIVE_STATUSES: tuple[AllocStatus, ...] = ("pending", "running")
@@ -53,6 +54,25 @@ class JobRecord:
     text: str
     variables: dict[str, str] = field(default_factory=dict)
     created_at: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParentRecord:
+    """A job registered rather than run (a periodic or parameterized one), by name: ``text`` is its
+    canonical document (JSON). ``status`` is ``stopped`` once it is stopped: it
+    launches no more. ``last_launch`` (epoch seconds) is the scheduled time of its
+    latest child, written before that child is submitted, so that a restarted
+    agent never launches a time twice."""
+
+    name: str
+    source: str
+    text: str
+    status: ParentStatus = "running"
+    last_launch: float | None = None
+    registered_at: float
+
+    def __post_init__(self) -> None:
+        check_choice("status", self.status, ParentStatus)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -120,5 +120,20 @@ def _create_schema(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
-MIGRATIONS: list[Migration] = [_create_schema]
+def _add_parents(db: sqlite3.Connection) -> None:
+    # A job registered, not run (a periodic or parameterized one): its children are ordinary jobs and allocations.
+    # Its document is kept here, not in ``jobs``, which holds the submissions allocations run.
+    db.execute("""
+        CREATE TABLE parents (
+            name          TEXT PRIMARY KEY,
+            source        TEXT NOT NULL,
+            text          TEXT NOT NULL,  -- the canonical job document, JSON
+            status        TEXT NOT NULL,  -- running | stopped
+            last_launch   REAL,           -- epoch seconds of the latest child launched, NULL before one
+            registered_at REAL NOT NULL
+        )
+    """)
+
+
+MIGRATIONS: list[Migration] = [_create_schema, _add_parents]
 """Migration ``n`` (from 0) takes the schema from version ``n`` to ``n + 1``."""

@@ -26,6 +26,8 @@ from herder.state.records import (
     Deferred,
     DesiredStatus,
     JobRecord,
+    ParentRecord,
+    ParentStatus,
     PortRecord,
     TaskRecord,
     TaskState,
@@ -496,6 +498,38 @@ class Store:
     def job(self, job_id: str) -> JobRecord | None:
         rows = self._query(f"SELECT {_columns(JobRecord)} FROM jobs WHERE id = ?", (job_id,))
         return _decode_job(rows[0]) if rows else None
+
+    # -- parents: jobs registered, not run -----------------------------------------------------
+
+    def put_parent(self, parent: ParentRecord) -> None:
+        """Register ``parent``, replacing the job of that name (its ``last_launch`` stays
+        when the new record has none: a resubmitted job does not launch a time again)."""
+        params = _fields(parent)
+        self._write(lambda: self._execute(
+            _insert("parents", ParentRecord) + " ON CONFLICT (name) DO UPDATE SET source = excluded.source, "
+            "text = excluded.text, status = excluded.status, registered_at = excluded.registered_at, "
+            "last_launch = coalesce(excluded.last_launch, parents.last_launch)", params), retry=False)
+
+    def parents(self) -> list[ParentRecord]:
+        """Every registered job, by name."""
+        rows = self._query(f"SELECT {_columns(ParentRecord)} FROM parents ORDER BY name")
+        return [ParentRecord(**_decode(ParentRecord, row)) for row in rows]
+
+    def update_parent(self, name: str, /, *, status: ParentStatus | None = None,
+                      last_launch: float | None = None) -> None:
+        """Change a registered job's status or latest launch; KeyError if it is not registered."""
+        changes: dict[str, Any] = {}
+        if status is not None:
+            check_choice("status", status, ParentStatus)
+            changes["status"] = status
+        if last_launch is not None:
+            changes["last_launch"] = last_launch
+        if changes:
+            self._update("parents", {"name": name}, changes, f"no registered job {name}", True)
+
+    def delete_parent(self, name: str) -> None:
+        """Forget a registered job (nothing if it is not registered); its children stay."""
+        self._write(lambda: self._execute("DELETE FROM parents WHERE name = ?", (name,)))
 
     # -- allocations --------------------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 
 :class:`Supervisor` starts the supervisor (``python -m herder.supervisor
 DATA_DIR``) when nothing listens yet, and keeps one connection to it: many
-task threads call it at once, a reader thread hands each its reply and
-records the exits the supervisor reports.
+threads call it at once, a reader thread hands each its reply and records
+the exits the supervisor reports, calling back whoever asked to hear of them
+(:meth:`Supervisor.on_exit`), so that no thread need wait for an exit.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class Supervisor:
         self._owners: dict[str, _Connection] = {}  # process id -> the connection it is watched through
         self._exits: dict[str, ExitInfo] = {}
         self._exited: dict[str, threading.Event] = {}  # set when the exit is in, or its connection is lost
+        self._exit_callbacks: dict[str, list[Callable[[], None]]] = {}  # called at the same moments
         self._on_unsafe_log: dict[str, Callable[[str], None]] = {}  # process id -> who hears of planted log files
         self._on_logs_dropped: dict[str, Callable[[Dropped], None]] = {}  # process id -> who hears of lost output
 
@@ -244,6 +246,22 @@ class Supervisor:
                 return None
             exited.wait(remaining)
 
+    def on_exit(self, id: str, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once when :meth:`wait` for process ``id`` no longer blocks: it has
+        exited, or the connection it is watched through is lost (then at once if so already).
+
+        It is called from the connection's reader thread, which it must not hold up: it
+        must not call the supervisor (hand the work to another thread). ``id`` must have
+        been spawned or attached by this client.
+        """
+        with self._lock:
+            owner = self._owners.get(id)
+            now = id in self._exits or owner is None or not owner.alive
+            if not now:
+                self._exit_callbacks.setdefault(id, []).append(callback)
+        if now:
+            _call_back(callback, id)
+
     def signal(self, id: str, sig: int) -> None:
         """Send ``sig`` to process ``id`` and every process it started (nothing once it has exited)."""
         self._request("signal", id=id, signal=int(sig))
@@ -262,6 +280,7 @@ class Supervisor:
             self._exits.pop(id, None)
             self._owners.pop(id, None)
             self._exited.pop(id, None)
+            self._exit_callbacks.pop(id, None)
         self._stop_listening_to_logs(id)
 
     def list(self) -> list[ProcStatus]:
@@ -452,14 +471,18 @@ class Supervisor:
         if event in ("unsafe_log_file", "logs_dropped"):
             self._tell_about_logs(event, message)
             return
+        callbacks: list[Callable[[], None]] = []
         with self._lock:
             if message.get("event") == "exit":
                 id = message["id"]
                 self._exits[id] = ExitInfo(exit_code=message["exit_code"], signal=message["signal"])
                 self._exited.setdefault(id, threading.Event()).set()
+                callbacks = self._exit_callbacks.pop(id, [])
             elif (pending := conn.replies.get(message.get("rid", -1))) is not None:
                 pending.reply = message
                 pending.done.set()
+        for callback in callbacks:
+            _call_back(callback, message["id"])
 
     def _tell_about_logs(self, event: str, message: dict[str, Any]) -> None:
         """Hand an event about a process's log files to whoever listens for it."""
@@ -476,6 +499,7 @@ class Supervisor:
 
     def _lost(self, conn: _Connection) -> None:
         """Wake every thread waiting on ``conn``: for a reply, or for the exit of a process it watched."""
+        callbacks: list[tuple[str, Callable[[], None]]] = []
         with self._lock:
             conn.alive = False
             for pending in conn.replies.values():
@@ -483,6 +507,17 @@ class Supervisor:
             for id, owner in self._owners.items():
                 if owner is conn:
                     self._exited.setdefault(id, threading.Event()).set()
+                    callbacks.extend((id, callback) for callback in self._exit_callbacks.pop(id, []))
+        for id, callback in callbacks:
+            _call_back(callback, id)
+
+
+def _call_back(callback: Callable[[], None], id: str) -> None:
+    """Tell ``callback`` that process ``id`` may be waited for; its bug must not end the connection."""
+    try:
+        callback()
+    except Exception:
+        log.exception("the exit callback of %s failed", id)
 
 
 def _exit_info(value: dict[str, int] | None) -> ExitInfo | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,10 @@ class ExecHandle:
             if self._result is None:
                 self._result = ExitResult(exit_code=result.exit_code, signal=sig, oom_killed=oom, error=result.error)
             return self._result
+
+    def on_exit(self, callback: Callable[[], None]) -> bool:
+        """Call ``callback`` once the task has exited, from the supervisor's notice (see :class:`herder.TaskHandle`)."""
+        return self._proc.on_exit(callback)
 
     def signal(self, sig: int) -> None:
         """Send ``sig`` to the container's init (nothing once it has exited)."""

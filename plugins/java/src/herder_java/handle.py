@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from herder import DriverNetwork, ExitResult, TaskHandle, TaskStats
@@ -32,6 +33,11 @@ class JavaHandle:
 
     def wait(self, timeout: float | None = None) -> ExitResult | None:
         return self.inner.wait(timeout)
+
+    def on_exit(self, callback: Callable[[], None]) -> bool:
+        """The inner handle's ``on_exit`` (see :class:`herder.TaskHandle`); False if it has none."""
+        on_exit = getattr(self.inner, "on_exit", None)
+        return bool(callable(on_exit) and on_exit(callback))
 
     def signal(self, sig: int) -> None:
         self.inner.signal(sig)

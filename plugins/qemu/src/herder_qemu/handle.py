@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,10 @@ class QemuHandle:
 
     def wait(self, timeout: float | None = None) -> ExitResult | None:
         return self._proc.wait(timeout)
+
+    def on_exit(self, callback: Callable[[], None]) -> bool:
+        """Call ``callback`` once the task has exited, from the supervisor's notice (see :class:`herder.TaskHandle`)."""
+        return self._proc.on_exit(callback)
 
     def signal(self, sig: int) -> None:
         """Send ``sig`` to QEMU (SIGINT, SIGTERM and SIGHUP make it stop the machine and exit)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from herder import DriverNetwork, ExitResult, TaskStats
@@ -35,6 +36,10 @@ class RktHandle:
 
     def wait(self, timeout: float | None = None) -> ExitResult | None:
         return self._proc.wait(timeout)
+
+    def on_exit(self, callback: Callable[[], None]) -> bool:
+        """Call ``callback`` once the task has exited, from the supervisor's notice (see :class:`herder.TaskHandle`)."""
+        return self._proc.on_exit(callback)
 
     def signal(self, sig: int) -> None:
         """Send ``sig`` to the app and its children (``rkt stop`` only knows SIGTERM, to the app alone)."""
