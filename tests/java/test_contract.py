@@ -36,6 +36,12 @@ class JavaContract(DriverContract):
     def ignores_stop_signal(self) -> dict[str, Any]:
         return app("ignore-signals")
 
+    def uses_memory(self, mib: int) -> dict[str, Any]:
+        return app("hold-memory", str(mib), jvm_options=["-Xmx256m"])  # a heap of room, in a cgroup too
+
+    def busy_loop(self) -> dict[str, Any]:
+        return app("spin")
+
     def listens_on_port(self, label: str) -> dict[str, Any]:
         return app("serve", f"${{NOMAD_PORT_{label}}}")
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         Fingerprint,
         TaskEvent,
         TaskHandle,
+        TaskStats,
     )
 
     hookimpl: pluggy.HookimplMarker
@@ -42,7 +43,7 @@ _MODULES = {
     "herder.errors": ("CleanupLater", "DriverError", "RecoverableError"),
     "herder.model": ("Task",),
     "herder.objects": ("EXEC_OUTPUT_LIMIT", "Alloc", "DriverNetwork", "ExecResult", "ExitResult", "Fingerprint",
-                       "TaskEvent", "TaskHandle"),
+                       "TaskEvent", "TaskHandle", "TaskStats"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -63,6 +64,7 @@ __all__ = [
     "TaskDir",
     "TaskEvent",
     "TaskHandle",
+    "TaskStats",
     "hookimpl",
 ]
 

@@ -37,6 +37,7 @@ from herder.client.hooks.services import ServicesPlugin
 from herder.client.lifecycle import TaskLifecycle as TaskLifecycle
 from herder.client.lifecycle import config_errors as config_errors
 from herder.client.periodic import Launcher
+from herder.client.stats import StatsSampler
 from herder.client.task_runner import TaskRunner
 from herder.errors import DispatchError, HerderError, JobError, PlacementError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
@@ -44,6 +45,7 @@ from herder.jobspec.dispatch import PERIODIC_SUFFIX, Child, dispatch_child, peri
 from herder.jobspec.formats import format_of, read_text, read_var_file
 from herder.model import Job
 from herder.model import Resources as Resources
+from herder.objects import TaskStats
 from herder.objects import parse_signal as parse_signal
 from herder.plugins.hooks import Hooks
 from herder.plugins.hooks import Participants as Participants
@@ -493,6 +495,7 @@ class Agent:
         self._self_check: str | None = None
         self.client = Client(config, hooks, keep=True, on_event=on_event, on_health=on_health)
         self.gc = GarbageCollector(self.client, on_collected=on_collected)
+        self.sampler = StatsSampler()
         self._parents: dict[str, Parent] = {}
         self.launcher = Launcher(self._launch)
         self._warm_up = threading.Thread(target=self._prepare_launches, name="periodic-warm-up", daemon=True)
@@ -874,6 +877,14 @@ class Agent:
             threading.Thread(target=runner.restart, args=(reason or "Restart requested through the API",),
                              daemon=True).start()
         return [r.name for r in targets]
+
+    def stats(self, alloc: AllocRunner) -> dict[str, TaskStats | None]:
+        """The resource usage of every task of ``alloc``: None for a task not running, or whose driver cannot
+        tell (see :class:`herder.client.stats.StatsSampler`)."""
+        handles = {runner.name: handle for runner in alloc.tasks
+                   if runner.status.state == "running" and (handle := runner.handle) is not None}
+        sampled = self.sampler.sample(handles)
+        return {runner.name: sampled.get(runner.name) for runner in alloc.tasks}
 
     def exec(self, alloc: AllocRunner, task: str, command: list[str], timeout: float) -> tuple[int, bytes]:
         """Run ``command`` in running task ``task``: its exit code and output."""

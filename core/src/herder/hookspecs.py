@@ -171,7 +171,10 @@ def herder_task_start(task: Task, ctx: TaskContext) -> TaskHandle | None:
 
     :param task: the task; ``task.config`` has passed the driver's schema.
     :param ctx: this run of the task.
-    :returns: a :class:`herder.TaskHandle` for the running task.
+    :returns: a :class:`herder.TaskHandle` for the running task; its
+        ``stats()`` reports a :class:`herder.TaskStats` (the sdk's
+        ``process_stats`` and ``cgroup_stats`` measure one; a
+        ``SupervisedProcess`` does it itself).
     :raises RecoverableError: to have the start retried under the restart
         policy; any other exception fails the task at once (``Driver
         Failure``).

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import signal as _signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from herder.model import Task
 
@@ -56,6 +56,59 @@ class DriverNetwork:
     ip: str
     port_map: dict[str, int] = field(default_factory=dict)
     auto_advertise: bool = False
+
+
+@dataclass(frozen=True)
+class TaskStats:
+    """A running task's resource usage, as its handle's ``stats()`` returns it; None: not known.
+
+    Counters are cumulative since the task started (CPU time, throttling);
+    the client derives ``cpu_percent`` from two of them, so a driver leaves
+    it None unless it measures a percent itself.
+
+    - ``memory_rss_bytes``: resident memory of the task's processes (a
+      cgroup's ``rss``/``anon`` where the driver has one).
+    - ``memory_usage_bytes``, ``memory_limit_bytes``: the cgroup's memory
+      usage (page cache included) and its limit, where the driver has a cgroup.
+    - ``cpu_total_ns``: CPU time used, user and system, in nanoseconds.
+    - ``cpu_percent``: CPU over the last interval, 100 per busy core.
+    - ``cpu_throttled_periods``, ``cpu_throttled_ns``: CFS periods in which the
+      cgroup was throttled, and the time it was, where a cgroup says.
+    - ``pids``: how many processes the task has.
+    """
+
+    memory_rss_bytes: int | None = None
+    memory_usage_bytes: int | None = None
+    memory_limit_bytes: int | None = None
+    cpu_total_ns: int | None = None
+    cpu_percent: float | None = None
+    cpu_throttled_periods: int | None = None
+    cpu_throttled_ns: int | None = None
+    pids: int | None = None
+
+    @classmethod
+    def of(cls, value: TaskStats | dict[str, Any] | None) -> Self | None:
+        """What a handle's ``stats()`` returned, as :class:`TaskStats`.
+
+        A mapping (the ad-hoc dict of a handle written before this class)
+        contributes the keys named as these fields with numeric values, and
+        nothing else; None and anything else mean "not known".
+        """
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, dict):
+            return None
+        known: dict[str, Any] = {}
+        for name in cls.__dataclass_fields__:
+            number = value.get(name)
+            if isinstance(number, int | float) and not isinstance(number, bool):
+                known[name] = float(number) if name == "cpu_percent" else int(number)
+        return cls(**known)
+
+    def merged(self, other: TaskStats) -> TaskStats:
+        """These figures, with ``other``'s where these are None."""
+        return replace(self, **{name: getattr(other, name) for name in self.__dataclass_fields__
+                                if getattr(self, name) is None})
 
 
 @dataclass(frozen=True)
@@ -115,8 +168,13 @@ class TaskHandle(Protocol):
         """Stop the task: send ``sig`` (None: the driver's default stop signal),
         wait up to ``timeout`` seconds for it to exit, then force it."""
 
-    def stats(self) -> dict[str, Any] | None:
-        """Resource usage, or None when the driver cannot tell."""
+    def stats(self) -> TaskStats | dict[str, Any] | None:
+        """Resource usage (:class:`TaskStats`), or None when the driver cannot tell.
+
+        Called by the client only while someone asks for the task's usage,
+        from a thread other than the task's: it reads counters, it does not
+        wait. A plain dict (older handles) is read as :meth:`TaskStats.of` says.
+        """
 
     def state(self) -> dict[str, Any]:
         """A JSON-serialisable dict from which ``herder_task_recover`` can reattach."""

@@ -24,6 +24,8 @@ Faults (``faults = [...]``):
     rather than report the driver unavailable.
 ``no_exec``
     No ``herder_task_exec`` at all.
+``no_stats``
+    The handle's ``stats()`` tells nothing (None), as a driver that cannot measure its tasks.
 """
 
 from __future__ import annotations
@@ -35,7 +37,17 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from herder import DriverNetwork, ExecResult, ExitResult, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
+from herder import (
+    DriverNetwork,
+    ExecResult,
+    ExitResult,
+    Fingerprint,
+    Task,
+    TaskContext,
+    TaskHandle,
+    TaskStats,
+    hookimpl,
+)
 from herder.sdk import SupervisedProcess, inherited_environment, run_capped
 
 SCHEMA: dict[str, Any] = {
@@ -93,8 +105,8 @@ class FaultyHandle:
         else:
             self.process.kill(timeout, sig)
 
-    def stats(self) -> dict[str, Any] | None:
-        return self.process.stats()
+    def stats(self) -> TaskStats | None:
+        return None if "no_stats" in self.faults else self.process.stats()
 
     def state(self) -> dict[str, Any]:
         state = self.process.state()

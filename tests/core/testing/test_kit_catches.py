@@ -23,9 +23,10 @@ HERE = Path(__file__).resolve().parent
 DRIVER = (HERE / "faulty_driver.py").read_text()
 CONTRACT = (HERE / "faulty_contract.py").read_text()
 
-KIT_TESTS = 21
+KIT_TESTS = 24
 """The number of DriverContract's tests, parametrized cases counted: every one must have run."""
 EXEC_TESTS = ("test_exec_output_and_exit_code", "test_exec_timeout_raises", "test_exec_output_is_capped")
+STATS_TESTS = ("test_stats_show_memory", "test_stats_show_cpu")
 WITHOUT_A_TASK = ("test_fingerprint_is_quick_and_never_raises", "test_fingerprint_with_broken_config",
                   "test_config_errors_name_their_path")
 """The tests that run no task, so need no available driver."""
@@ -44,14 +45,16 @@ class Verdict:
 
 @pytest.fixture
 def run_kit(pytester: pytest.Pytester, install: Callable[..., Path]) -> Callable[..., Verdict]:
-    """Run the kit against driver ``faulty`` with a ``[plugin.faulty]`` table (and ``supports_exec``)."""
+    """Run the kit against driver ``faulty`` with a ``[plugin.faulty]`` table (and ``supports_exec``,
+    ``supports_stats``)."""
     install("herder-faulty", "1.0", {"herder.drivers": {"faulty": "herder_faulty:make"}},
             {"herder_faulty.py": DRIVER})
 
-    def run(plugin_config: Mapping[str, Any], supports_exec: bool = True) -> Verdict:
+    def run(plugin_config: Mapping[str, Any], supports_exec: bool = True, supports_stats: bool = True) -> Verdict:
         pytester.makepyfile(test_faulty=f"{CONTRACT}\n\nclass TestFaulty(FaultyContract):\n"
                                         f"    plugin_config = {dict(plugin_config)!r}\n"
-                                        f"    supports_exec = {supports_exec!r}\n")
+                                        f"    supports_exec = {supports_exec!r}\n"
+                                        f"    supports_stats = {supports_stats!r}\n")
         reports = pytester.inline_run("-p", "no:cacheprovider").getreports("pytest_runtest_logreport")
         assert wait_until_gone(pytester.path) == {}, "the kit left processes behind"
         verdict = Verdict()
@@ -79,16 +82,23 @@ class Case:
     faults: tuple[str, ...]
     fails: Mapping[str, str] = field(default_factory=dict)
     supports_exec: bool = True
+    supports_stats: bool = True
 
     @property
     def skipped(self) -> set[str]:
-        return {"test_exec_not_supported"} if self.supports_exec else set(EXEC_TESTS)
+        return ({"test_exec_not_supported"} if self.supports_exec else set(EXEC_TESTS)) | \
+            ({"test_stats_not_supported"} if self.supports_stats else set(STATS_TESTS))
 
 
 CASES = {
     "keeping the contract": Case(()),
     "without exec, saying so": Case(("no_exec",), supports_exec=False),
     "without exec, claiming it": Case(("no_exec",), dict.fromkeys(EXEC_TESTS, "driver faulty does not support exec")),
+    "without stats, saying so": Case(("no_stats",), supports_stats=False),
+    "without stats, claiming them": Case(("no_stats",), {
+        "test_stats_show_memory": "memory_rss_bytes at least 60 MiB expected",
+        "test_stats_show_cpu": "a busy loop never showed more than 20 % CPU",
+    }),
     "children escaping the kill": Case(("children_escape",), {
         "test_kill_leaves_nothing_of_the_task": "processes of the task outlived its kill",
         "test_kill_sends_the_kill_signal[SIGINT]": "outlived its kill",
@@ -97,6 +107,8 @@ CASES = {
         "test_recover_on_fresh_plugins": "outlived its kill",
         "test_cleanup_is_idempotent[after_kill]": "outlived its kill",
         "test_task_listens_on_its_host_port": "outlived its kill",
+        "test_stats_show_memory": "outlived its kill",  # and the task, out of its cgroup, is not measured
+        "test_stats_show_cpu": "outlived its kill",
     }),
     "a kill without the stop signal": Case(("kill_skips_stop_signal",), {
         "test_kill_sends_the_kill_signal[SIGINT]": "but it got nothing",
@@ -121,7 +133,7 @@ CASES = {
 def test_the_kit_judges_driver_faulty(case: Case, run_kit: Callable[..., Verdict]) -> None:
     if "children_escape" in case.faults and os.geteuid() != 0:
         pytest.skip("a task escapes the supervisor's process tracking only as root, by leaving its cgroup")
-    verdict = run_kit({"faults": list(case.faults)}, case.supports_exec)
+    verdict = run_kit({"faults": list(case.faults)}, case.supports_exec, case.supports_stats)
     failed = verdict.named("failed")
     assert failed == set(case.fails), {name: verdict.texts.get(name, "")[-1500:] for name in failed ^ set(case.fails)}
     assert verdict.named("skipped") == case.skipped

@@ -6,6 +6,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -29,6 +30,8 @@ import sun.misc.Signal;
  *       writes its pid into $READY_FILE once its handlers are in place.</li>
  *   <li>{@code ignore-signals}: ignores SIGINT and SIGTERM, with a child ({@code sh}, then {@code sleep})
  *       that ignores them too; writes "PID CHILD" into $READY_FILE.</li>
+ *   <li>{@code hold-memory MIB}: fills an array of MIB MiB, then as {@code until-killed}.</li>
+ *   <li>{@code spin}: writes its pid into $READY_FILE and keeps a CPU busy.</li>
  * </ul>
  */
 public class HerderTestApp {
@@ -66,6 +69,20 @@ public class HerderTestApp {
                 ready(pid() + " " + child.pid());
                 child.waitFor();
                 Thread.sleep(3_600_000);
+            }
+            case "hold-memory" -> {
+                byte[] held = new byte[Integer.parseInt(args[1]) << 20];
+                Arrays.fill(held, (byte) 1);  // touched, so resident
+                Process child = new ProcessBuilder("sleep", "3600").start();
+                ready(pid() + " " + child.pid());
+                child.waitFor();
+                System.out.println(held[held.length - 1]);  // keeps the array reachable until then
+            }
+            case "spin" -> {
+                ready(Long.toString(pid()));
+                while (!Thread.interrupted()) {
+                    Thread.onSpinWait();
+                }
             }
             default -> throw new IllegalArgumentException("unknown mode " + args[0]);
         }

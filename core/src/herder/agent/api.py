@@ -12,6 +12,7 @@ cannot understand is a 4xx, never a 500.
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import hmac
 import json
 import logging
@@ -32,7 +33,7 @@ from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.logtail import LogTail
 from herder.errors import DispatchError, JobError, PlacementError
-from herder.objects import TaskEvent
+from herder.objects import TaskEvent, TaskStats
 
 log = logging.getLogger("herder.agent")
 
@@ -364,6 +365,13 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
         return StreamingResponse(body(), media_type="application/octet-stream",
                                  headers={"X-Herder-Log-Offset": str(start), "Cache-Control": "no-cache"})
 
+    @api.get("/v1/allocations/{alloc_id}/stats", response_model=models.AllocationStats, tags=["allocations"])
+    def stats(alloc_id: AllocId) -> models.AllocationStats:
+        """The resource usage of the allocation's tasks, sampled now; the CPU percent is since the previous
+        request (a first request waits a moment for a second sample)."""
+        alloc = agent.alloc(alloc_id)
+        return alloc_stats(alloc, agent.stats(alloc))
+
     @api.post("/v1/allocations/{alloc_id}/exec", response_model=models.ExecResponse, tags=["allocations"])
     def exec_(alloc_id: AllocId, body: models.ExecRequest) -> models.ExecResponse:
         code, output = agent.exec(agent.alloc(alloc_id), body.task, body.command, body.timeout)
@@ -415,6 +423,13 @@ def alloc_status(alloc: AllocRunner, health: dict[str, list[dict[str, str]]]) ->
                              ports=[models.Port(label=p.label, value=p.value, to=p.to, host_ip=p.host_ip)
                                     for p in alloc.ports],
                              tasks=tasks)
+
+
+def alloc_stats(alloc: AllocRunner, usage: dict[str, TaskStats | None]) -> models.AllocationStats:
+    tasks = {runner.name: models.TaskUsage(state=runner.status.state, driver=runner.task.driver,
+                                           **(dataclasses.asdict(figures) if (figures := usage[runner.name]) else {}))
+             for runner in alloc.tasks}
+    return models.AllocationStats(id=alloc.alloc.id, name=alloc.alloc.name, tasks=tasks)
 
 
 def _record(alloc: AllocRunner, task: str, event: TaskEvent) -> EventRecord:

@@ -187,6 +187,27 @@ class Allocation(_Model):
     tasks: dict[str, TaskStatus]
 
 
+class TaskUsage(_Model):
+    """A task's resource usage (``herder.TaskStats``): a figure its driver does not know is null."""
+
+    state: str
+    driver: str
+    memory_rss_bytes: int | None = Field(None, description="Resident memory of the task's processes")
+    memory_usage_bytes: int | None = Field(None, description="The task cgroup's memory usage, page cache included")
+    memory_limit_bytes: int | None = Field(None, description="The task cgroup's memory limit")
+    cpu_total_ns: int | None = Field(None, description="CPU time used (user and system) since the task started")
+    cpu_percent: float | None = Field(None, description="CPU since the previous sample, 100 per busy core")
+    cpu_throttled_periods: int | None = Field(None, description="CFS periods in which the cgroup was throttled")
+    cpu_throttled_ns: int | None = Field(None, description="Time the cgroup was throttled")
+    pids: int | None = Field(None, description="How many processes the task has")
+
+
+class AllocationStats(_Model):
+    id: str
+    name: str
+    tasks: dict[str, TaskUsage]
+
+
 class ExecRequest(_Model):
     task: str
     command: list[str] = Field(min_length=1)

@@ -346,6 +346,34 @@ def job_status(name: str | None, as_json: bool) -> None:
 
 # -- herder alloc ----------------------------------------------------------------
 
+_USAGE_COLUMNS = (
+    ("RSS", "memory_rss_bytes", "bytes"), ("Mem usage", "memory_usage_bytes", "bytes"),
+    ("Mem limit", "memory_limit_bytes", "bytes"), ("CPU %", "cpu_percent", "percent"),
+    ("CPU time", "cpu_total_ns", "ns"), ("Throttled", "cpu_throttled_periods", "count"),
+    ("Throttled time", "cpu_throttled_ns", "ns"), ("Pids", "pids", "count"),
+)
+
+
+def _print_usage(usage: dict[str, Any]) -> None:
+    """A task's usage as a two-line table, as the stats route gives it; ``-`` where the driver cannot tell."""
+    cells = [(title, _usage_cell(usage.get(key), unit)) for title, key, unit in _USAGE_COLUMNS]
+    widths = [max(len(title), len(value)) for title, value in cells]
+    click.echo("  " + "  ".join(title.ljust(width) for (title, _), width in zip(cells, widths, strict=True)).rstrip())
+    click.echo("  " + "  ".join(value.ljust(width) for (_, value), width in zip(cells, widths, strict=True)).rstrip())
+
+
+def _usage_cell(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        return f"{value / (1 << 20):.1f} MiB"
+    if unit == "percent":
+        return f"{value:.1f}"
+    if unit == "ns":
+        return f"{value / 1e9:.2f} s"
+    return str(value)
+
+
 
 @click.group()
 def alloc() -> None:
@@ -354,13 +382,20 @@ def alloc() -> None:
 
 @alloc.command("status")
 @click.argument("alloc_id")
+@click.option("-stats", "--stats", "with_stats", is_flag=True,
+              help="Also each running task's resource usage: memory and CPU (with --json: only that).")
 @click.option("--json", "as_json", is_flag=True, help="Print the agent's JSON (documented in docs/agent.md).")
-def alloc_status(alloc_id: str, as_json: bool) -> None:
-    """An allocation: its tasks' states, ports, service checks and recent events."""
-    status = Agent().request("GET", f"/v1/allocations/{alloc_id}")
+def alloc_status(alloc_id: str, with_stats: bool, as_json: bool) -> None:
+    """An allocation: its tasks' states, ports, service checks and recent events (and usage, with -stats)."""
+    agent = Agent()
+    if with_stats and as_json:
+        click.echo(json.dumps(agent.request("GET", f"/v1/allocations/{alloc_id}/stats"), indent=2))
+        return
+    status = agent.request("GET", f"/v1/allocations/{alloc_id}")
     if as_json:
         click.echo(json.dumps(status, indent=2))
         return
+    usage = agent.request("GET", f"/v1/allocations/{status['id']}/stats")["tasks"] if with_stats else {}
     click.echo(f"ID      {status['id']}\nName    {status['name']}\nJob     {status['job']}\nStatus  {status['status']}")
     for port in status["ports"]:
         click.echo(f"Port    {port['label']} = {port['host_ip']}:{port['value']}"
@@ -369,6 +404,8 @@ def alloc_status(alloc_id: str, as_json: bool) -> None:
         code = f", exit code {task['exit_code']}" if task["exit_code"] is not None else ""
         click.echo(f"\nTask {name!r} ({task['driver']}) is {task['state']}{' (failed)' if task['failed'] else ''}"
                    f", {task['restarts']} restart(s){code}")
+        if name in usage:
+            _print_usage(usage[name])
         for check in task["checks"]:
             click.echo(f"  check {check['service']}/{check['check']}: {check['status']}")
         for event in task["events"][-10:]:

@@ -183,6 +183,12 @@ class TaskRunner:
         return self._done.is_set()
 
     @property
+    def handle(self) -> TaskHandle | None:
+        """The running task's handle; None before it starts and once it has exited."""
+        with self._lock:
+            return self._handle
+
+    @property
     def stopping(self) -> bool:
         """The task is being stopped for good: a prestart hook that waits can give up."""
         return self._kill_requested.is_set()

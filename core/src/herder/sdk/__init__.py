@@ -22,6 +22,8 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
   :func:`safe_root`, :func:`open_beneath`, :func:`open_dir`,
   :func:`open_file`, :func:`read_file`, :func:`write_atomic`,
   :func:`set_mode`, :class:`UnsafePathError`.
+- Resource usage as :class:`herder.TaskStats`: :func:`process_stats` of a
+  tree of processes (``/proc``), :func:`cgroup_stats` of a cgroup.
 - :func:`parse_duration`, :func:`format_duration`, :func:`parse_signal`.
 """
 
@@ -49,6 +51,7 @@ from herder.sdk.safefs import (
     set_mode,
     write_atomic,
 )
+from herder.sdk.stats import cgroup_stats, process_stats
 from herder.sdk.supervised import SupervisedProcess
 from herder.sdk.users import TaskUser
 
@@ -57,6 +60,7 @@ __all__ = [
     "SupervisedProcess",
     "TaskUser",
     "UnsafePathError",
+    "cgroup_stats",
     "clean_env_var",
     "exit_result",
     "format_duration",
@@ -69,6 +73,7 @@ __all__ = [
     "open_file",
     "parse_duration",
     "parse_signal",
+    "process_stats",
     "read_file",
     "resolve_in_task_dir",
     "run_capped",

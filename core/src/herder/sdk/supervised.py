@@ -26,9 +26,10 @@ from herder import events
 from herder.context import TaskContext
 from herder.errors import DriverError, RecoverableError
 from herder.model import Task
-from herder.objects import DriverNetwork, ExitResult, parse_signal
+from herder.objects import DriverNetwork, ExitResult, TaskStats, parse_signal
+from herder.sdk.stats import process_stats
 from herder.supervisor import ProcInfo, Supervisor, SupervisorError, SupervisorUnavailable
-from herder.supervisor.proctree import Cgroup
+from herder.supervisor.proctree import Cgroup, ProcessTree, SessionTree
 from herder.supervisor.protocol import process_alive, process_start_time
 from herder.supervisor.pump import Dropped
 
@@ -177,17 +178,19 @@ class SupervisedProcess:
             self._stop(signal.SIGKILL, 0)
             self.wait()
 
-    def stats(self) -> dict[str, Any] | None:
+    def stats(self) -> TaskStats | None:
+        """Memory and CPU of every process of the task (:func:`herder.sdk.stats.process_stats`)."""
         if self._result is not None or process_start_time(self.pid) != self._info.start_time:
             return None
-        try:
-            status = Path(f"/proc/{self.pid}/status").read_text()
-        except OSError:
-            return None
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                return {"pid": self.pid, "memory_rss_bytes": int(line.split()[1]) * 1024}
-        return {"pid": self.pid}
+        return process_stats(self._tree().pids())
+
+    def _tree(self) -> ProcessTree:
+        """The task's processes: its cgroup's, else the leader's descendants and sessions."""
+        if self._info.cgroup is not None:
+            return Cgroup(Path(self._info.cgroup))
+        tree = SessionTree()
+        tree.started(self.pid)
+        return tree
 
     def state(self) -> dict[str, Any]:
         """``{"supervisor": {"id", "pid", "start_time", "cgroup"?}}``: drivers may add keys of their own beside it."""

@@ -21,9 +21,10 @@ from typing import Any, ClassVar
 import pytest
 
 from herder.client.env import host_address
+from herder.client.stats import StatsSampler
 from herder.errors import DriverError
 from herder.jobspec import validate_config
-from herder.objects import EXEC_OUTPUT_LIMIT, ExecResult, ExitResult, Fingerprint, TaskHandle
+from herder.objects import EXEC_OUTPUT_LIMIT, ExecResult, ExitResult, Fingerprint, TaskHandle, TaskStats
 from herder.plugins.hooks import Hooks
 from herder.sdk import clean_env_var
 from herder.testing import processes
@@ -70,7 +71,17 @@ RUNS_UNTIL_KILLED = 'trap "exit 0" INT TERM; sleep 3600 & echo "$$ $!" > "$READY
 REPORTS_SIGNAL = ("trap 'echo INT > \"$SIGNAL_FILE\"; exit 0' INT; trap 'echo TERM > \"$SIGNAL_FILE\"; exit 0' TERM; "
                   'sleep 3600 & echo "$$ $!" > "$READY_FILE"; wait')
 IGNORES_STOP_SIGNAL = 'trap "" INT TERM; sleep 3600 & echo "$$ $!" > "$READY_FILE"; wait'
+USES_MEMORY = ('trap "exit 0" INT TERM; x=$(head -c {size} /dev/zero | tr "\\0" x); '
+               'sleep 3600 & echo "$$ $!" > "$READY_FILE"; wait')
+BUSY_LOOP = 'trap "exit 0" INT TERM; echo "$$" > "$READY_FILE"; while :; do :; done'
 """The default scenarios: no process of theirs comes and goes, so the host's view of them holds still."""
+STATS_MEMORY_MIB = 64
+"""What the task of the memory test allocates; it must show at least :data:`STATS_MEMORY_SHOWN_MIB`."""
+STATS_MEMORY_SHOWN_MIB = 60
+STATS_CPU_PERCENT = 20.0
+"""What a busy loop must show at least, over one of the client's sampling intervals."""
+STATS_INTERVAL = 0.5
+"""Between two samples of the CPU test, as the client's (1 s by default) while someone watches."""
 
 TaskConfig = dict[str, Any]
 """A task's ``config``, as a job file gives it to the driver."""
@@ -115,6 +126,9 @@ class DriverContract:
     """The driver's ``[plugin.NAME]`` table."""
     supports_exec: ClassVar[bool] = True
     """False for a driver without ``herder_task_exec``: the kit then checks that herder says so clearly."""
+    supports_stats: ClassVar[bool] = True
+    """False for a driver whose handle's ``stats()`` cannot measure the task (a virtual machine's figures
+    are the machine's): the kit then checks only that ``stats()`` answers, without raising."""
 
     # -- what the driver's test module provides --------------------------------------------------
 
@@ -158,6 +172,16 @@ class DriverContract:
         """A task that serves TCP on ``${NOMAD_PORT_<label>}`` (on every address of the task), until
         it is killed. Optional: None (the default) skips the test."""
         return None
+
+    def uses_memory(self, mib: int) -> TaskConfig | None:
+        """A task that allocates and touches ``mib`` MiB, keeps it, and then, as :meth:`runs_until_killed`,
+        runs until killed with a child, having written both pids into ``$READY_FILE``. Optional."""
+        return self.shell(USES_MEMORY.format(size=mib << 20))
+
+    def busy_loop(self) -> TaskConfig | None:
+        """A task that keeps a CPU busy until it is killed, having written its pid into ``$READY_FILE``.
+        Optional."""
+        return self.shell(BUSY_LOOP)
 
     def invalid_configs(self) -> list[tuple[TaskConfig, str]]:
         """Configs the driver's schema must refuse, each with the path the error must name
@@ -290,6 +314,44 @@ class DriverContract:
         self._ready(run, 2)
         with pytest.raises(DriverError, match=re.escape(f"driver {self.driver} does not support exec")):
             run.exec(["/bin/sh", "-c", "true"], EXEC_TIMEOUT)
+
+    # -- resource usage -------------------------------------------------------------------------------
+
+    def test_stats_show_memory(self, harness: DriverHarness) -> None:
+        run, recorded = self._stats_task(harness, 2, self.uses_memory, STATS_MEMORY_MIB)
+        try:
+            stats = self._stats(run)
+            rss = stats.memory_rss_bytes if stats is not None else None
+            assert rss is not None and rss >= STATS_MEMORY_SHOWN_MIB << 20, \
+                f"a task that allocated {STATS_MEMORY_MIB} MiB shows {stats} (memory_rss_bytes " \
+                f"at least {STATS_MEMORY_SHOWN_MIB} MiB expected)"
+        finally:
+            self._kill(run, recorded)
+
+    def test_stats_show_cpu(self, harness: DriverHarness) -> None:
+        run, recorded = self._stats_task(harness, 1, self.busy_loop)
+        handle, sampler = run.handle, StatsSampler()
+        assert handle is not None
+        seen: list[TaskStats | None] = []
+
+        def busy() -> bool:
+            seen.append(bounded(lambda: sampler.sample({"task": handle})["task"], CALL_LIMIT, "stats()"))
+            percent = seen[-1].cpu_percent if seen[-1] is not None else None
+            return percent is not None and percent > STATS_CPU_PERCENT
+
+        try:
+            assert _poll(busy, READY_TIMEOUT, STATS_INTERVAL), \
+                f"a busy loop never showed more than {STATS_CPU_PERCENT:g} % CPU within {READY_TIMEOUT:g}s; " \
+                f"the last samples: {seen[-3:]}"
+        finally:
+            self._kill(run, recorded)
+
+    def test_stats_not_supported(self, harness: DriverHarness) -> None:
+        if self.supports_stats:
+            pytest.skip(f"driver {self.driver} measures its tasks")
+        run = self._start(harness, self._config(self.runs_until_killed), kill_timeout=f"{KILL_TIMEOUT}s")
+        self._ready(run, 2)
+        self._stats(run)
 
     # -- state and recovery ---------------------------------------------------------------------------
 
@@ -465,6 +527,23 @@ class DriverContract:
             processes.kill(left)
             pytest.fail(f"processes of the task outlived its kill: {description}", pytrace=False)
         return elapsed
+
+    def _stats_task(self, harness: DriverHarness, count: int, scenario: Callable[..., TaskConfig | None],
+                    *args: Any) -> tuple[TaskRun, dict[int, int]]:
+        """A running task of the (optional) ``scenario`` that wrote ``count`` pids, and its processes on the host."""
+        if not self.supports_stats:
+            pytest.skip(f"driver {self.driver} does not measure its tasks")
+        run = self._start(harness, self._config(scenario, *args, required=False), kill_timeout=f"{KILL_TIMEOUT}s")
+        return run, self._host_processes(run, self._ready(run, count))
+
+    @staticmethod
+    def _stats(run: TaskRun) -> TaskStats | None:
+        """The handle's ``stats()``, checked to answer in time with :class:`TaskStats`, a dict or None."""
+        assert run.handle is not None
+        stats = bounded(run.handle.stats, CALL_LIMIT, "stats()")
+        assert stats is None or isinstance(stats, TaskStats | dict), \
+            f"stats() gave {stats!r}, not a TaskStats (or None when the driver cannot tell)"
+        return TaskStats.of(stats)
 
     def _exec_task(self, harness: DriverHarness) -> TaskRun:
         if not self.supports_exec:

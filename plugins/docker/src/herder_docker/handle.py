@@ -13,7 +13,7 @@ import docker
 import docker.errors
 import requests
 
-from herder import EXEC_OUTPUT_LIMIT, DriverNetwork, ExecResult, ExitResult
+from herder import EXEC_OUTPUT_LIMIT, DriverNetwork, ExecResult, ExitResult, TaskStats
 
 LOG_DRAIN_TIMEOUT = 10.0
 LOG_DRIVER = {"type": "none"}
@@ -126,13 +126,27 @@ class DockerHandle:
             self.signal(signal.SIGKILL)
             self.wait()
 
-    def stats(self) -> dict[str, Any] | None:
+    def stats(self) -> TaskStats | None:
+        """The container's figures as Docker's stats API has them, in one read (``one-shot``: no
+        second sample for Docker's own percent, which the client computes anyway)."""
         try:
-            stats = self.client.api.stats(self.id, stream=False)
+            stats = self.client.api.stats(self.id, stream=False, one_shot=True)
         except (docker.errors.APIError, requests.RequestException):
             return None
         memory = stats.get("memory_stats") or {}
-        return {"memory_usage_bytes": memory.get("usage"), "memory_limit_bytes": memory.get("limit")}
+        if memory.get("usage") is None:
+            return None  # not running
+        detail = memory.get("stats") or {}
+        cpu = stats.get("cpu_stats") or {}
+        throttling = cpu.get("throttling_data") or {}
+        return TaskStats(
+            memory_rss_bytes=detail.get("total_rss", detail.get("anon")),  # cgroup v1, v2
+            memory_usage_bytes=memory["usage"], memory_limit_bytes=memory.get("limit"),
+            cpu_total_ns=(cpu.get("cpu_usage") or {}).get("total_usage"),
+            cpu_throttled_periods=throttling.get("throttled_periods"),
+            cpu_throttled_ns=throttling.get("throttled_time"),
+            pids=(stats.get("pids_stats") or {}).get("current"),
+        )
 
     def state(self) -> dict[str, Any]:
         return {"container_id": self.id}

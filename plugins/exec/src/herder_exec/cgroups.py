@@ -124,14 +124,6 @@ class TaskCgroup:
         except (OSError, ValueError):
             return False
 
-    def usage(self) -> int | None:
-        """Bytes of memory the task uses now."""
-        name = "memory.current" if self.hierarchy.version == 2 else "memory.usage_in_bytes"
-        try:
-            return int((self.memory_dir / name).read_text())
-        except (OSError, ValueError):
-            return None
-
     def remove(self) -> None:
         """Remove the cgroup (and runc's below it, if a crash left it) in every hierarchy; nothing if gone.
 

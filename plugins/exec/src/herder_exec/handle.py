@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from herder import DriverNetwork, ExitResult
-from herder.sdk import SupervisedProcess
+from herder import DriverNetwork, ExitResult, TaskStats
+from herder.sdk import SupervisedProcess, cgroup_stats
 from herder_exec.cgroups import TaskCgroup
 from herder_exec.runc import Runc
 
@@ -83,9 +83,10 @@ class ExecHandle:
             self._proc.kill(0, signal.SIGKILL)
             self.wait()
 
-    def stats(self) -> dict[str, Any] | None:
-        usage = self.cgroup.usage()
-        return None if usage is None else {"memory_usage_bytes": usage}
+    def stats(self) -> TaskStats | None:
+        """The container's cgroups: memory (usage, limit, RSS) and CPU of the driver's, throttling of runc's."""
+        stats = cgroup_stats(self.cgroup.relative, self.cgroup.runc_path)
+        return None if stats.memory_usage_bytes is None else stats
 
     def state(self) -> dict[str, Any]:
         """The supervisor's record of runc's process, and the container and bundle it runs."""

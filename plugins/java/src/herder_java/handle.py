@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from herder import DriverNetwork, ExitResult, TaskHandle
+from herder import DriverNetwork, ExitResult, TaskHandle, TaskStats
 
 Mode = Literal["exec", "none"]
 """How a task's JVM runs: ``exec``, in herder-exec's runc container; ``none``, as a plain process."""
@@ -45,7 +45,7 @@ class JavaHandle:
     def kill(self, timeout: float, sig: int | None = None) -> None:
         self.inner.kill(timeout, sig)
 
-    def stats(self) -> dict[str, Any] | None:
+    def stats(self) -> TaskStats | dict[str, Any] | None:
         return self.inner.stats()
 
     def state(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from herder import DriverNetwork, ExitResult
+from herder import DriverNetwork, ExitResult, TaskStats
 from herder.sdk import SupervisedProcess
 from herder_qemu.qmp import QmpError, powerdown
 
@@ -66,7 +66,7 @@ class QemuHandle:
                 return
         self._proc.kill(timeout, sig)
 
-    def stats(self) -> dict[str, Any] | None:
+    def stats(self) -> TaskStats | None:
         return self._proc.stats()
 
     def state(self) -> dict[str, Any]:

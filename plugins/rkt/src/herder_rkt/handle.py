@@ -7,7 +7,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from herder import DriverNetwork, ExitResult
+from herder import DriverNetwork, ExitResult, TaskStats
 from herder.sdk import SupervisedProcess
 from herder_rkt.cli import Rkt, RktError
 
@@ -57,9 +57,9 @@ class RktHandle:
             self._proc.kill(0, signal.SIGKILL)
             self.wait()
 
-    def stats(self) -> dict[str, Any] | None:
-        stats = self._proc.stats()
-        return None if stats is None else {**stats, "pod": self.id}
+    def stats(self) -> TaskStats | None:
+        """The processes of ``rkt run`` and of the pod it runs (stage1 fly: the app's, on the host)."""
+        return self._proc.stats()
 
     def state(self) -> dict[str, Any]:
         """The supervisor's record of ``rkt run``, and the pod's UUID."""
