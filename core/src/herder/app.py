@@ -37,7 +37,7 @@ from herder.client.hooks.services import ServicesPlugin
 from herder.client.lifecycle import TaskLifecycle as TaskLifecycle
 from herder.client.lifecycle import config_errors as config_errors
 from herder.client.periodic import Launcher
-from herder.client.stats import StatsSampler
+from herder.client.stats import StatsSampler as StatsSampler
 from herder.client.task_runner import TaskRunner
 from herder.errors import DispatchError, HerderError, JobError, PlacementError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs

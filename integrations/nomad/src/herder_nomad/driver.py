@@ -23,7 +23,16 @@ from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
 from herder import CreatedResources, DriverError, ExitResult, RecoverableError, Task, TaskEvent
-from herder.app import Config, Hooks, Supervisor, TaskLifecycle, config_errors, load_hooks, parse_signal
+from herder.app import (
+    Config,
+    Hooks,
+    StatsSampler,
+    Supervisor,
+    TaskLifecycle,
+    config_errors,
+    load_hooks,
+    parse_signal,
+)
 from herder_nomad import cty, hclspec, tasks
 from herder_nomad.identity import PluginIdentity, plugin_version
 from herder_nomad.tasks import NomadTask
@@ -91,6 +100,7 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         self.tasks: dict[str, NomadTask] = {}
         self.events = tasks.EventHub()
         self.later = tasks.LaterCleanups()
+        self.sampler = StatsSampler()
         self.stopping = threading.Event()
         """Set when the plugin stops: every wait ends (the lifecycle's waits among them)."""
 
@@ -376,7 +386,7 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         running = self._task(request.task_id, context)
         interval = max(0.1, request.collection_interval.ToTimedelta().total_seconds() or 1.0)
         while context.is_active() and not running.exited.is_set() and not self.stopping.is_set():
-            yield driver_pb2.TaskStatsResponse(stats=_stats(running))
+            yield driver_pb2.TaskStatsResponse(stats=_stats(running, self.sampler))
             running.exited.wait(interval)
 
     def TaskEvents(self, request: driver_pb2.TaskEventsRequest,
@@ -492,22 +502,22 @@ def _drain(requests: Iterator[Any]) -> None:
         pass
 
 
-def _stats(running: NomadTask) -> driver_pb2.TaskStats:
-    stats: dict[str, Any] = {}
-    if running.handle is not None:
-        try:
-            stats = running.handle.stats() or {}
-        except Exception:  # stats are best effort
-            stats = {}
-    memory = driver_pb2.MemoryUsage()
-    rss = stats.get("memory_rss_bytes")
-    if isinstance(rss, int):
-        memory.rss = rss
-        memory.measured_fields.append(driver_pb2.MemoryUsage.RSS)
-    cpu = driver_pb2.CPUUsage()
-    percent = stats.get("cpu_percent")
-    if isinstance(percent, int | float):
-        cpu.percent = float(percent)
-        cpu.measured_fields.append(driver_pb2.CPUUsage.PERCENT)
+def _measured(usage: Any, field: str, value: float | None, kind: int) -> None:
+    """Set ``field`` of a MemoryUsage or CPUUsage and list it as measured, if the driver knows it."""
+    if value is not None:
+        setattr(usage, field, value)
+        usage.measured_fields.append(kind)
+
+
+def _stats(running: NomadTask, sampler: StatsSampler) -> driver_pb2.TaskStats:
+    """The task's usage in Nomad's terms: the figures its driver knows, each listed as measured."""
+    stats = sampler.sample({running.id: running.handle}).get(running.id) if running.handle is not None else None
+    memory, cpu = driver_pb2.MemoryUsage(), driver_pb2.CPUUsage()
+    if stats is not None:
+        _measured(memory, "rss", stats.memory_rss_bytes, driver_pb2.MemoryUsage.RSS)
+        _measured(memory, "usage", stats.memory_usage_bytes, driver_pb2.MemoryUsage.USAGE)
+        _measured(cpu, "percent", stats.cpu_percent, driver_pb2.CPUUsage.PERCENT)
+        _measured(cpu, "throttled_periods", stats.cpu_throttled_periods, driver_pb2.CPUUsage.THROTTLED_PERIODS)
+        _measured(cpu, "throttled_time", stats.cpu_throttled_ns, driver_pb2.CPUUsage.THROTTLED_TIME)
     return driver_pb2.TaskStats(id=running.id, timestamp=_timestamp(datetime.now(UTC)),
                                 agg_resource_usage=driver_pb2.TaskResourceUsage(cpu=cpu, memory=memory))
