@@ -20,6 +20,7 @@ class JavaContract(DriverContract):
     """The scenarios, each a mode of the test application (tests/java/app/HerderTestApp.java)."""
 
     driver = "java"
+    supports_exec_session = False
 
     def exits_with(self, code: int) -> dict[str, Any]:
         return app("exit", str(code))

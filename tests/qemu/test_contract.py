@@ -31,6 +31,7 @@ RUNS = 'sleep 3600 & echo $$ $! > /dev/ttyS1; wait'
 class TestQemuContract(DriverContract):
     driver = "qemu"
     supports_exec = False
+    supports_exec_session = False
     supports_stats = False  # stats() tells the virtual machine's memory and CPU, not the guest task's
     _guest: Guest
 

@@ -15,6 +15,7 @@ from .helpers import sh
 
 class TestRktContract(DriverContract):
     driver = "rkt"
+    supports_exec_session = False
 
     @pytest.fixture(autouse=True)
     def _store(self, rkt_plugin_config: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from herder import (
     ExecResult,
+    ExecSession,
     Fingerprint,
     RecoverableError,
     Task,
@@ -21,7 +22,7 @@ from herder import (
     TaskHandle,
     hookimpl,
 )
-from herder.sdk import SupervisedProcess
+from herder.sdk import ExecProcess, SupervisedProcess
 
 
 class _Recording:
@@ -117,6 +118,12 @@ class RecordingDriver(_Recording):
                          timeout: float) -> ExecResult:
         self.record("herder_task_exec", task, command=command)
         return ExecResult(exit_code=0, output=b"recorded")
+
+    @hookimpl
+    def herder_task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
+                                 tty: bool) -> ExecSession:
+        self.record("herder_task_exec_session", task, command=command, tty=tty)
+        return ExecProcess.start(["printf", "recorded"], env=None, cwd=None, tty=tty)
 
     @hookimpl
     def herder_task_exited(self, task: Task, ctx: TaskContext, result: Any) -> None:

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
         Alloc,
         DriverNetwork,
         ExecResult,
+        ExecSession,
+        ExecStream,
         ExitResult,
         Fingerprint,
         TaskEvent,
@@ -42,8 +44,8 @@ _MODULES = {
     "herder.context": ("AllocatedPort", "CreatedResources", "TaskContext", "TaskDir"),
     "herder.errors": ("CleanupLater", "DriverError", "RecoverableError"),
     "herder.model": ("Task",),
-    "herder.objects": ("EXEC_OUTPUT_LIMIT", "Alloc", "DriverNetwork", "ExecResult", "ExitResult", "Fingerprint",
-                       "TaskEvent", "TaskHandle", "TaskStats"),
+    "herder.objects": ("EXEC_OUTPUT_LIMIT", "Alloc", "DriverNetwork", "ExecResult", "ExecSession", "ExecStream",
+                       "ExitResult", "Fingerprint", "TaskEvent", "TaskHandle", "TaskStats"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -56,6 +58,8 @@ __all__ = [
     "DriverError",
     "DriverNetwork",
     "ExecResult",
+    "ExecSession",
+    "ExecStream",
     "ExitResult",
     "Fingerprint",
     "RecoverableError",

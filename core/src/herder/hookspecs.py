@@ -18,7 +18,8 @@ There are two kinds of plugins, found through entry points:
     implements, for every task, whatever the driver. It may not implement the
     driver-scoped hooks (``herder_driver_fingerprint``,
     ``herder_driver_task_schema``, ``herder_task_start``,
-    ``herder_task_exec``, ``herder_task_recover``): a plugin that does is
+    ``herder_task_exec``, ``herder_task_exec_session``,
+    ``herder_task_recover``): a plugin that does is
     reported as failed and left out, so no lifecycle plugin can pre-empt a
     driver.
 
@@ -64,7 +65,7 @@ import pluggy
 
 from herder.context import TaskContext
 from herder.model import Task
-from herder.objects import Alloc, ExecResult, ExitResult, Fingerprint, TaskEvent, TaskHandle
+from herder.objects import Alloc, ExecResult, ExecSession, ExitResult, Fingerprint, TaskEvent, TaskHandle
 
 hookspec = pluggy.HookspecMarker("herder")
 
@@ -218,6 +219,32 @@ def herder_task_exec(
     :returns: an :class:`herder.ExecResult`: the exit code and stdout and
         stderr together, capped at 64 KiB.
     :raises TimeoutError: when the command outlived ``timeout`` (it is killed).
+    """
+
+
+@hookspec(firstresult=True)
+def herder_task_exec_session(
+    task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str], tty: bool
+) -> ExecSession | None:
+    """Start a command inside the running task, interactively. Driver-scoped.
+
+    Called while the task runs, each time someone opens an interactive exec
+    into it (``herder alloc exec -i -t``, the exec WebSocket): the command's
+    stdin is fed as the user types, its output is read as it comes, and it
+    runs until it exits or the session is closed (no timeout). A
+    driver that cannot do it does not implement this hook; herder then
+    answers "driver NAME does not support interactive exec".
+    :class:`herder.sdk.ExecProcess` is such a session for a command the
+    driver runs as a local process (the command itself, or the runtime's
+    own ``exec`` program, e.g. ``runc exec --tty``).
+
+    :param task: the task, as the job file gives it (interpolated for this run).
+    :param ctx: this run of the task.
+    :param handle: the handle the driver returned at start.
+    :param command: the program and its arguments.
+    :param tty: run the command on a terminal (its stdout and stderr are then
+        one stream, and :meth:`herder.ExecSession.resize` sets its size).
+    :returns: an :class:`herder.ExecSession`, once the command started.
     """
 
 

@@ -6,7 +6,7 @@ import signal as _signal
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from herder.model import Task
 
@@ -37,6 +37,41 @@ class ExecResult:
 
 
 EXEC_OUTPUT_LIMIT = 64 * 1024
+
+
+ExecStream = Literal["stdout", "stderr"]
+"""Which of a command's outputs a chunk came from (with a terminal, all of it is ``stdout``)."""
+
+
+class ExecSession(Protocol):
+    """A command running inside a task interactively, as ``herder_task_exec_session`` returns it:
+    what ``herder alloc exec -i -t`` and the exec WebSocket drive.
+
+    One thread reads (:meth:`read`) while others write, resize or close; every method may be
+    called from any thread. herder always calls :meth:`close` when the session ends, after the
+    command exited or to end it.
+    """
+
+    def read(self) -> tuple[ExecStream, bytes] | None:
+        """Block until the command prints, and return which output and what; None once its
+        output has ended (it exited and everything it printed was read) or the session was closed."""
+
+    def write(self, data: bytes) -> None:
+        """Send ``data`` to the command's stdin (ignored once stdin is closed or the command gone)."""
+
+    def close_stdin(self) -> None:
+        """End the command's stdin (end of file; with a terminal, the terminal's EOF character)."""
+
+    def resize(self, width: int, height: int) -> None:
+        """Set the terminal's size in columns and rows (nothing without a terminal)."""
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Block until the command exits and return its exit code (128 + N for signal N);
+        None if ``timeout`` ran out."""
+
+    def close(self) -> None:
+        """End the command if it still runs (killed) and release what the session holds;
+        a :meth:`read` blocked meanwhile returns None. Idempotent."""
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,21 @@ def test_exec_goes_to_the_task_driver(recording: HookLog, data_dir: Path) -> Non
     assert ("herder_task_exec", "driver") in recording.calls()
 
 
+def test_an_exec_session_goes_to_the_task_driver(recording: HookLog, data_dir: Path) -> None:
+    config = make_config(data_dir, plugin_config(recording))
+    run, wait = start_job(SERVICE, data_dir, config=config)
+    run.wait_for("Started")
+    session = run.runner.allocs[0].tasks[0].exec_session(["/bin/sh"], tty=True)
+    try:
+        assert session.read() == ("stdout", b"recorded")
+        assert session.wait(5) == 0
+    finally:
+        session.close()
+    run.runner.stop()
+    wait()
+    assert ("herder_task_exec_session", "driver") in recording.calls()
+
+
 def test_recover_is_driver_scoped(recording: HookLog, data_dir: Path) -> None:
     hooks = Hooks(load_plugins(plugin_config(recording)))
     run, wait = start_job(SERVICE, data_dir, config=make_config(data_dir, plugin_config(recording)), hooks=hooks)

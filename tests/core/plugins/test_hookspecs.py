@@ -19,9 +19,9 @@ TESTS = Path(__file__).resolve().parents[2]
 def test_the_contract_has_every_hook_of_the_spec() -> None:
     assert sorted([
         "herder_driver_fingerprint", "herder_driver_task_schema", "herder_task_prestart", "herder_task_start",
-        "herder_task_poststart", "herder_task_exec", "herder_task_exited", "herder_task_prekill",
-        "herder_task_recover", "herder_task_cleanup", "herder_task_event", "herder_alloc_prerun",
-        "herder_alloc_postrun",
+        "herder_task_poststart", "herder_task_exec", "herder_task_exec_session", "herder_task_exited",
+        "herder_task_prekill", "herder_task_recover", "herder_task_cleanup", "herder_task_event",
+        "herder_alloc_prerun", "herder_alloc_postrun",
     ]) == HOOKS
 
 
@@ -51,6 +51,6 @@ def test_every_hook_is_asserted_on_in_a_test(hook: str) -> None:
 
 def test_everything_a_plugin_author_needs_is_importable_from_herder() -> None:
     for name in ("hookimpl", "Alloc", "Task", "TaskContext", "TaskHandle", "ExitResult", "ExecResult",
-                 "Fingerprint", "DriverNetwork", "TaskEvent", "RecoverableError", "DriverError"):
+                 "ExecSession", "Fingerprint", "DriverNetwork", "TaskEvent", "RecoverableError", "DriverError"):
         assert hasattr(herder, name), name
     assert herder.hookimpl.project_name == "herder"

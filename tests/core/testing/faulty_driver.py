@@ -23,7 +23,9 @@ Faults (``faults = [...]``):
     A missing shell (``shell``, default ``/bin/sh``) makes the fingerprint raise
     rather than report the driver unavailable.
 ``no_exec``
-    No ``herder_task_exec`` at all.
+    No ``herder_task_exec`` at all, nor ``herder_task_exec_session``.
+``session_close_leaves_command``
+    Closing an interactive exec session lets its command run on.
 ``no_stats``
     The handle's ``stats()`` tells nothing (None), as a driver that cannot measure its tasks.
 """
@@ -40,6 +42,7 @@ from typing import Any
 from herder import (
     DriverNetwork,
     ExecResult,
+    ExecSession,
     ExitResult,
     Fingerprint,
     Task,
@@ -48,7 +51,7 @@ from herder import (
     TaskStats,
     hookimpl,
 )
-from herder.sdk import SupervisedProcess, inherited_environment, run_capped
+from herder.sdk import ExecProcess, SupervisedProcess, inherited_environment, run_capped
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -158,6 +161,25 @@ class FaultyExecDriver(FaultyDriver):
             timeout = NO_TIMEOUT
         env = {**inherited_environment(os.environ), **ctx.env}
         return run_capped(command, env=env, cwd=ctx.task_dir.dir, timeout=timeout)
+
+    @hookimpl
+    def herder_task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
+                                 tty: bool) -> ExecSession:
+        env = {**inherited_environment(os.environ), **ctx.env}
+        session = ExecProcess.start(command, env=env, cwd=ctx.task_dir.dir, tty=tty)
+        return LeavingSession(session) if "session_close_leaves_command" in self.faults else session
+
+
+class LeavingSession:
+    """An exec session whose ``close()`` does nothing: the command runs on."""
+
+    def __init__(self, session: ExecProcess) -> None:
+        self.session = session
+        self.read, self.write, self.close_stdin = session.read, session.write, session.close_stdin
+        self.resize, self.wait = session.resize, session.wait
+
+    def close(self) -> None:
+        pass
 
 
 def make(config: Mapping[str, Any]) -> FaultyDriver:

@@ -23,9 +23,11 @@ HERE = Path(__file__).resolve().parent
 DRIVER = (HERE / "faulty_driver.py").read_text()
 CONTRACT = (HERE / "faulty_contract.py").read_text()
 
-KIT_TESTS = 24
+KIT_TESTS = 29
 """The number of DriverContract's tests, parametrized cases counted: every one must have run."""
 EXEC_TESTS = ("test_exec_output_and_exit_code", "test_exec_timeout_raises", "test_exec_output_is_capped")
+SESSION_TESTS = ("test_exec_session_on_a_terminal", "test_exec_session_resizes_its_terminal",
+                 "test_exec_session_without_a_terminal", "test_exec_session_close_ends_the_command")
 STATS_TESTS = ("test_stats_show_memory", "test_stats_show_cpu")
 WITHOUT_A_TASK = ("test_fingerprint_is_quick_and_never_raises", "test_fingerprint_with_broken_config",
                   "test_config_errors_name_their_path")
@@ -46,14 +48,16 @@ class Verdict:
 @pytest.fixture
 def run_kit(pytester: pytest.Pytester, install: Callable[..., Path]) -> Callable[..., Verdict]:
     """Run the kit against driver ``faulty`` with a ``[plugin.faulty]`` table (and ``supports_exec``,
-    ``supports_stats``)."""
+    ``supports_exec_session``, ``supports_stats``)."""
     install("herder-faulty", "1.0", {"herder.drivers": {"faulty": "herder_faulty:make"}},
             {"herder_faulty.py": DRIVER})
 
-    def run(plugin_config: Mapping[str, Any], supports_exec: bool = True, supports_stats: bool = True) -> Verdict:
+    def run(plugin_config: Mapping[str, Any], supports_exec: bool = True, supports_exec_session: bool = True,
+            supports_stats: bool = True) -> Verdict:
         pytester.makepyfile(test_faulty=f"{CONTRACT}\n\nclass TestFaulty(FaultyContract):\n"
                                         f"    plugin_config = {dict(plugin_config)!r}\n"
                                         f"    supports_exec = {supports_exec!r}\n"
+                                        f"    supports_exec_session = {supports_exec_session!r}\n"
                                         f"    supports_stats = {supports_stats!r}\n")
         reports = pytester.inline_run("-p", "no:cacheprovider").getreports("pytest_runtest_logreport")
         assert wait_until_gone(pytester.path) == {}, "the kit left processes behind"
@@ -82,18 +86,26 @@ class Case:
     faults: tuple[str, ...]
     fails: Mapping[str, str] = field(default_factory=dict)
     supports_exec: bool = True
+    supports_exec_session: bool = True
     supports_stats: bool = True
 
     @property
     def skipped(self) -> set[str]:
         return ({"test_exec_not_supported"} if self.supports_exec else set(EXEC_TESTS)) | \
+            ({"test_exec_session_not_supported"} if self.supports_exec_session else set(SESSION_TESTS)) | \
             ({"test_stats_not_supported"} if self.supports_stats else set(STATS_TESTS))
 
 
 CASES = {
     "keeping the contract": Case(()),
-    "without exec, saying so": Case(("no_exec",), supports_exec=False),
-    "without exec, claiming it": Case(("no_exec",), dict.fromkeys(EXEC_TESTS, "driver faulty does not support exec")),
+    "without exec, saying so": Case(("no_exec",), supports_exec=False, supports_exec_session=False),
+    "without exec, claiming it": Case(("no_exec",), {
+        **dict.fromkeys(EXEC_TESTS, "driver faulty does not support exec"),
+        **dict.fromkeys(SESSION_TESTS, "driver faulty does not support interactive exec"),
+    }),
+    "a session whose close leaves its command": Case(("session_close_leaves_command",), {
+        "test_exec_session_close_ends_the_command": "a closed session's command did not end",
+    }),
     "without stats, saying so": Case(("no_stats",), supports_stats=False),
     "without stats, claiming them": Case(("no_stats",), {
         "test_stats_show_memory": "never showed memory_rss_bytes of at least 60 MiB",
@@ -133,7 +145,8 @@ CASES = {
 def test_the_kit_judges_driver_faulty(case: Case, run_kit: Callable[..., Verdict]) -> None:
     if "children_escape" in case.faults and os.geteuid() != 0:
         pytest.skip("a task escapes the supervisor's process tracking only as root, by leaving its cgroup")
-    verdict = run_kit({"faults": list(case.faults)}, case.supports_exec, case.supports_stats)
+    verdict = run_kit({"faults": list(case.faults)}, case.supports_exec, case.supports_exec_session,
+                      case.supports_stats)
     failed = verdict.named("failed")
     assert failed == set(case.fails), {name: verdict.texts.get(name, "")[-1500:] for name in failed ^ set(case.fails)}
     assert verdict.named("skipped") == case.skipped

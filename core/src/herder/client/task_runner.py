@@ -37,7 +37,7 @@ from herder.client.restarts import Decision, Outcome, RestartTracker
 from herder.client.runtime import Runtime, shared_runtime
 from herder.errors import DriverError, RecoverableError
 from herder.model import Task
-from herder.objects import ExecResult, ExitResult, TaskEvent, TaskHandle
+from herder.objects import ExecResult, ExecSession, ExitResult, TaskEvent, TaskHandle
 from herder.plugins.hooks import Hooks, Participants
 from herder.sdk.durations import format_duration
 from herder.state import EVENTS_KEPT, TaskState
@@ -294,11 +294,18 @@ class TaskRunner:
             handle.signal(sig)
 
     def exec(self, command: list[str], timeout: float) -> ExecResult:
+        return self.hooks.task_exec(self._lifecycle.task, self.ctx, self._running(), command, timeout)
+
+    def exec_session(self, command: list[str], tty: bool) -> ExecSession:
+        """Start ``command`` in the task interactively; the caller closes the session."""
+        return self.hooks.task_exec_session(self._lifecycle.task, self.ctx, self._running(), command, tty)
+
+    def _running(self) -> TaskHandle:
         with self._lock:
             handle = self._handle
         if handle is None:
             raise RuntimeError(f"task {self.name} is not running")
-        return self.hooks.task_exec(self._lifecycle.task, self.ctx, handle, command, timeout)
+        return handle
 
     # -- the loop's waits ----------------------------------------------------
 

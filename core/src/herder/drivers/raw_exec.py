@@ -15,8 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from herder import DriverError, ExecResult, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
-from herder.sdk import SupervisedProcess, TaskUser, inherited_environment, run_capped
+from herder import DriverError, ExecResult, ExecSession, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
+from herder.sdk import ExecProcess, SupervisedProcess, TaskUser, inherited_environment, run_capped
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -67,6 +67,13 @@ class RawExecDriver:
         user = TaskUser.lookup(task.user) if task.user else None
         return run_capped(command, env=self._environment(ctx, user), cwd=ctx.task_dir.dir, timeout=timeout,
                           user=user)
+
+    @hookimpl
+    def herder_task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
+                                 tty: bool) -> ExecSession:
+        user = TaskUser.lookup(task.user) if task.user else None
+        return ExecProcess.start(command, env=self._environment(ctx, user), cwd=ctx.task_dir.dir, tty=tty,
+                                 user=user)
 
     def _environment(self, ctx: TaskContext, user: TaskUser | None) -> dict[str, str]:
         """herder's own environment minus secrets, the user's ``HOME``, then the task's."""

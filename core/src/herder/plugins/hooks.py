@@ -16,7 +16,7 @@ from herder.context import TaskContext
 from herder.errors import DriverError
 from herder.events import TASK_HOOK_FAILED
 from herder.model import Task
-from herder.objects import Alloc, ExecResult, ExitResult, Fingerprint, TaskEvent, TaskHandle
+from herder.objects import Alloc, ExecResult, ExecSession, ExitResult, Fingerprint, TaskEvent, TaskHandle
 from herder.plugins.loader import PluginSet
 
 log = logging.getLogger(__name__)
@@ -188,6 +188,18 @@ class Hooks:
         if result is None:
             raise DriverError(f"driver {task.driver} does not support exec")
         return result  # type: ignore[no-any-return]
+
+    def task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
+                          tty: bool) -> ExecSession:
+        """Start ``command`` in the task interactively; DriverError when the driver cannot."""
+        unsupported = f"driver {task.driver} does not support interactive exec"
+        if not self._implemented("herder_task_exec_session", "driver", task.driver):
+            raise DriverError(unsupported)
+        session = self._caller("herder_task_exec_session", "driver", task.driver)(
+            task=task, ctx=ctx, handle=handle, command=command, tty=tty)
+        if session is None:
+            raise DriverError(unsupported)
+        return session  # type: ignore[no-any-return]
 
     def task_event(self, task: Task, ctx: TaskContext, event: TaskEvent) -> None:
         """Tell observers of ``event``; a failing observer is logged (an event about

@@ -7,7 +7,9 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
   through the data dir's supervisor so that it outlives the herder process,
   with its output in the rotating log files, and recoverable from ``state()``.
 - :func:`run_capped`: run a short command with a timeout and capped output,
-  as ``herder_task_exec`` needs.
+  as ``herder_task_exec`` needs; :class:`ExecProcess`: an interactive
+  command on a pseudo-terminal or pipes, as ``herder_task_exec_session``
+  needs.
 - The task environment: :func:`set_var`, :func:`get_var`,
   :func:`set_port_vars`, :func:`set_task_dirs`, :func:`clean_env_var`,
   :func:`inherited_environment`.
@@ -39,6 +41,7 @@ from herder.sdk.env import (
     set_task_dirs,
     set_var,
 )
+from herder.sdk.exec_session import ExecProcess
 from herder.sdk.paths import locate_in_task_dir, resolve_in_task_dir
 from herder.sdk.process import exit_result, kill_group, run_capped
 from herder.sdk.safefs import (
@@ -57,6 +60,7 @@ from herder.sdk.users import TaskUser
 
 __all__ = [
     "EXEC_OUTPUT_LIMIT",
+    "ExecProcess",
     "SupervisedProcess",
     "TaskUser",
     "UnsafePathError",

@@ -12,6 +12,7 @@ import json
 import re
 import shlex
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
@@ -24,7 +25,15 @@ from herder.client.env import host_address
 from herder.client.stats import StatsSampler
 from herder.errors import DriverError
 from herder.jobspec import validate_config
-from herder.objects import EXEC_OUTPUT_LIMIT, ExecResult, ExitResult, Fingerprint, TaskHandle, TaskStats
+from herder.objects import (
+    EXEC_OUTPUT_LIMIT,
+    ExecResult,
+    ExecSession,
+    ExitResult,
+    Fingerprint,
+    TaskHandle,
+    TaskStats,
+)
 from herder.plugins.hooks import Hooks
 from herder.sdk import clean_env_var
 from herder.testing import processes
@@ -126,6 +135,9 @@ class DriverContract:
     """The driver's ``[plugin.NAME]`` table."""
     supports_exec: ClassVar[bool] = True
     """False for a driver without ``herder_task_exec``: the kit then checks that herder says so clearly."""
+    supports_exec_session: ClassVar[bool] = True
+    """False for a driver without ``herder_task_exec_session`` (interactive exec): the kit then checks
+    that herder says so clearly."""
     supports_stats: ClassVar[bool] = True
     """False for a driver whose handle's ``stats()`` cannot measure the task (a virtual machine's figures
     are the machine's): the kit then checks only that ``stats()`` answers, without raising."""
@@ -314,6 +326,66 @@ class DriverContract:
         self._ready(run, 2)
         with pytest.raises(DriverError, match=re.escape(f"driver {self.driver} does not support exec")):
             run.exec(["/bin/sh", "-c", "true"], EXEC_TIMEOUT)
+
+    # -- interactive exec -----------------------------------------------------------------------------
+
+    def test_exec_session_on_a_terminal(self, harness: DriverHarness) -> None:
+        run = self._exec_session_task(harness)
+        with _Session(run.exec_session(["/bin/sh"], tty=True)) as session:
+            session.send(b"tty\n")
+            session.expect(rb"/dev/pts/\d+", "`tty` in a shell on a terminal")
+            session.send(b"echo $((6*7))\n")
+            session.expect(rb"\b42\b", "the shell's answer to `echo $((6*7))`")
+            session.send(b"exit 3\n")
+            assert session.exit_code() == 3
+
+    def test_exec_session_resizes_its_terminal(self, harness: DriverHarness) -> None:
+        run = self._exec_session_task(harness)
+        with _Session(run.exec_session(["/bin/sh"], tty=True)) as session:
+            session.resize(width=123, height=45)
+
+            def resized() -> bool:
+                # Asked again until it shows: a runtime between herder and the command passes the
+                # new size on when its SIGWINCH arrives, which may be after a first `stty size`.
+                session.send(b"stty size\n")
+                return session.shows(rb"\b45 123\b", STATS_INTERVAL)
+
+            assert _poll(resized, READY_TIMEOUT, 0), \
+                f"`stty size` never said 45 123 after a resize to 123x45; the session printed {session.stdout!r}"
+
+    def test_exec_session_without_a_terminal(self, harness: DriverHarness) -> None:
+        run = self._exec_session_task(harness)
+        script = 'read line; echo "got $line"; echo oops >&2; cat; exit 4'
+        with _Session(run.exec_session(["/bin/sh", "-c", script], tty=False)) as session:
+            session.send(b"hello\n")
+            session.expect(rb"got hello\n", "what the command read from its stdin")
+            session.send(b"more\n")
+            session.close_stdin()
+            assert session.exit_code() == 4
+            session.wait_ended()
+            assert (bytes(session.stdout), bytes(session.stderr)) == (b"got hello\nmore\n", b"oops\n"), \
+                "stdout and stderr must come apart, whole, when there is no terminal"
+
+    def test_exec_session_close_ends_the_command(self, harness: DriverHarness) -> None:
+        run = self._exec_session_task(harness)
+        task_processes = processes.marked(run.marker)
+        with _Session(run.exec_session(["/bin/sh", "-c", "echo started; sleep 3600"], tty=False)) as session:
+            session.expect(rb"started", "the command's first line")
+            command = {pid: start for pid, start in processes.marked(run.marker).items()
+                       if pid not in task_processes}
+            session.close()
+            assert session.session.wait(EXIT_TIMEOUT) is not None, "a closed session's command did not end"
+            left = processes.wait_gone(command, EXIT_TIMEOUT)
+            assert not left, f"closing the session left its command running: {processes.describe(left)}"
+        assert self._poll_exit(run, 0.5) is None, "the task ended with the exec session"
+
+    def test_exec_session_not_supported(self, harness: DriverHarness) -> None:
+        if self.supports_exec_session:
+            pytest.skip(f"driver {self.driver} supports interactive exec")
+        run = self._start(harness, self._config(self.runs_until_killed), kill_timeout=f"{KILL_TIMEOUT}s")
+        self._ready(run, 2)
+        with pytest.raises(DriverError, match=re.escape(f"driver {self.driver} does not support interactive exec")):
+            run.exec_session(["/bin/sh"], tty=True)
 
     # -- resource usage -------------------------------------------------------------------------------
 
@@ -559,6 +631,13 @@ class DriverContract:
         self._ready(run, 2)
         return run
 
+    def _exec_session_task(self, harness: DriverHarness) -> TaskRun:
+        if not self.supports_exec_session:
+            pytest.skip(f"driver {self.driver} does not support interactive exec")
+        run = self._start(harness, self._config(self.runs_until_killed), kill_timeout=f"{KILL_TIMEOUT}s")
+        self._ready(run, 2)
+        return run
+
     @staticmethod
     def _exec(run: TaskRun, script: str) -> ExecResult:
         command = ["/bin/sh", "-c", script]
@@ -594,6 +673,71 @@ class DriverContract:
 def _ports(*labels: str) -> dict[str, Any]:
     """The ``resources`` of a task with dynamic ports ``labels``."""
     return {"network": {"ports": [{"label": label} for label in labels]}}
+
+
+class _Session:
+    """An exec session under test: a thread reads its output as it comes; closed on leaving."""
+
+    def __init__(self, session: ExecSession) -> None:
+        self.session = session
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self._ended = False
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, name="exec-session-reader", daemon=True)
+        self._reader.start()
+
+    def __enter__(self) -> _Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _read(self) -> None:
+        try:
+            while (chunk := self.session.read()) is not None:
+                stream, data = chunk
+                with self._changed:
+                    (self.stdout if stream == "stdout" else self.stderr).extend(data)
+                    self._changed.notify_all()
+        finally:
+            with self._changed:
+                self._ended = True
+                self._changed.notify_all()
+
+    def send(self, data: bytes) -> None:
+        self.session.write(data)
+
+    def close_stdin(self) -> None:
+        self.session.close_stdin()
+
+    def resize(self, width: int, height: int) -> None:
+        self.session.resize(width, height)
+
+    def shows(self, pattern: bytes, timeout: float) -> bool:
+        """Whether the session's stdout matches ``pattern`` within ``timeout`` seconds."""
+        with self._changed:
+            return self._changed.wait_for(lambda: re.search(pattern, self.stdout) is not None or self._ended,
+                                          timeout) and re.search(pattern, self.stdout) is not None
+
+    def expect(self, pattern: bytes, what: str) -> None:
+        if not self.shows(pattern, OUTPUT_TIMEOUT):
+            pytest.fail(f"{what} ({pattern!r}) did not show within {OUTPUT_TIMEOUT:g}s; the session printed "
+                        f"{bytes(self.stdout)!r} (stderr {bytes(self.stderr)!r})", pytrace=False)
+
+    def exit_code(self) -> int | None:
+        code = self.session.wait(EXIT_TIMEOUT)
+        assert code is not None, f"the command did not exit within {EXIT_TIMEOUT:g}s; it printed {bytes(self.stdout)!r}"
+        return code
+
+    def wait_ended(self) -> None:
+        with self._changed:
+            assert self._changed.wait_for(lambda: self._ended, OUTPUT_TIMEOUT), \
+                f"the session's output did not end within {OUTPUT_TIMEOUT:g}s after its command exited"
+
+    def close(self) -> None:
+        self.session.close()
+        self._reader.join(OUTPUT_TIMEOUT)
 
 
 def _poll(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:

@@ -39,7 +39,7 @@ from herder.context import TaskContext
 from herder.errors import CleanupLater, JobError
 from herder.jobspec import load_job_text
 from herder.model import Task
-from herder.objects import ExecResult, ExitResult, Fingerprint, TaskEvent, TaskHandle
+from herder.objects import ExecResult, ExecSession, ExitResult, Fingerprint, TaskEvent, TaskHandle
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from herder.sdk import get_var
@@ -362,6 +362,11 @@ class TaskRun:
     def exec(self, command: Sequence[str], timeout: float) -> ExecResult:
         """Run ``command`` in the task through the facade (a driver without exec gives DriverError)."""
         return self.harness.hooks.task_exec(self.task, self.ctx, self._running(), list(command), timeout)
+
+    def exec_session(self, command: Sequence[str], tty: bool) -> ExecSession:
+        """Start ``command`` in the task interactively through the facade (a driver without it gives
+        DriverError); the caller closes the session."""
+        return self.harness.hooks.task_exec_session(self.task, self.ctx, self._running(), list(command), tty)
 
     def kill(self) -> None:
         """Prekill, the task's ``shutdown_delay``, then the handle's ``kill`` with the task's
