@@ -49,8 +49,10 @@ def test_kill_stops_the_task_gracefully_or_by_force(connect: Callable[..., Super
                                                    tmp_path: Path, task_env: dict[str, str]) -> None:
     ctx = make_ctx(tmp_path, connect())
     handle = SupervisedProcess.spawn(task, ctx, ["sleep", "100"], env=task_env, cwd=ctx.task_dir.dir)
-    stats = handle.stats()
-    assert stats is not None and stats.pids == 1 and stats.memory_rss_bytes and stats.cpu_total_ns is not None
+    # Asked until the memory shows: a process caught between fork and exec has an rss of 0.
+    stats = wait_for(lambda: (shown := handle.stats()) is not None and shown.memory_rss_bytes and shown,
+                     what=lambda: f"the task's memory in its stats (last {handle.stats()})")
+    assert stats.pids == 1 and stats.cpu_total_ns is not None
     assert handle.wait(0.05) is None
     handle.kill(5)  # the default signal, SIGINT
     assert handle.wait() == ExitResult(exit_code=128 + signal.SIGINT, signal=signal.SIGINT)
