@@ -8,11 +8,11 @@ runs it (when due, or at once if overdue) as soon as it starts.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import cast
 
+from herder.client.background import Background
 from herder.client.lifecycle import cleanup_step
 from herder.context import TaskContext
 from herder.errors import RecoverableError
@@ -35,40 +35,32 @@ class DeferredCleanups:
         self.store = store
         self.hooks = hooks
         self._rebuild = rebuild
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._background = Background("deferred-cleanups", self._step)
+        self._stopped = self._background.stopped
 
     def add(self, alloc_id: str, task: str, phase: Participants, delay: float) -> None:
         """Call ``phase`` of the task's cleanup (the step of those taking part) again in ``delay`` seconds."""
         self.store.defer(Deferred(kind=KIND, key=f"{alloc_id}/{task}/{phase}", due=time.time() + delay,
                                   payload={"alloc_id": alloc_id, "task": task, "phase": phase}), wait=False)
-        self._wake.set()
+        self._background.wake()
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="deferred-cleanups", daemon=True)
-            self._thread.start()
+        self._background.start()
 
     def stop(self) -> None:
         """Stop the thread; what is not due yet stays stored for the next herder."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._background.stop()
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            self.run_due()
-            pending = self.store.deferred(KIND)
-            timeout = min((work.due for work in pending), default=time.time() + 3600) - time.time()
-            self._wake.wait(max(0.0, timeout))
+    def _step(self) -> float | None:
+        """Run what is due; the seconds until the next is (None: nothing is pending)."""
+        self.run_due()
+        pending = self.store.deferred(KIND)
+        return max(0.0, min(work.due for work in pending) - time.time()) if pending else None
 
     def run_due(self) -> None:
         """Run every cleanup step that is due now."""
         for work in self.store.due(time.time()):
-            if work.kind == KIND and not self._stop.is_set():
+            if work.kind == KIND and not self._stopped.is_set():
                 self._run(work)
 
     def _run(self, work: Deferred) -> None:
@@ -78,12 +70,12 @@ class DeferredCleanups:
         if rebuilt is not None:
             task, ctx = rebuilt
             try:
-                later = cleanup_step(self.hooks, task, ctx, phase, self._stop)
+                later = cleanup_step(self.hooks, task, ctx, phase, self._stopped)
                 if later is not None:
                     self.add(alloc_id, task_name, phase, later.delay)
                     return
             except Exception as exc:
-                if isinstance(exc, RecoverableError) and self._stop.is_set():
+                if isinstance(exc, RecoverableError) and self._stopped.is_set():
                     return  # its retries were cut short by the stop: the next herder tries again
                 log.warning("deferred cleanup of task %s of allocation %s: %s", task_name, alloc_id,
                             self.hooks.describe_failure("herder_task_cleanup", exc))

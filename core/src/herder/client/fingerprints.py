@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from herder.client.background import Background
 from herder.objects import Fingerprint
 from herder.plugins.hooks import Hooks
 
@@ -25,8 +26,7 @@ class Fingerprints:
         self.interval = interval
         self._latest: dict[str, Fingerprint] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._background = Background("fingerprints", self._refresh_all, first=interval)
 
     def get(self, driver: str) -> Fingerprint:
         """The driver's latest fingerprint, taken now if there is none yet."""
@@ -47,16 +47,15 @@ class Fingerprints:
 
     def start(self) -> None:
         """Refresh every driver every ``interval`` seconds until :meth:`stop`."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="fingerprints", daemon=True)
-            self._thread.start()
+        self._background.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        # Not waiting: a driver's fingerprint may hang (a daemon that does not answer).
+        self._background.stop(join=False)
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            for driver in self.hooks.drivers:
-                if self._stop.is_set():
-                    return
-                self.refresh(driver)
+    def _refresh_all(self) -> float:
+        for driver in self.hooks.drivers:
+            if self._background.stopped.is_set():
+                break
+            self.refresh(driver)
+        return self.interval

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from herder.client.background import Background
 from herder.client.deferred import KIND as DEFERRED_CLEANUP
 from herder.client.sessions import is_alive
 from herder.client.taskdir import mounts_beneath, remove_alloc_dir
@@ -105,36 +106,26 @@ class GarbageCollector:
         self._clock = clock
         self._parents: dict[str, str] = {}  # job submission ID -> its job's parent_id, for the stored ones
         self._collecting = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._background = Background("gc", self._step, first=self.settings.gc_interval)
+        self._stopped = self._background.stopped
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="gc", daemon=True)
-            self._thread.start()
+        self._background.start()
 
     def stop(self) -> None:
         """Stop the thread; a collection under way removes no more allocations."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._background.stop()
 
     def wake(self) -> None:
         """Collect soon, without waiting for the interval: allocations were added (Nomad's ``MakeRoomFor``)."""
-        self._wake.set()
+        self._background.wake()
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.settings.gc_interval)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self.collect()
-            except StateError as exc:  # the store reports it; the next collection tries again
-                log.warning("garbage collection: %s", exc)
+    def _step(self) -> float:
+        try:
+            self.collect()
+        except StateError as exc:  # the store reports it; the next collection tries again
+            log.warning("garbage collection: %s", exc)
+        return self.settings.gc_interval
 
     # -- one collection ------------------------------------------------------
 
@@ -226,7 +217,7 @@ class GarbageCollector:
     def _remove(self, record: AllocRecord, mounts: list[Path]) -> bool:
         """Collect one allocation (``mounts``: the mount points in ``allocs``); whether it was.
         Once the collector is stopping (the agent is going away), none is."""
-        if self._stop.is_set():
+        if self._stopped.is_set():
             return False
         client = self.client
         try:
