@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from herder import TaskStats
-from herder.sdk import cgroup_stats, process_stats
-from herder.sdk.stats import cgroup_mounts
+from herder.sdk import CgroupMounts, cgroup_mounts, cgroup_stats, process_stats
 from tests.support.waiting import wait_for
 
 MIB = 1 << 20
@@ -129,3 +128,25 @@ def _hierarchies() -> list[Path]:
 
 def _empty(cgroup: Path) -> bool:
     return not (cgroup / "cgroup.procs").read_text().split()
+
+
+HYBRID = """\
+sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0
+tmpfs /sys/fs/cgroup tmpfs ro,nosuid,nodev,noexec,mode=755 0 0
+cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0
+cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,nosuid,nodev,noexec,relatime,cpu,cpuacct 0 0
+cgroup /sys/fs/cgroup/memory cgroup rw,nosuid,nodev,noexec,relatime,memory 0 0
+cgroup /sys/fs/cgroup/my\\040pids cgroup rw,nosuid,nodev,noexec,relatime,pids 0 0
+"""
+
+
+def test_the_cgroup_mounts_of_a_hybrid_host_and_of_a_unified_one(tmp_path: Path) -> None:
+    hybrid = tmp_path / "hybrid"
+    hybrid.write_text(HYBRID)
+    root = Path("/sys/fs/cgroup")
+    assert cgroup_mounts(hybrid) == CgroupMounts(
+        unified=None, memory=root / "memory", cpuacct=root / "cpu,cpuacct", cpu=root / "cpu,cpuacct",
+        hierarchies=(root / "unified", root / "cpu,cpuacct", root / "memory", root / "my pids"))
+    unified = tmp_path / "unified"
+    unified.write_text("cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n")
+    assert cgroup_mounts(unified) == CgroupMounts(unified=root, memory=None, cpuacct=None, cpu=None)

@@ -25,7 +25,8 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
   :func:`open_file`, :func:`read_file`, :func:`write_atomic`,
   :func:`set_mode`, :class:`UnsafePathError`.
 - Resource usage as :class:`herder.TaskStats`: :func:`process_stats` of a
-  tree of processes (``/proc``), :func:`cgroup_stats` of a cgroup.
+  tree of processes (``/proc``), :func:`cgroup_stats` of a cgroup; where the
+  host mounts its cgroups: :func:`cgroup_mounts`.
 - :func:`parse_duration`, :func:`format_duration`, :func:`parse_signal`.
 """
 
@@ -54,16 +55,18 @@ from herder.sdk.safefs import (
     set_mode,
     write_atomic,
 )
-from herder.sdk.stats import cgroup_stats, process_stats
+from herder.sdk.stats import CgroupMounts, cgroup_mounts, cgroup_stats, process_stats
 from herder.sdk.supervised import SupervisedProcess
 from herder.sdk.users import TaskUser
 
 __all__ = [
     "EXEC_OUTPUT_LIMIT",
+    "CgroupMounts",
     "ExecProcess",
     "SupervisedProcess",
     "TaskUser",
     "UnsafePathError",
+    "cgroup_mounts",
     "cgroup_stats",
     "clean_env_var",
     "exit_result",

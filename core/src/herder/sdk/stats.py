@@ -53,18 +53,22 @@ def process_stats(pids: Iterable[int]) -> TaskStats:
 
 
 class CgroupMounts(NamedTuple):
-    """Where this host mounts the hierarchies :func:`cgroup_stats` reads: v2's unified one, or v1's."""
+    """Where this host mounts its cgroup hierarchies: v2's unified one at ``/sys/fs/cgroup``, or v1's."""
 
     unified: Path | None
     memory: Path | None
     cpuacct: Path | None
     cpu: Path | None
+    hierarchies: tuple[Path, ...] = ()
+    """On a v1 host, every hierarchy: each controller's, and a hybrid host's unified mount (which holds
+    no controller, but where runc makes a container's cgroup too)."""
 
 
 @functools.cache
 def cgroup_mounts(mounts: Path = MOUNTS) -> CgroupMounts:
     """The cgroup hierarchies of this host, read once (they are mounted at boot)."""
     found: dict[str, Path] = {}
+    hierarchies: list[Path] = []
     for line in mounts.read_text().splitlines():
         fields = line.split()
         if len(fields) < 4:
@@ -72,11 +76,13 @@ def cgroup_mounts(mounts: Path = MOUNTS) -> CgroupMounts:
         where, kind, options = Path(fields[1].replace("\\040", " ")), fields[2], fields[3].split(",")
         if kind == "cgroup2" and where == CGROUP_ROOT:
             return CgroupMounts(where, None, None, None)
+        if kind in ("cgroup", "cgroup2"):
+            hierarchies.append(where)
         if kind == "cgroup":
             for controller in ("memory", "cpuacct", "cpu"):
                 if controller in options:
                     found.setdefault(controller, where)
-    return CgroupMounts(None, found.get("memory"), found.get("cpuacct"), found.get("cpu"))
+    return CgroupMounts(None, found.get("memory"), found.get("cpuacct"), found.get("cpu"), tuple(hierarchies))
 
 
 def cgroup_stats(relative: str, cpu_relative: str | None = None) -> TaskStats:

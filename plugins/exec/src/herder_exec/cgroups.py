@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-MOUNTS = Path("/proc/self/mounts")
-CGROUP_ROOT = Path("/sys/fs/cgroup")
+from herder.sdk import cgroup_mounts
+
 REMOVE_WAIT = 5.0
 """How long a cgroup whose processes were just killed may stay busy."""
 
@@ -42,25 +42,13 @@ class Hierarchy:
     memory: Path
 
 
-def detect(mounts: Path = MOUNTS) -> Hierarchy | None:
+def detect() -> Hierarchy | None:
     """The host's cgroups, as runc will use them: v2 when ``/sys/fs/cgroup`` itself is cgroup2 (unified),
     else v1 with a memory controller (a hybrid host's unified mount holds no controller); None without."""
-    v1: list[Path] = []
-    memory: Path | None = None
-    for line in mounts.read_text().splitlines():
-        fields = line.split()
-        if len(fields) < 4:
-            continue
-        where, kind, options = Path(fields[1].replace("\\040", " ")), fields[2], fields[3].split(",")
-        if kind == "cgroup2" and where == CGROUP_ROOT:
-            return Hierarchy(2, (where,), where)
-        if kind == "cgroup2":  # a hybrid host's unified mount: runc makes the container's cgroup there too
-            v1.append(where)
-        elif kind == "cgroup":
-            v1.append(where)
-            if "memory" in options:
-                memory = where
-    return Hierarchy(1, tuple(v1), memory) if memory is not None else None
+    found = cgroup_mounts()
+    if found.unified is not None:
+        return Hierarchy(2, (found.unified,), found.unified)
+    return Hierarchy(1, found.hierarchies, found.memory) if found.memory is not None else None
 
 
 class TaskCgroup:
