@@ -391,39 +391,21 @@ class DriverContract:
 
     def test_stats_show_memory(self, harness: DriverHarness) -> None:
         run, recorded = self._stats_task(harness, 2, self.uses_memory, STATS_MEMORY_MIB)
-        seen: list[TaskStats | None] = []
-
-        def shown() -> bool:
-            # Asked until it shows: a cgroup's memory.stat is brought up to date by the kernel in the
-            # background (every 2 s on recent kernels), so a reading just after the allocation may lag.
-            seen.append(self._stats(run))
-            rss = seen[-1].memory_rss_bytes if seen[-1] is not None else None
-            return rss is not None and rss >= STATS_MEMORY_SHOWN_MIB << 20
-
-        try:
-            assert _poll(shown, READY_TIMEOUT, STATS_INTERVAL), \
-                f"a task that allocated {STATS_MEMORY_MIB} MiB never showed memory_rss_bytes of at least " \
-                f"{STATS_MEMORY_SHOWN_MIB} MiB within {READY_TIMEOUT:g}s; the last samples: {seen[-3:]}"
-        finally:
-            self._kill(run, recorded)
+        # Asked until it shows: a cgroup's memory.stat is brought up to date by the kernel in the
+        # background (every 2 s on recent kernels), so a reading just after the allocation may lag.
+        self._watch_stats(run, recorded, lambda: self._stats(run),
+                          lambda stats: (stats.memory_rss_bytes or 0) >= STATS_MEMORY_SHOWN_MIB << 20,
+                          f"a task that allocated {STATS_MEMORY_MIB} MiB never showed memory_rss_bytes of at least "
+                          f"{STATS_MEMORY_SHOWN_MIB} MiB")
 
     def test_stats_show_cpu(self, harness: DriverHarness) -> None:
         run, recorded = self._stats_task(harness, 1, self.busy_loop)
         handle, sampler = run.handle, StatsSampler()
         assert handle is not None
-        seen: list[TaskStats | None] = []
-
-        def busy() -> bool:
-            seen.append(bounded(lambda: sampler.sample({"task": handle})["task"], CALL_LIMIT, "stats()"))
-            percent = seen[-1].cpu_percent if seen[-1] is not None else None
-            return percent is not None and percent > STATS_CPU_PERCENT
-
-        try:
-            assert _poll(busy, READY_TIMEOUT, STATS_INTERVAL), \
-                f"a busy loop never showed more than {STATS_CPU_PERCENT:g} % CPU within {READY_TIMEOUT:g}s; " \
-                f"the last samples: {seen[-3:]}"
-        finally:
-            self._kill(run, recorded)
+        self._watch_stats(run, recorded,
+                          lambda: bounded(lambda: sampler.sample({"task": handle})["task"], CALL_LIMIT, "stats()"),
+                          lambda stats: (stats.cpu_percent or 0.0) > STATS_CPU_PERCENT,
+                          f"a busy loop never showed more than {STATS_CPU_PERCENT:g} % CPU")
 
     def test_stats_not_supported(self, harness: DriverHarness) -> None:
         if self.supports_stats:
@@ -630,6 +612,21 @@ class DriverContract:
         run = self._start(harness, self._config(self.runs_until_killed), kill_timeout=f"{KILL_TIMEOUT}s")
         self._ready(run, 2)
         return run
+
+    def _watch_stats(self, run: TaskRun, recorded: Mapping[int, int], sample: Callable[[], TaskStats | None],
+                     shown: Callable[[TaskStats], bool], failure: str) -> None:
+        """Sample the task until ``shown`` holds of a sample (at most READY_TIMEOUT), then kill it."""
+        seen: list[TaskStats | None] = []
+
+        def check() -> bool:
+            seen.append(sample())
+            return seen[-1] is not None and shown(seen[-1])
+
+        try:
+            assert _poll(check, READY_TIMEOUT, STATS_INTERVAL), \
+                f"{failure} within {READY_TIMEOUT:g}s; the last samples: {seen[-3:]}"
+        finally:
+            self._kill(run, recorded)
 
     def _exec_session_task(self, harness: DriverHarness) -> TaskRun:
         if not self.supports_exec_session:
