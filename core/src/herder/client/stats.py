@@ -50,14 +50,16 @@ class StatsSampler:
         self._last: dict[int, tuple[TaskHandle, Sample]] = {}
         self._lock = threading.Lock()
 
-    def sample(self, handles: Mapping[str, TaskHandle]) -> dict[str, TaskStats | None]:
-        """The usage of each task of ``handles`` (by name): None for one whose driver cannot tell."""
+    def sample(self, handles: Mapping[str, TaskHandle], *, prime: bool = True) -> dict[str, TaskStats | None]:
+        """The usage of each task of ``handles`` (by name): None for one whose driver cannot tell.
+        Without ``prime``, a task without a recent sample is not sampled twice: its CPU percent is
+        then unknown (None), and the call never waits."""
         now = self._read(handles)
         with self._lock:
             self._forget_older_than(self._clock() - MAX_SAMPLE_AGE)
             unprimed = [name for name, (_, stats) in now.items()
-                        if stats is not None and stats.cpu_total_ns is not None and stats.cpu_percent is None
-                        and id(handles[name]) not in self._last]
+                        if prime and stats is not None and stats.cpu_total_ns is not None
+                        and stats.cpu_percent is None and id(handles[name]) not in self._last]
         if unprimed:
             for name in unprimed:
                 self._remember(handles[name], *now[name])
