@@ -11,6 +11,9 @@ cgroup, a container engine). :class:`StatsReader` asks them on threads of its
 own, at most once at a time per task, and waits for them at most
 :data:`STATS_TIMEOUT`: a driver slow to answer leaves its tasks out of that
 scrape rather than holding it up, and its slowness never piles up reads.
+A task's CPU is the seconds it used, a counter whose ``rate()`` is its share
+of a core over the window Prometheus chooses: not the sampler's percent,
+which is over whatever time passed since anyone last asked.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ STATS_TIMEOUT = 2.0
 """Seconds a scrape waits for the drivers to tell the tasks' usage."""
 STATS_WORKERS = 4
 """Threads that read the tasks' usage: reads mostly wait on the kernel or a container engine."""
+STATS_BATCH = 25
+"""Tasks of one driver read one after the other by a worker."""
 
 TASK_LABELS = ("job", "group", "alloc", "task", "driver")
 CHECK_STATUSES = (PASSING, WARNING, CRITICAL)
@@ -62,8 +67,6 @@ _USAGE: tuple[tuple[str, str, type[GaugeMetricFamily] | type[CounterMetricFamily
      "Memory limit of the task's cgroup (drivers with a cgroup).", 1),
     ("cpu_total_ns", "herder_task_cpu_seconds", CounterMetricFamily,
      "CPU time the task used, user and system.", 1e-9),
-    ("cpu_percent", "herder_task_cpu_percent", GaugeMetricFamily,
-     "CPU of the task since the previous sample (100 per busy core); absent without a recent sample.", 1),
     ("cpu_throttled_periods", "herder_task_cpu_throttled_periods", CounterMetricFamily,
      "CFS periods in which the task's cgroup was throttled.", 1),
     ("cpu_throttled_ns", "herder_task_cpu_throttled_seconds", CounterMetricFamily,
@@ -78,7 +81,12 @@ def task_labels(alloc: AllocRunner, runner: TaskRunner) -> list[str]:
 
 
 class StatsReader:
-    """Reads running tasks' usage through a :class:`StatsSampler` for a scrape (see the module)."""
+    """Reads running tasks' usage through a :class:`StatsSampler` for a scrape (see the module).
+
+    The reads go to the workers in batches of at most :data:`STATS_BATCH` tasks of one driver: a
+    handoff to a thread per task would cost more than most reads (a few files of ``/proc``), and a
+    slow driver holds up no other driver's tasks.
+    """
 
     def __init__(self, sampler: StatsSampler, *, timeout: float = STATS_TIMEOUT,
                  workers: int = STATS_WORKERS) -> None:
@@ -88,30 +96,35 @@ class StatsReader:
         self._reading: dict[int, Future[TaskStats | None]] = {}  # by the handle's id(), while it is read
         self._lock = threading.Lock()
 
-    def read(self, handles: Mapping[K, TaskHandle]) -> dict[K, TaskStats]:
-        """The usage of the tasks of ``handles`` whose driver told it within the timeout."""
-        reads = {key: self._start(handle) for key, handle in handles.items()}
+    def read(self, handles: Mapping[K, tuple[str, TaskHandle]]) -> dict[K, TaskStats]:
+        """The usage of the tasks of ``handles`` (each with its driver's name) whose driver told it
+        within the timeout."""
+        reads: dict[K, Future[TaskStats | None]] = {}
+        batches: dict[str, list[tuple[TaskHandle, Future[TaskStats | None]]]] = {}
+        with self._lock:
+            for key, (driver, handle) in handles.items():
+                read = self._reading.get(id(handle))
+                if read is None:  # else the read still under way from an earlier scrape is awaited
+                    read = self._reading[id(handle)] = Future()
+                    batches.setdefault(driver, []).append((handle, read))
+                reads[key] = read
+        for batch in batches.values():
+            for start in range(0, len(batch), STATS_BATCH):
+                self._pool.submit(functools.partial(self._read, batch[start:start + STATS_BATCH]))
         wait(reads.values(), self._timeout)
         return {key: stats for key, read in reads.items() if read.done() and (stats := read.result()) is not None}
 
-    def _start(self, handle: TaskHandle) -> Future[TaskStats | None]:
-        """The read of ``handle`` under way, or a new one."""
-        with self._lock:
-            read = self._reading.get(id(handle))
-            if read is None:
-                read = self._reading[id(handle)] = Future()
-                self._pool.submit(functools.partial(self._read, handle, read))
-        return read
-
-    def _read(self, handle: TaskHandle, read: Future[TaskStats | None]) -> None:
-        stats = None
+    def _read(self, batch: list[tuple[TaskHandle, Future[TaskStats | None]]]) -> None:
+        sampled: dict[str, TaskStats | None] = {}
         try:
             # No second sample for a CPU percent: a scrape does not wait for one (the CPU seconds are there).
-            stats = self._sampler.sample({"": handle}, prime=False)[""]
-        finally:  # whatever happened, the scrape waiting for it is told
+            sampled = self._sampler.sample({str(i): handle for i, (handle, _) in enumerate(batch)}, prime=False)
+        finally:  # whatever happened, the scrape waiting for them is told
             with self._lock:
-                del self._reading[id(handle)]
-            read.set_result(stats)
+                for handle, _ in batch:
+                    del self._reading[id(handle)]
+            for i, (_, read) in enumerate(batch):
+                read.set_result(sampled.get(str(i)))
 
 
 class ClientCollector(Collector):
@@ -147,12 +160,12 @@ class ClientCollector(Collector):
 
     def _tasks(self, allocs: list[AllocRunner]) -> Iterator[Metric]:
         restarts = CounterMetricFamily("herder_task_restarts", "Restarts of the task.", labels=TASK_LABELS)
-        running: dict[tuple[AllocRunner, TaskRunner], TaskHandle] = {}
+        running: dict[tuple[AllocRunner, TaskRunner], tuple[str, TaskHandle]] = {}
         for alloc in allocs:
             for runner in alloc.tasks:
                 restarts.add_metric(task_labels(alloc, runner), runner.status.restarts)
                 if runner.status.state == "running" and (handle := runner.handle) is not None:
-                    running[alloc, runner] = handle
+                    running[alloc, runner] = runner.task.driver, handle
         yield restarts
         usage = self._stats.read(running)
         for field, name, kind, help_text, factor in _USAGE:
