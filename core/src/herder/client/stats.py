@@ -7,7 +7,8 @@ second) and keeps the last sample of each task, so that a task's CPU percent
 is over the time since the previous ask: watching costs what Nomad's
 collection costs, and nobody watching costs nothing, neither CPU nor a thread.
 A first ask, without a recent sample to compare with, takes a second one
-:data:`PRIME_INTERVAL` later.
+:data:`PRIME_INTERVAL` later; a scrape of the agent's metrics asks without
+that wait (``prime=False``, :mod:`herder.client.metrics`).
 """
 
 from __future__ import annotations
