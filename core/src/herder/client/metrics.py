@@ -194,8 +194,8 @@ class ClientCollector(Collector):
                                      labels=["driver"])
         healthy = GaugeMetricFamily("herder_driver_healthy", "1 if the driver is detected and healthy.",
                                     labels=["driver"])
-        for driver in self._client.hooks.drivers:
-            fingerprint = self._client.fingerprints.get(driver)
+        # The fingerprints taken (at the first placement, then periodically): a scrape does not wait for one.
+        for driver, fingerprint in sorted(self._client.fingerprints.latest().items()):
             detected.add_metric([driver], float(fingerprint.detected))
             healthy.add_metric([driver], float(fingerprint.detected and fingerprint.healthy))
         yield detected
