@@ -9,7 +9,8 @@ and as baselines from the same agent at the same moments ``GET
 /v1/allocations`` (the list of the same allocations) and ``GET /v1/health``;
 each request's time from sending it to the end of the answer, on loopback.
 A few rounds first are not measured (the drivers' fingerprints, the first
-samples). Target: the Prometheus scrape's p99 under 50 ms.
+samples). Target: the Prometheus scrape's p99 under 50 ms. Then, as
+``bench/stats.py`` does, what reading the tasks' processes alone costs.
 
 The result replaces the "Metrics" section of ``bench/RESULTS.md``.
 """
@@ -30,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from jobs import load, sleepers  # noqa: E402
 from results import write_section  # noqa: E402
+from stats import measurement_alone  # noqa: E402
 
 from tests.support.agent import AgentProcess  # noqa: E402
 
@@ -82,6 +84,7 @@ def main() -> None:
                         sizes[case] = len(response.content)
                 text = http.get("/v1/metrics", params={"format": "prometheus"}).text
                 served = server_means(http.get("/v1/metrics").json())
+            alone, measured = measurement_alone(Path(tmp))
         finally:
             agent.shutdown()
     series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
@@ -106,6 +109,8 @@ each scrape, on 4 threads). Load average (1, 5, 15 min) before: {load_before}; a
 - The agent's own mean time to answer (its `herder_api_request_duration_seconds`, from the routing to the
   answer's end, without the client's side): `/v1/metrics` (both formats) {served["/v1/metrics"]:.2f} ms,
   `/v1/allocations` {served["/v1/allocations"]:.2f} ms, `/v1/health` {served["/v1/health"]:.2f} ms.
+- Reading a task's processes from `/proc` as raw_exec does (`process_stats`, {measured} tasks, in this process,
+  at the same load): {alone * 1e6:.0f} µs per task, {alone * measured * 1000:.1f} ms for them all.
 """
     print(body)
     if not args.no_record:
