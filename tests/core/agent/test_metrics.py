@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from herder.agent.metrics import Metrics
 from tests.core.agent.conftest import ticker
 from tests.support.agent import AgentProcess
 from tests.support.consul import free_ports
@@ -121,6 +122,7 @@ def test_json_and_text_say_the_same(shared_agent: AgentProcess, running: str) ->
     with shared_agent.http() as http:
         text = http.get("/v1/metrics", params={"format": "prometheus"}).text
         document: dict[str, Any] = http.get("/v1/metrics").json()
+    Metrics.model_validate(document)  # the shape the OpenAPI document gives
     # What the two requests themselves changed (the request counts, the agent's process) aside.
     moving = ("herder_api_", "herder_process_", "herder_task_cpu_", "herder_state_", "herder_task_memory_")
     parsed = {family.name: family for family in text_string_to_metric_families(text)
