@@ -10,7 +10,8 @@ and as baselines from the same agent at the same moments ``GET
 each request's time from sending it to the end of the answer, on loopback.
 A few rounds first are not measured (the drivers' fingerprints, the first
 samples). Target: the Prometheus scrape's p99 under 50 ms. Then, as
-``bench/stats.py`` does, what reading the tasks' processes alone costs.
+``bench/stats.py`` does, what reading the tasks' processes alone costs, and
+what writing the scrape's samples in the text format alone costs.
 
 The result replaces the "Metrics" section of ``bench/RESULTS.md``.
 """
@@ -18,13 +19,19 @@ The result replaces the "Metrics" section of ``bench/RESULTS.md``.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -46,6 +53,28 @@ WARM_UP = 5
 
 def ms(latencies: list[float], q: float) -> float:
     return sorted(latencies)[min(len(latencies) - 1, int(len(latencies) * q))] * 1000
+
+
+class Replay(Collector):
+    """The families of a scrape, collected again."""
+
+    def __init__(self, text: str) -> None:
+        self.families = list(text_string_to_metric_families(text))
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
+def rendering(text: str, rounds: int = 50) -> float:
+    """Median seconds prometheus-client takes to write the families of ``text`` in the text format."""
+    registry = CollectorRegistry()
+    registry.register(Replay(text))
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        generate_latest(registry)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
 
 
 def server_means(document: dict[str, Any]) -> dict[str, float]:
@@ -85,6 +114,7 @@ def main() -> None:
                 text = http.get("/v1/metrics", params={"format": "prometheus"}).text
                 served = server_means(http.get("/v1/metrics").json())
             alone, measured = measurement_alone(Path(tmp))
+            rendered = rendering(text)
         finally:
             agent.shutdown()
     series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
@@ -111,6 +141,8 @@ each scrape, on 4 threads). Load average (1, 5, 15 min) before: {load_before}; a
   `/v1/allocations` {served["/v1/allocations"]:.2f} ms, `/v1/health` {served["/v1/health"]:.2f} ms.
 - Reading a task's processes from `/proc` as raw_exec does (`process_stats`, {measured} tasks, in this process,
   at the same load): {alone * 1e6:.0f} µs per task, {alone * measured * 1000:.1f} ms for them all.
+- Writing the scrape's {series} samples in the text format alone (`prometheus_client.generate_latest`, in this
+  process, median): {rendered * 1000:.1f} ms.
 """
     print(body)
     if not args.no_record:
