@@ -27,7 +27,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from herder import app
-from herder.agent import models
+from herder.agent import metrics, models
 from herder.agent.events import EventLog, sse
 from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner, EventRecord
@@ -387,6 +387,7 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
         tasks = agent.restart(agent.alloc(alloc_id), body.task, body.reason)
         return models.Done(message=f"restarting {', '.join(tasks)}")
 
+    metrics.install(api, agent, events)
     return api
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections import deque
+from collections import Counter, deque
 from typing import Any
 
 from herder import app
@@ -25,6 +25,7 @@ class EventLog:
     def __init__(self) -> None:
         self._events: deque[tuple[int, dict[str, Any]]] = deque(maxlen=EVENT_BUFFER)
         self._seq = 0
+        self._by_type: Counter[str] = Counter()  # every event since the agent started, forgotten or not
         self._changed = threading.Condition()
 
     def record(self, record: EventRecord) -> None:
@@ -33,7 +34,13 @@ class EventLog:
         with self._changed:
             self._seq += 1
             self._events.append((self._seq, event))
+            self._by_type[event["type"]] += 1
             self._changed.notify_all()
+
+    def counts(self) -> dict[str, int]:
+        """How many events of each type there were since the agent started."""
+        with self._changed:
+            return dict(self._by_type)
 
     def forget(self, alloc_ids: list[str]) -> None:
         """Drop the events of allocations the garbage collector removed."""

@@ -34,6 +34,11 @@ class Fingerprints:
             found = self._latest.get(driver)
         return found if found is not None else self.refresh(driver)
 
+    def latest(self) -> dict[str, Fingerprint]:
+        """The fingerprints taken so far, by driver, none taken now."""
+        with self._lock:
+            return dict(self._latest)
+
     def refresh(self, driver: str) -> Fingerprint:
         """Fingerprint ``driver`` now (a raising fingerprint is an unhealthy one)."""
         fingerprint = self.hooks.fingerprint(driver)

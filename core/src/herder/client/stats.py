@@ -7,7 +7,8 @@ second) and keeps the last sample of each task, so that a task's CPU percent
 is over the time since the previous ask: watching costs what Nomad's
 collection costs, and nobody watching costs nothing, neither CPU nor a thread.
 A first ask, without a recent sample to compare with, takes a second one
-:data:`PRIME_INTERVAL` later.
+:data:`PRIME_INTERVAL` later; a scrape of the agent's metrics asks without
+that wait (``prime=False``, :mod:`herder.client.metrics`).
 """
 
 from __future__ import annotations
@@ -50,14 +51,16 @@ class StatsSampler:
         self._last: dict[int, tuple[TaskHandle, Sample]] = {}
         self._lock = threading.Lock()
 
-    def sample(self, handles: Mapping[str, TaskHandle]) -> dict[str, TaskStats | None]:
-        """The usage of each task of ``handles`` (by name): None for one whose driver cannot tell."""
+    def sample(self, handles: Mapping[str, TaskHandle], *, prime: bool = True) -> dict[str, TaskStats | None]:
+        """The usage of each task of ``handles`` (by name): None for one whose driver cannot tell.
+        Without ``prime``, a task without a recent sample is not sampled twice: its CPU percent is
+        then unknown (None), and the call never waits."""
         now = self._read(handles)
         with self._lock:
             self._forget_older_than(self._clock() - MAX_SAMPLE_AGE)
             unprimed = [name for name, (_, stats) in now.items()
-                        if stats is not None and stats.cpu_total_ns is not None and stats.cpu_percent is None
-                        and id(handles[name]) not in self._last]
+                        if prime and stats is not None and stats.cpu_total_ns is not None
+                        and stats.cpu_percent is None and id(handles[name]) not in self._last]
         if unprimed:
             for name in unprimed:
                 self._remember(handles[name], *now[name])

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +63,16 @@ _LIVE = ", ".join(f"'{status}'" for status in LIVE_STATUSES)
 class StateError(HerderError):
     """The state database cannot be used: it is corrupt, not herder's, newer
     than this herder, or SQLite failed (disk full, locked too long...)."""
+
+
+@dataclass(frozen=True)
+class Transactions:
+    """The store's transactions since it was opened (group commits and :meth:`Store.transaction`
+    blocks alike): how many committed, how many did not, and their time from ``BEGIN`` to the end."""
+
+    committed: int = 0
+    failed: int = 0
+    seconds: float = 0.0
 
 
 class _Write:
@@ -133,6 +143,7 @@ class Store:
         self._on_recovery = on_recovery or (lambda: None)
         self._report_lock = threading.RLock()
         self._reported: StateError | None = None
+        self._transactions = Transactions()
         try:
             _make_private(path)
             # isolation_level=None: the sqlite3 module opens no transaction
@@ -199,6 +210,20 @@ class Store:
         with self._queue:
             return self._failure
 
+    @property
+    def transactions(self) -> Transactions:
+        """The transactions so far (the agent's metrics read it)."""
+        with self._queue:
+            return self._transactions
+
+    def _tally(self, started: float, committed: bool) -> None:
+        """Count a transaction begun at ``started`` (``time.monotonic()``) that ended now."""
+        elapsed = time.monotonic() - started
+        with self._queue:
+            done = self._transactions
+            self._transactions = replace(done, committed=done.committed + committed,
+                                         failed=done.failed + (not committed), seconds=done.seconds + elapsed)
+
     def close(self) -> None:
         """Commit what is pending and close the database; the store cannot be used afterwards.
 
@@ -260,15 +285,19 @@ class Store:
         # IMMEDIATE takes the write lock now, while the busy timeout
         # applies: a transaction that reads first and then upgrades its
         # lock gets SQLITE_BUSY at once when another process wrote meanwhile.
+        started = time.monotonic()
         try:
             self._execute("BEGIN IMMEDIATE")
         except StateError as exc:
             self._failed(exc)
+            self._tally(started, committed=False)
             raise
         self._depth += 1
+        committed = False
         try:
             yield
             self._execute("COMMIT")
+            committed = True
         except BaseException as exc:
             self._rollback()
             if isinstance(exc, StateError) and _sqlite_failed(exc):
@@ -278,6 +307,7 @@ class Store:
             self._succeeded()
         finally:
             self._depth -= 1
+            self._tally(started, committed)
 
     def _savepoint(self) -> Iterator[None]:
         savepoint = f"nested_{self._depth}"
@@ -375,6 +405,7 @@ class Store:
         if not batch:
             return None
         outcomes: list[tuple[Any, BaseException | None]] = []
+        started = time.monotonic()
         try:
             self._execute("BEGIN IMMEDIATE")
             for write in batch:
@@ -382,6 +413,7 @@ class Store:
             self._execute("COMMIT")
         except StateError as exc:
             self._rollback()
+            self._tally(started, committed=False)
             kept = [write for write in batch if write.retry]
             with self._queue:
                 self._pending[:0] = kept
@@ -395,6 +427,7 @@ class Store:
             if error is not None and not write.waited:
                 log.warning("%s: a write failed: %s", self.path, error)
             write.done.set()
+        self._tally(started, committed=True)
         self._succeeded()
         return None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from herder.supervisor.client import (
     ExitInfo,
+    Figures,
     ProcInfo,
     ProcStatus,
     Supervisor,
@@ -18,4 +19,4 @@ from herder.supervisor.client import (
     SupervisorUnavailable,
 )
 
-__all__ = ["ExitInfo", "ProcInfo", "ProcStatus", "Supervisor", "SupervisorError", "SupervisorUnavailable"]
+__all__ = ["ExitInfo", "Figures", "ProcInfo", "ProcStatus", "Supervisor", "SupervisorError", "SupervisorUnavailable"]

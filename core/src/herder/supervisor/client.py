@@ -91,6 +91,17 @@ class ProcStatus:
     exit: ExitInfo | None
 
 
+@dataclass(frozen=True)
+class Figures:
+    """What the supervisor reports of itself: its processes (running, and exited but not forgotten),
+    and the bytes of output it took from their pipes since it started (None from a supervisor
+    started by an earlier herder that does not count them)."""
+
+    running: int
+    exited: int
+    logged_bytes: int | None
+
+
 class _Pending:
     """A request awaiting its reply: only the thread that sent it is woken when it comes."""
 
@@ -290,6 +301,20 @@ class Supervisor:
                        running=entry["running"], exit=_exit_info(entry["exit"]))
             for entry in self._request("list")["procs"]
         ]
+
+    def figures(self) -> Figures | None:
+        """The supervisor's figures; None while this client is not connected (a supervisor is
+        not started only to be asked this).
+
+        :raises SupervisorUnavailable: the connection was lost meanwhile.
+        """
+        with self._lock:
+            conn = self._conn if self._conn is not None and self._conn.alive else None
+        if conn is None:
+            return None
+        reply = self._call(conn, "list")
+        running = sum(bool(entry["running"]) for entry in reply["procs"])
+        return Figures(running=running, exited=len(reply["procs"]) - running, logged_bytes=reply.get("logged_bytes"))
 
     def close(self) -> None:
         """Disconnect cleanly: this client's processes go on running, for a later client to attach.

@@ -129,7 +129,7 @@ class Dispatcher:
             {"id": proc.id, **proc.info(), "session": proc.owner.session if proc.owner else None,
              "running": proc.returncode is None}
             for proc in self._procs.procs.values()
-        ]}
+        ], "logged_bytes": self._procs.logged}
 
     def _bye(self, conn: Conn, message: dict[str, Any]) -> None:
         conn.said_bye = True

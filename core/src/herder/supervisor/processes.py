@@ -130,6 +130,7 @@ class Processes:
 
     def __init__(self, loop: Loop, data_dir: Path, cgroups: Path | None, ended: Callable[[Proc], None]) -> None:
         self.procs: dict[str, Proc] = {}
+        self._logged_before = 0  # by the pumps closed already
         self.releasing: set[ProcessTree] = set()  # trees of exited processes, until their cgroups are removed
         self._loop = loop
         self._ended = ended
@@ -153,6 +154,11 @@ class Processes:
         else:
             log.info("each process gets a cgroup in %s", self._cgroups)
             self._remove_stale_cgroups(self._cgroups, cgroup_prefix(data_dir))
+
+    @property
+    def logged(self) -> int:
+        """Bytes of output the processes' pumps took from their pipes (into the log files, or dropped)."""
+        return self._logged_before + sum(pump.taken for proc in self.procs.values() for pump in proc.pumps)
 
     @property
     def idle(self) -> bool:
@@ -323,6 +329,7 @@ class Processes:
         self._loop.unregister(pump.fd)
         pump.close()
         proc.pumps.remove(pump)
+        self._logged_before += pump.taken
         if proc.returncode is not None and not proc.pumps:
             self._publish(proc)
 

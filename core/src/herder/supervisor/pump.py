@@ -83,7 +83,7 @@ class LogPump:
     written (see :class:`Dropped`).
     """
 
-    __slots__ = ("_on_dropped", "_splice", "capacity", "dropped", "error", "fd", "file", "stream")
+    __slots__ = ("_on_dropped", "_splice", "capacity", "dropped", "error", "fd", "file", "stream", "taken")
 
     def __init__(self, stream: str, fd: int, file: RotatingFile,
                  on_dropped: Callable[[Dropped], None] | None = None, splice: bool = True) -> None:
@@ -95,6 +95,8 @@ class LogPump:
         """Why output is being dropped (the disk is full, say); None while it is written."""
         self.dropped = 0
         """Bytes taken from the pipe and dropped since :attr:`error` was set."""
+        self.taken = 0
+        """Bytes taken from the pipe so far, written or dropped."""
         self._on_dropped = on_dropped
         self._splice = splice and hasattr(os, "splice")
 
@@ -110,6 +112,7 @@ class LogPump:
             left), None when it is empty for now.
         """
         moved = self._move(buffer)
+        self.taken += moved or 0
         if moved is not None and moved >= self.capacity and self.capacity < PIPE_SIZE:
             # The pipe was full: this task writes in bulk, let it write ahead of the disk. Pipes grow
             # only then because a user's pipe buffers are limited in all (pipe-user-pages-soft, 64 MiB
