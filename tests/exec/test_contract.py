@@ -16,7 +16,6 @@ from .helpers import runc, sh
 
 class TestExecContract(DriverContract):
     driver = "exec"
-    supports_exec_session = False
 
     @pytest.fixture(autouse=True)
     def _runc(self, exec_driver: str) -> None:
