@@ -20,7 +20,6 @@ from .helpers import IMAGE, Docker, docker, sh
 class TestDockerContract(DriverContract):
     driver = "docker"
     plugin_config = {"cleanup_image": False}  # the test image is shared with the other tests
-    supports_exec_session = False
 
     docker: Docker
 
