@@ -20,7 +20,6 @@ class JavaContract(DriverContract):
     """The scenarios, each a mode of the test application (tests/java/app/HerderTestApp.java)."""
 
     driver = "java"
-    supports_exec_session = False
 
     def exits_with(self, code: int) -> dict[str, Any]:
         return app("exit", str(code))
@@ -64,6 +63,7 @@ class JavaContract(DriverContract):
 
 class TestPlainContract(JavaContract):
     plugin_config = PLAIN
+    supports_exec_session = False  # interactive exec beside a plain JVM is not there yet
 
     @pytest.fixture(autouse=True)
     def _jvm(self, java_driver: str, java_app: None) -> None:
