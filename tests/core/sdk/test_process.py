@@ -48,3 +48,14 @@ def test_kill_session_ends_every_process_group_of_the_session(tmp_path: Path) ->
 
 def test_kill_session_of_no_process_says_so() -> None:
     assert not kill_session(2**22 + 1)  # above the kernel's largest pid: no session has it
+
+
+def test_kill_session_spares_a_session_whose_leader_number_was_reused() -> None:
+    # The caller's leader ended and was reaped: a live process with its number leads another session.
+    other = subprocess.Popen(["sleep", "3600"], start_new_session=True)
+    try:
+        assert not kill_session(other.pid, signal.SIGKILL, leader_gone=True)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()

@@ -84,7 +84,7 @@ SESSION_KILL_ROUNDS = 100
 """How many times :func:`kill_session` looks again for members a racing ``fork`` added."""
 
 
-def kill_session(sid: int, sig: int = signal.SIGKILL) -> bool:
+def kill_session(sid: int, sig: int = signal.SIGKILL, *, leader_gone: bool = False) -> bool:
     """Send ``sig`` to every process of session ``sid`` (the host's pids); False when it had none.
 
     What a container runtime's ``exec`` starts is a session leader of its own
@@ -92,9 +92,16 @@ def kill_session(sid: int, sig: int = signal.SIGKILL) -> bool:
     (a shell with job control puts each job in one), so ending the command
     means ending its session, which no single system call does. With SIGKILL
     the session is looked at again until it is empty, so that a child forked
-    while it was walked is not left behind. A session id stays reserved while
-    any member lives: the number cannot name another session meanwhile.
+    while it was walked is not left behind.
+
+    A session's number stays reserved while any member lives, but once they
+    are all gone a new process may get it and start a session of its own.
+    ``leader_gone``: the caller knows the leader has ended and was reaped;
+    then a process numbered ``sid`` is another one, its session another
+    session, and nothing is signalled.
     """
+    if leader_gone and os.path.exists(f"/proc/{sid}"):
+        return False
     found = False
     for _ in range(SESSION_KILL_ROUNDS):
         members = _session_members(sid)

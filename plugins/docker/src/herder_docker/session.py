@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import threading
 import time
@@ -125,7 +126,11 @@ class DockerExecSession:
                 return
             self._closed = True
         if self._pid:
-            kill_session(self._pid)
+            try:
+                ended = not self._inspect()["Running"]  # then the runtime has reaped the command
+            except (docker.errors.APIError, requests.RequestException):
+                ended = False
+            kill_session(self._pid, signal.SIGKILL, leader_gone=ended)
         # Wakes a read() blocked on the connection (it then sees its end) and a write() waiting for room.
         with contextlib.suppress(OSError):
             self._socket.shutdown(socket.SHUT_RDWR)

@@ -56,7 +56,8 @@ class RuncExecSession:
             self._closed = True
         pid = self._command_pid()
         if pid is not None:
-            kill_session(pid, signal.SIGKILL)
+            # Once runc exec has exited, it has reaped the command: the number may be another's by now.
+            kill_session(pid, signal.SIGKILL, leader_gone=self._process.wait(0) is not None)
         self._process.close()
         self._pid_file.unlink(missing_ok=True)
 

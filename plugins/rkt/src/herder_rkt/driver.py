@@ -483,7 +483,8 @@ class EnteredCommand(ExecProcess):
     group, since a shell on a terminal puts each job it starts in a group of its own."""
 
     def close(self) -> None:
-        kill_session(self.pid, signal.SIGKILL)
+        # Once reaped (wait() saw it exit), the command's number may be another process's.
+        kill_session(self.pid, signal.SIGKILL, leader_gone=self.wait(0) is not None)
         super().close()
 
 
