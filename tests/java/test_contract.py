@@ -10,7 +10,8 @@ import pytest
 
 from herder import TaskHandle
 from herder.plugins.loader import load_plugins
-from herder.testing import DriverContract
+from herder.testing import DriverContract, DriverHarness
+from tests.support.exec_sessions import assert_close_ends_the_jobs_of_a_shell
 from tests.support.require import require
 
 from .helpers import ISOLATED, PLAIN, app
@@ -20,7 +21,6 @@ class JavaContract(DriverContract):
     """The scenarios, each a mode of the test application (tests/java/app/HerderTestApp.java)."""
 
     driver = "java"
-    supports_exec_session = False
 
     def exits_with(self, code: int) -> dict[str, Any]:
         return app("exit", str(code))
@@ -64,6 +64,7 @@ class JavaContract(DriverContract):
 
 class TestPlainContract(JavaContract):
     plugin_config = PLAIN
+    supports_exec_session = False  # interactive exec beside a plain JVM is not there yet
 
     @pytest.fixture(autouse=True)
     def _jvm(self, java_driver: str, java_app: None) -> None:
@@ -82,6 +83,9 @@ class TestIsolatedContract(JavaContract):
         from tests.exec.helpers import runc
 
         return runc().pids(handle.id)
+
+    def test_exec_session_close_ends_the_jobs_of_a_shell(self, harness: DriverHarness) -> None:
+        assert_close_ends_the_jobs_of_a_shell(self._exec_session_task(harness))
 
 
 def test_the_kit_runs_against_the_installed_distribution() -> None:

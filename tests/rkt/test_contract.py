@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from herder.plugins.loader import load_plugins
-from herder.testing import DriverContract
+from herder.testing import DriverContract, DriverHarness
+from tests.support.exec_sessions import assert_close_ends_the_jobs_of_a_shell
 from tests.support.require import require
 
 from .helpers import sh
@@ -15,7 +16,6 @@ from .helpers import sh
 
 class TestRktContract(DriverContract):
     driver = "rkt"
-    supports_exec_session = False
 
     @pytest.fixture(autouse=True)
     def _store(self, rkt_plugin_config: dict[str, Any]) -> None:
@@ -43,6 +43,9 @@ class TestRktContract(DriverContract):
 
     def require(self, available: bool, reason: str) -> None:
         require("rkt", available, reason)
+
+    def test_exec_session_close_ends_the_jobs_of_a_shell(self, harness: DriverHarness) -> None:
+        assert_close_ends_the_jobs_of_a_shell(self._exec_session_task(harness))
 
 
 def test_the_kit_runs_against_the_installed_distribution() -> None:

@@ -72,12 +72,15 @@ def test_exec_runs_inside_the_pod(harness: Harness, rkt_store: Path) -> None:
 
 
 def test_exec_is_refused_in_a_task_of_another_user(harness: Harness) -> None:
-    """``rkt enter`` runs commands as root: in a task of ``user`` they would not run as its user."""
+    """``rkt enter`` runs commands as root: in a task of ``user`` they would not run as its user,
+    interactive or not."""
     run = harness().task(sh("echo up; exec sleep 3600"), kill_timeout="2s", user="65534")
     run.start()
     wait_for(lambda: b"up" in run.output(), what="the task up")  # as 65534 it cannot write the root-owned /local
     with pytest.raises(DriverError, match="exec refused: the task runs as user '65534'"):
         run.exec(["/bin/sh", "-c", "id -u"], 10)
+    with pytest.raises(DriverError, match="exec refused: the task runs as user '65534'"):
+        run.exec_session(["/bin/sh"], tty=True).close()
     run.kill()
     assert run.wait(WAIT) is not None
     run.cleanup()

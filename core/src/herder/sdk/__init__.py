@@ -44,7 +44,7 @@ from herder.sdk.env import (
 )
 from herder.sdk.exec_session import ExecProcess
 from herder.sdk.paths import locate_in_task_dir, resolve_in_task_dir
-from herder.sdk.process import exit_result, kill_group, run_capped
+from herder.sdk.process import exit_result, kill_group, kill_session, run_capped
 from herder.sdk.safefs import (
     UnsafePathError,
     open_beneath,
@@ -74,6 +74,7 @@ __all__ = [
     "get_var",
     "inherited_environment",
     "kill_group",
+    "kill_session",
     "locate_in_task_dir",
     "open_beneath",
     "open_dir",

@@ -1,12 +1,14 @@
 """Short-lived commands and process groups, for drivers.
 
 :func:`run_capped` runs a short command with a timeout and capped output, as
-``herder_task_exec`` needs. A task's own long-lived process is a
+``herder_task_exec`` needs; :func:`kill_session` ends what a container
+runtime's ``exec`` started. A task's own long-lived process is a
 :class:`herder.sdk.SupervisedProcess`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -76,3 +78,56 @@ def _drain(stream: IO[bytes], chunks: list[bytes]) -> None:
             if kept < EXEC_OUTPUT_LIMIT:
                 chunks.append(data[: EXEC_OUTPUT_LIMIT - kept])
                 kept += len(chunks[-1])
+
+
+SESSION_KILL_ROUNDS = 100
+"""How many times :func:`kill_session` looks again for members a racing ``fork`` added."""
+
+
+def kill_session(sid: int, sig: int = signal.SIGKILL, *, leader_gone: bool = False) -> bool:
+    """Send ``sig`` to every process of session ``sid`` (the host's pids); False when it had none.
+
+    What a container runtime's ``exec`` starts is a session leader of its own
+    (runc calls ``setsid``), and what it starts may be in other process groups
+    (a shell with job control puts each job in one), so ending the command
+    means ending its session, which no single system call does. With SIGKILL
+    the session is looked at again until it is empty, so that a child forked
+    while it was walked is not left behind.
+
+    A session's number stays reserved while any member lives, but once they
+    are all gone a new process may get it and start a session of its own.
+    ``leader_gone``: the caller knows the leader has ended and was reaped;
+    then a process numbered ``sid`` is another one, its session another
+    session, and nothing is signalled.
+    """
+    if leader_gone and os.path.exists(f"/proc/{sid}"):
+        return False
+    found = False
+    for _ in range(SESSION_KILL_ROUNDS):
+        members = _session_members(sid)
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        found = found or bool(members)
+        if not members or sig != signal.SIGKILL:
+            break
+    return found
+
+
+def _session_members(sid: int) -> list[int]:
+    """The processes whose session is ``sid``, but for zombies (killed already)."""
+    members: list[int] = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                text = stat.read()
+        except OSError:
+            continue  # gone meanwhile
+        # The command name (field 2) may hold spaces and parentheses: count from its closing one.
+        fields = text[text.rindex(b")") + 2 :].split()
+        # fields[0] is field 3 (state), fields[3] field 6 (session).
+        if int(fields[3]) == sid and fields[0] != b"Z":
+            members.append(int(entry.name))
+    return members

@@ -19,6 +19,7 @@ from herder import (
     DriverError,
     DriverNetwork,
     ExecResult,
+    ExecSession,
     Fingerprint,
     RecoverableError,
     Task,
@@ -30,6 +31,7 @@ from herder.sdk import resolve_in_task_dir, set_task_dirs, set_var
 from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, capability, image_ref
 from herder_docker.handle import LOG_DRIVER, ContainerOutput, DockerHandle
 from herder_docker.images import Images, auth_refused
+from herder_docker.session import DockerExecSession
 
 FINGERPRINT_TIMEOUT = 3.0
 RELEASED = "image-released"
@@ -354,6 +356,16 @@ class DockerDriver:
         try:
             return handle.exec(command, timeout)
         except (docker.errors.APIError, requests.RequestException) as exc:
+            raise _daemon_error("exec", exc) from exc
+
+    @hookimpl
+    def herder_task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
+                                 tty: bool) -> ExecSession:
+        if not isinstance(handle, DockerHandle):
+            raise DriverError("not a docker task handle")
+        try:
+            return DockerExecSession.start(handle.client.api, handle.id, command, tty)
+        except (docker.errors.APIError, requests.RequestException, TimeoutError) as exc:
             raise _daemon_error("exec", exc) from exc
 
     @hookimpl

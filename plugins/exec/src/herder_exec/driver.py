@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from herder import DriverError, ExecResult, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
+from herder import DriverError, ExecResult, ExecSession, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
 from herder_exec.config import TASK_SCHEMA, TaskConfig
 from herder_exec.isolation import Isolation
 
@@ -59,6 +59,11 @@ class ExecDriver:
     def herder_task_exec(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
                          timeout: float) -> ExecResult:
         return self.isolation.exec(handle, command, timeout)
+
+    @hookimpl
+    def herder_task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
+                                 tty: bool) -> ExecSession:
+        return self.isolation.exec_session(handle, command, tty)
 
     @hookimpl
     def herder_task_cleanup(self, task: Task, ctx: TaskContext) -> None:

@@ -17,6 +17,7 @@ distributions may import; the rest is internal and may change.
     isolation.prepare(ctx)                     # prestart: the task's variables name /local ...
     handle = isolation.start(task, ctx, argv, read_only=[jdk], cwd="/local")
     isolation.exec(handle, ["/bin/sh", "-c", "..."], timeout)
+    session = isolation.exec_session(handle, ["/bin/sh"], tty=True)   # interactive
     isolation.recover(ctx, handle.state())     # after herder restarted
     isolation.cleanup(ctx)                     # container, cgroup and bundle; idempotent
 
@@ -38,12 +39,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from herder import DriverError, ExecResult, Fingerprint, RecoverableError, Task, TaskContext
-from herder.sdk import SupervisedProcess, run_capped, set_task_dirs
+from herder import DriverError, ExecResult, ExecSession, Fingerprint, RecoverableError, Task, TaskContext
+from herder.sdk import ExecProcess, SupervisedProcess, kill_session, run_capped, set_task_dirs
 from herder_exec import bundle, cgroups
 from herder_exec.config import PluginConfig
 from herder_exec.handle import ExecHandle
 from herder_exec.runc import Runc, RuncError, exec_argv
+from herder_exec.session import RuncExecSession
 
 __all__ = ["ExecHandle", "Isolation", "container_id"]
 
@@ -307,16 +309,15 @@ class Isolation:
         """``runc exec``: ``command`` in the running task's container, as its user, with its environment.
 
         The command's process is not a child of ``runc exec`` as the host
-        sees it (runc puts it in a session of its own), so at the timeout it
-        is killed by the pid runc wrote, which ends ``runc exec`` and closes
-        the output.
+        sees it (runc puts it in a session of its own), so at the timeout its
+        session is killed by the pid runc wrote, which ends ``runc exec`` and
+        closes the output.
 
         :raises TimeoutError: the command outlived ``timeout``.
         :raises DriverError: ``handle`` is not one of :meth:`start`'s.
         """
-        if not isinstance(handle, ExecHandle):
-            raise DriverError(f"not a task isolated by herder-exec: {handle!r}")
-        pid_file = handle.bundle / f"exec-{secrets.token_hex(4)}.pid"
+        isolated = _isolated(handle)
+        pid_file = _exec_pid_file(isolated)
         expired = threading.Event()
 
         def expire() -> None:
@@ -326,7 +327,7 @@ class Isolation:
         timer = threading.Timer(timeout, expire)
         timer.start()
         try:
-            result = run_capped(exec_argv(self.runc(), handle.id, list(command), str(pid_file)), env=None,
+            result = run_capped(exec_argv(self.runc(), isolated.id, list(command), str(pid_file)), env=None,
                                 cwd=None, timeout=timeout + EXEC_GRACE)
         except TimeoutError:
             _kill_pid_in(pid_file)
@@ -337,6 +338,22 @@ class Isolation:
         if expired.is_set():
             raise TimeoutError(f"command timed out after {timeout:g}s")
         return result
+
+    def exec_session(self, handle: object, command: Sequence[str], tty: bool) -> ExecSession:
+        """``runc exec`` of an interactive ``command`` in the running task's container, as its user, with
+        its environment: on a terminal (``runc exec --tty``, under a pseudo-terminal of herder's whose
+        size runc passes on) or on pipes. Closing the session kills the command's whole session.
+
+        :raises DriverError: ``handle`` is not one of :meth:`start`'s, or runc cannot be started.
+        """
+        isolated = _isolated(handle)
+        pid_file = _exec_pid_file(isolated)
+        argv = exec_argv(self.runc(), isolated.id, list(command), str(pid_file), tty=tty)
+        try:
+            process = ExecProcess.start(argv, env=None, cwd=None, tty=tty)
+        except OSError as exc:
+            raise DriverError(f"cannot run runc exec: {exc}") from exc
+        return RuncExecSession(process, pid_file)
 
     def cleanup(self, ctx: TaskContext) -> None:
         """Remove the task's container, its cgroup and its bundle, as ``ctx.created`` names them (each
@@ -397,7 +414,21 @@ def _chown_tree(root: Path, user: bundle.User) -> None:
                 os.chown(name, user.uid, user.gid, dir_fd=dir_fd, follow_symlinks=False)
 
 
+def _isolated(handle: object) -> ExecHandle:
+    """:raises DriverError: ``handle`` is not one of :meth:`Isolation.start`'s."""
+    if not isinstance(handle, ExecHandle):
+        raise DriverError(f"not a task isolated by herder-exec: {handle!r}")
+    return handle
+
+
+def _exec_pid_file(handle: ExecHandle) -> Path:
+    """Where ``runc exec`` writes the host pid of a command it starts in ``handle``'s container: the
+    bundle directory, root's, out of the task's sight."""
+    return handle.bundle / f"exec-{secrets.token_hex(4)}.pid"
+
+
 def _kill_pid_in(pid_file: Path) -> None:
-    """SIGKILL the process whose pid runc wrote into ``pid_file`` (nothing if none was written yet)."""
+    """SIGKILL the session of the command whose pid runc wrote into ``pid_file`` (nothing if none was
+    written yet): runc starts it as a session leader, and what it started must end with it."""
     with contextlib.suppress(OSError, ValueError):
-        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        kill_session(int(pid_file.read_text()), signal.SIGKILL)

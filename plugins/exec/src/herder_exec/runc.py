@@ -107,6 +107,7 @@ def _gone(exc: RuncError) -> bool:
     return any(words in str(exc) for words in _GONE)
 
 
-def exec_argv(runc: Runc, container: str, command: Sequence[str], pid_file: str) -> list[str]:
-    """``runc exec``: ``command`` in the container, with the user, environment and limits of its task."""
-    return runc.argv("exec", "--pid-file", pid_file, container, *command)
+def exec_argv(runc: Runc, container: str, command: Sequence[str], pid_file: str, *, tty: bool = False) -> list[str]:
+    """``runc exec``: ``command`` in the container, with the user, environment and limits of its task;
+    on a terminal of its own with ``tty`` (runc then proxies its own stdin's terminal to it)."""
+    return runc.argv("exec", *(("--tty",) if tty else ()), "--pid-file", pid_file, container, *command)

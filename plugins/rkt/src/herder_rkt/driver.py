@@ -33,6 +33,7 @@ from typing import Any
 from herder import (
     DriverError,
     ExecResult,
+    ExecSession,
     Fingerprint,
     RecoverableError,
     Task,
@@ -40,7 +41,15 @@ from herder import (
     TaskHandle,
     hookimpl,
 )
-from herder.sdk import SupervisedProcess, resolve_in_task_dir, run_capped, set_port_vars, set_task_dirs
+from herder.sdk import (
+    ExecProcess,
+    SupervisedProcess,
+    kill_session,
+    resolve_in_task_dir,
+    run_capped,
+    set_port_vars,
+    set_task_dirs,
+)
 from herder_rkt.cli import UUID, Rkt, RktError, image_ports
 from herder_rkt.config import TASK_SCHEMA, PluginConfig, TaskConfig, Volume
 from herder_rkt.handle import RktHandle
@@ -387,6 +396,28 @@ class RktDriver:
                          timeout: float) -> ExecResult:
         """``rkt enter``: the command runs in the pod's app (under fly, chrooted into its root filesystem).
 
+        :raises DriverError: see :meth:`_enter_argv`.
+        """
+        return run_capped(self._enter_argv(task, handle, command), env=None, cwd=None, timeout=timeout)
+
+    @hookimpl
+    def herder_task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
+                                 tty: bool) -> ExecSession:
+        """``rkt enter`` under a pseudo-terminal (or on pipes): under fly, rkt execs its stage1's ``enter``,
+        which chroots into the app and execs the command (with the app's environment), so the process
+        herder started is the command, the leader of a session of its own.
+
+        :raises DriverError: as :meth:`herder_task_exec`.
+        """
+        argv = self._enter_argv(task, handle, command)
+        try:
+            return EnteredCommand.start(argv, env=None, cwd=None, tty=tty)
+        except OSError as exc:
+            raise DriverError(f"cannot run rkt enter: {exc}") from exc
+
+    def _enter_argv(self, task: Task, handle: TaskHandle, command: list[str]) -> list[str]:
+        """``rkt enter UUID COMMAND...``.
+
         :raises DriverError: the task has a ``user``: ``rkt enter`` has no way to take it, and runs
             every command as root.
         """
@@ -395,7 +426,7 @@ class RktDriver:
         if task.user:
             raise DriverError(f"exec refused: the task runs as user {task.user!r}, and rkt enter would run the "
                               f"command as root")
-        return run_capped(self.rkt().argv("enter", handle.id, *command), env=None, cwd=None, timeout=timeout)
+        return self.rkt().argv("enter", handle.id, *command)
 
     # -- cleanup --------------------------------------------------------------------------------
 
@@ -445,6 +476,16 @@ class RktDriver:
             rkt.rm(uuid)
         except RktError as exc:
             raise RecoverableError(str(exc)) from exc
+
+
+class EnteredCommand(ExecProcess):
+    """The command ``rkt enter`` became: closing it ends its whole session, not only its process
+    group, since a shell on a terminal puts each job it starts in a group of its own."""
+
+    def close(self) -> None:
+        # Once reaped (wait() saw it exit), the command's number may be another process's.
+        kill_session(self.pid, signal.SIGKILL, leader_gone=self.wait(0) is not None)
+        super().close()
 
 
 def _task_key(ctx: TaskContext) -> str:
