@@ -8,8 +8,7 @@ import pytest
 
 from herder import TaskHandle
 from herder.plugins.loader import load_plugins
-from herder.testing import DriverContract, DriverHarness
-from tests.support.exec_sessions import assert_close_ends_the_jobs_of_a_shell
+from herder.testing import DriverContract
 from tests.support.require import require
 
 from .helpers import runc, sh
@@ -41,9 +40,6 @@ class TestExecContract(DriverContract):
 
     def require(self, available: bool, reason: str) -> None:
         require("exec", available, reason)
-
-    def test_exec_session_close_ends_the_jobs_of_a_shell(self, harness: DriverHarness) -> None:
-        assert_close_ends_the_jobs_of_a_shell(self._exec_session_task(harness))
 
 
 def test_the_kit_runs_against_the_installed_distribution() -> None:

@@ -10,8 +10,7 @@ import pytest
 
 from herder import TaskHandle
 from herder.plugins.loader import load_plugins
-from herder.testing import DriverContract, DriverHarness
-from tests.support.exec_sessions import assert_close_ends_the_jobs_of_a_shell
+from herder.testing import DriverContract
 from tests.support.require import require
 
 from .helpers import ISOLATED, PLAIN, app
@@ -83,9 +82,6 @@ class TestIsolatedContract(JavaContract):
         from tests.exec.helpers import runc
 
         return runc().pids(handle.id)
-
-    def test_exec_session_close_ends_the_jobs_of_a_shell(self, harness: DriverHarness) -> None:
-        assert_close_ends_the_jobs_of_a_shell(self._exec_session_task(harness))
 
 
 def test_the_kit_runs_against_the_installed_distribution() -> None:

@@ -15,7 +15,6 @@ import errno
 import fcntl
 import os
 import select
-import signal
 import struct
 import subprocess
 import termios
@@ -24,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from herder.objects import ExecStream
-from herder.sdk.process import exit_result, kill_group
+from herder.sdk.process import exit_result, kill_session
 from herder.sdk.users import TaskUser
 
 READ_SIZE = 65536
@@ -171,8 +170,9 @@ class ExecProcess:
                 return
             self._closed = True
         os.write(self._wake_w, b"x")
-        # The command's whole session: what it started would otherwise keep running.
-        kill_group(self._proc.pid, signal.SIGKILL)
+        # The command's whole session: what it started would otherwise keep running, a shell's
+        # background jobs too (each in a process group of its own).
+        kill_session(self._proc.pid, leader_gone=self._proc.returncode is not None)
         self._proc.wait()
         with self._reading, self._writing:
             self._outputs.clear()

@@ -9,6 +9,7 @@ loader and hook facade (see :mod:`herder.testing.harness`).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import socket
@@ -377,6 +378,29 @@ class DriverContract:
             assert session.session.wait(EXIT_TIMEOUT) is not None, "a closed session's command did not end"
             left = processes.wait_gone(command, EXIT_TIMEOUT)
             assert not left, f"closing the session left its command running: {processes.describe(left)}"
+        assert self._poll_exit(run, 0.5) is None, "the task ended with the exec session"
+
+    def test_exec_session_close_ends_a_shells_jobs(self, harness: DriverHarness) -> None:
+        """A shell on a terminal puts ``sleep 3600 &`` in a process group of its own (job control);
+        closing the session must end it too, not only the shell's group."""
+        run = self._exec_session_task(harness)
+        before = processes.marked(run.marker)
+        job = "sleep 3601"
+        started: dict[int, int] = {}
+        with _Session(run.exec_session(["/bin/sh"], tty=True)) as session:
+            session.send(f"{job} &\n".encode())
+
+            def sleeping() -> bool:
+                started.clear()
+                started.update((pid, at) for pid, at in processes.marked(run.marker).items() if pid not in before)
+                return any(processes.command_line(pid) == job for pid in started)
+
+            assert _poll(sleeping, OUTPUT_TIMEOUT), \
+                f"`{job} &` did not start in the session's shell; it printed {bytes(session.stdout)!r}"
+            groups = {os.getpgid(pid) for pid in processes.still_running(started)}
+            assert len(groups) > 1, "the shell did not put its job in a process group of its own: the test cannot tell"
+        left = processes.wait_gone(started, EXIT_TIMEOUT)
+        assert not left, f"closing the session left its shell's job running: {processes.describe(left)}"
         assert self._poll_exit(run, 0.5) is None, "the task ended with the exec session"
 
     def test_exec_session_not_supported(self, harness: DriverHarness) -> None:

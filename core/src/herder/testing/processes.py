@@ -51,6 +51,14 @@ def marked(*values: str) -> dict[int, int]:
     return found
 
 
+def command_line(pid: int) -> str:
+    """The command line of ``pid``, its arguments joined by spaces ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
 def still_running(processes: Mapping[int, int]) -> dict[int, int]:
     """Those of ``processes`` (``pid -> start time``) that still run."""
     return {pid: start for pid, start in processes.items() if process_alive(pid, start)}
@@ -66,14 +74,7 @@ def wait_gone(processes: Mapping[int, int], timeout: float) -> dict[int, int]:
 
 def describe(processes: Mapping[int, int]) -> str:
     """``pid (command line)`` of each process, for a failure message."""
-    parts = []
-    for pid in processes:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            cmdline = "?"
-        parts.append(f"{pid} ({cmdline.strip()})")
-    return ", ".join(parts)
+    return ", ".join(f"{pid} ({command_line(pid) or '?'})" for pid in processes)
 
 
 def kill(processes: Mapping[int, int]) -> None:
