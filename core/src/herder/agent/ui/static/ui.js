@@ -26,7 +26,12 @@ async function refresh(section) {
       return false;
     }
     if (response.ok) {
-      section.innerHTML = await response.text();
+      // Replaced only when it changed: an unchanged part keeps its elements (focus, an open list).
+      const fresh = document.createElement("template");
+      fresh.innerHTML = await response.text();
+      if (fresh.innerHTML !== section.innerHTML) {
+        section.replaceChildren(fresh.content);
+      }
     }
   } catch (error) {
     // The agent is away (restarting): the next event or tick tries again.
