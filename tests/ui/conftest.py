@@ -39,7 +39,7 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox",  # as root, Chromium runs only without its sandbox
-                     "--disable-dev-shm-usage", "--window-size=1280,960", "--no-first-run",
+                     "--disable-dev-shm-usage", "--window-size=1280,1000", "--no-first-run",
                      f"--user-data-dir={tmp_path / 'chromium'}"):
         options.add_argument(argument)
     service = Service(CHROMEDRIVER, service_args=[f"--log-path={tmp_path / 'chromedriver.log'}"])

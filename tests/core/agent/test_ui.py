@@ -168,6 +168,7 @@ def test_what_is_not_there(ui: httpx.Client) -> None:
     assert missing.status_code == 404 and "no job" in missing.text and "<!doctype html>" in missing.text
     assert ui.get("/allocations/0000").status_code == 404
     assert ui.get("/?fragment=../layout").status_code == 404
+    assert ui.get("/jobs/svc?fragment=tasks").status_code == 404  # another page's part
     assert ui.get("/static/nothing.js").status_code == 404
 
 

@@ -97,11 +97,13 @@ class Pages:
         url = self.prefix + "/" + "/".join(quote(segment, safe="/") for segment in segments)
         return url + ("?" + urlencode(query) if query else "")
 
-    def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        """``template`` with ``context``, as the page or, with ``?fragment=NAME``, as that part of it."""
+    def render(self, request: Request, template: str, status: int = 200, *, fragments: tuple[str, ...] = (),
+               **context: Any) -> HTMLResponse:
+        """``template`` with ``context``, as the page or, with ``?fragment=NAME``, as that part of it
+        (one of its ``fragments``: template ``_NAME.html``)."""
         fragment = request.query_params.get("fragment")
         if fragment is not None:
-            if not fragment.isidentifier():
+            if fragment not in fragments:
                 return HTMLResponse("no such fragment", status_code=404)
             template = f"_{fragment}.html"
             flashes: list[list[str]] = []
@@ -176,10 +178,11 @@ class Pages:
     # -- jobs --------------------------------------------------------------------
 
     async def jobs(self, request: Request) -> Response:
-        return self.render(request, "jobs.html", jobs=(await self.api.get(path("jobs")))["jobs"])
+        return self.render(request, "jobs.html", fragments=("jobs",), jobs=(await self.api.get(path("jobs")))["jobs"])
 
     async def job(self, request: Request) -> Response:
-        return self.render(request, "job.html", job=await self.api.get(path("jobs", request.path_params["name"])))
+        job = await self.api.get(path("jobs", request.path_params["name"]))
+        return self.render(request, "job.html", fragments=("job",), job=job)
 
     async def stop(self, request: Request, fields: dict[str, str]) -> tuple[str, str | None]:
         name = request.path_params["name"]
@@ -205,7 +208,7 @@ class Pages:
         # The stats fragment alone needs no status; the tasks fragment no stats.
         wanted = request.query_params.get("fragment")
         stats = await self.api.get(path("allocations", alloc["id"], "stats")) if wanted != "tasks" else None
-        return self.render(request, "allocation.html", alloc=alloc, stats=stats)
+        return self.render(request, "allocation.html", fragments=("tasks", "stats"), alloc=alloc, stats=stats)
 
     async def restart(self, request: Request, fields: dict[str, str]) -> tuple[str, str | None]:
         body = {"task": fields.get("task") or None, "reason": "Restart requested in the web UI"}
