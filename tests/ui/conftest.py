@@ -42,6 +42,7 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
                      "--disable-dev-shm-usage", "--window-size=1280,1000", "--no-first-run",
                      f"--user-data-dir={tmp_path / 'chromium'}"):
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for CSP violations
     service = Service(CHROMEDRIVER, service_args=[f"--log-path={tmp_path / 'chromedriver.log'}"])
     driver = webdriver.Chrome(options=options, service=service)
     try:

@@ -121,5 +121,8 @@ def test_sign_in_watch_a_job_live_and_stop_it(tmp_path: Path, browser: WebDriver
             wait_for(lambda: http.get("/v1/jobs/web").json()["status"] == "stopped", what="the job stopped")
         until(browser, lambda b: text_of(b, "#job-status") == "stopped", "the page showing it stopped")
         browser.save_screenshot(str(screenshots / "6-stopped.png"))
+        # Nothing the pages do was refused by their own Content-Security-Policy.
+        console = [entry["message"] for entry in browser.get_log("browser")]
+        assert not [m for m in console if "Content Security Policy" in m], console
     finally:
         agent.shutdown()
