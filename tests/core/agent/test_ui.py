@@ -66,6 +66,17 @@ job "svc" {
         command = "/bin/sh"
         args    = ["-c", "trap 'echo got HUP' HUP; echo up; while :; do sleep 1 & wait; done"]
       }
+      service {
+        name = "svc"
+        check {
+          name     = "alive"
+          type     = "script"
+          command  = "/bin/sh"
+          args     = ["-c", "echo all '<good>'"]
+          interval = "1s"
+          timeout  = "5s"
+        }
+      }
       kill_timeout = "5s"
     }
   }
@@ -142,6 +153,8 @@ def test_restart_and_signal_a_task_then_stop_the_job(agent: AgentProcess, ui: ht
     alloc = re.findall(r'href="/ui/allocations/([0-9a-f-]+)"', ui.get("/jobs/svc").text)[0]
     agent.wait_task(alloc, "t")
     page = f"/allocations/{alloc}"
+    wait_for(lambda: re.search(r"<td>svc</td><td>alive</td><td>.*passing.*all &lt;good&gt;",
+                               ui.get(f"{page}?fragment=tasks").text), what="the check shown, passing")
     shown = post(ui, page, f"{page}/signal", task="t", signal="SIGHUP")
     assert "SIGHUP sent to t" in shown
     wait_for(lambda: "got HUP" in ui.get(f"{page}/logs/t").text, what="the task's trap")
