@@ -22,6 +22,7 @@ import itsdangerous
 import pytest
 
 from tests.support.agent import AgentProcess
+from tests.support.tls import make_certificates
 from tests.support.waiting import wait_for
 
 TOKEN = "ui-s3cret-7f3a9c"
@@ -227,5 +228,17 @@ def test_without_a_token_no_login_but_forms_still_need_the_session(tmp_path: Pat
         assert httpx.Client(base_url=agent.url).post("/ui/jobs/open/stop", data={}).status_code == 403
         with agent.http() as http:
             assert http.get("/v1/jobs/open").json()["status"] == "running"
+    finally:
+        agent.shutdown()
+
+
+def test_over_tls_the_cookie_is_sent_over_tls_only(tmp_path: Path) -> None:
+    agent = AgentProcess(tmp_path, token=TOKEN, tls=make_certificates(tmp_path / "certs")).start()
+    try:
+        with httpx.Client(base_url=agent.url, verify=agent.verify, headers={"Origin": agent.url}) as client:
+            form = client.get("/ui/login")
+            response = client.post("/ui/login", data={"csrf": csrf_of(form.text), "token": TOKEN})
+            assert response.status_code == 303
+            assert "secure" in [flag.strip().lower() for flag in response.headers["set-cookie"].split(";")]
     finally:
         agent.shutdown()
