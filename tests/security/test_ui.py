@@ -11,6 +11,9 @@ a page or the cookie.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
+import json
 import re
 import socket
 import time
@@ -49,6 +52,16 @@ CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 def job(name: str) -> str:
     return JOB.format(name=name, hostile=HOSTILE)
+
+
+SESSION_KEY = hmac.new(TOKEN.encode(), b"herder ui session", hashlib.sha256).hexdigest()
+"""The key that signs the UI's session cookies, derived from the token."""
+
+
+def session_cookie(key: str, signed_in: float) -> str:
+    """A session cookie signed with ``key``, that says the token was given at ``signed_in``."""
+    return itsdangerous.TimestampSigner(key).sign(base64.b64encode(json.dumps({"signed_in": signed_in}).encode())
+                                                  ).decode()
 
 
 def csrf_of(page: str) -> str:
@@ -160,12 +173,16 @@ def test_nothing_but_the_login_answers_without_a_session(agent: AgentProcess, al
     fragments = ["/ui/?fragment=jobs", f"/ui/allocations/{alloc}?fragment=tasks",
                  f"/ui/allocations/{alloc}?fragment=stats", "/ui/jobs/web?fragment=job"]
     streams = ["/ui/stream/events?follow=false", f"/ui/stream/allocations/{alloc}/logs/t"]
-    forged = itsdangerous.TimestampSigner("not the key").sign(
-        base64.b64encode(f'{{"signed_in": {time.time()}}}'.encode())).decode()
     before_login = browser(agent)
     before_login.get("/ui/login")  # a session, with a CSRF token, that never gave the token
-    strangers = [browser(agent), before_login, browser(agent)]
-    strangers[2].cookies.set("herder_ui", forged, domain="127.0.0.1", path="/ui/")
+    strangers = [browser(agent), before_login]
+    for key, since in (("not the key", time.time()), (SESSION_KEY, time.time() - 13 * 3600)):  # forged; expired
+        strangers.append(browser(agent))
+        strangers[-1].cookies.set("herder_ui", session_cookie(key, since), domain="127.0.0.1", path="/ui/")
+    # (the control: a cookie made the same way, signed with the session key and recent, is a session)
+    control = browser(agent)
+    control.cookies.set("herder_ui", session_cookie(SESSION_KEY, time.time()), domain="127.0.0.1", path="/ui/")
+    assert control.get("/ui/").status_code == 200
     wrong = browser(agent)
     assert wrong.post("/ui/login", data={"csrf": csrf_of(wrong.get("/ui/login").text), "token": "guess"}
                       ).status_code == 401
