@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.require import require
+from tests.support.require import ENV, require, required
 
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
@@ -26,13 +26,20 @@ OUTPUT = Path(__file__).resolve().parent / "output"
 """Where the tests save their screenshots, one folder per test (not committed)."""
 
 
+def require_selenium() -> None:
+    """For a test module, before it imports Selenium: skip the module without it (fail it under
+    ``HERDER_REQUIRE`` naming chromium)."""
+    if importlib.util.find_spec("selenium") is None:
+        reason = "no selenium package (pip install selenium)"
+        if "chromium" in required():
+            pytest.fail(f"chromium is required ({ENV}) but {reason}", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+
+
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[WebDriver]:
     missing = [path for path in (CHROMIUM, CHROMEDRIVER) if shutil.which(path) is None]
-    if importlib.util.find_spec("selenium") is None:
-        missing.append("the selenium package")
-    require("chromium", not missing, f"no {', '.join(missing)} (apt-get install chromium chromium-driver; "
-                                     "pip install selenium)")
+    require("chromium", not missing, f"no {' nor '.join(missing)} (apt-get install chromium chromium-driver)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

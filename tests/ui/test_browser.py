@@ -7,14 +7,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.common.by import By
-from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.wait import WebDriverWait
 
 from tests.support.agent import AgentProcess
 from tests.support.waiting import SH_WAIT_FOR, TIMEOUT, wait_for
+from tests.ui.conftest import require_selenium
+
+require_selenium()
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 TOKEN = "browser-t0ken-5e1f"
 
