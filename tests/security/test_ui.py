@@ -158,7 +158,7 @@ def test_a_form_from_another_site_or_without_its_token_does_nothing(agent: Agent
         assert response.status_code == 403, (headers, form, response.status_code)
     # Without the session cookie (a cross-site request: SameSite=Strict withholds it), not even signed in.
     outsider = browser(agent).post(stop, data={"csrf": csrf})
-    assert outsider.status_code == 303 and outsider.headers["location"] == "/ui/login"
+    assert outsider.status_code == 401 and 'name="token"' in outsider.text
     with agent.http() as http:
         assert http.get("/v1/jobs/victim").json()["status"] == "running"
 
@@ -189,9 +189,10 @@ def test_nothing_but_the_login_answers_without_a_session(agent: AgentProcess, al
     strangers.append(wrong)
     for client in strangers:
         for url in data_pages:
-            response = client.get(url)
-            assert response.status_code == 303 and response.headers["location"] == "/ui/login", url
-            assert alloc not in response.text and "web" not in response.text
+            response = client.get(url)  # the form that asks for the token, instead
+            assert response.status_code == 401 and 'name="token"' in response.text, url
+            shown = response.text.replace(f'value="{url}"', "")  # (the page asked for, to go back to)
+            assert alloc not in shown and "web" not in shown
         for url in fragments + streams:
             response = client.get(url)
             assert response.status_code == 401, url
@@ -215,8 +216,14 @@ def test_the_token_is_never_in_a_url_a_page_or_the_cookie(agent: AgentProcess, a
     assert 'type="password"' in form
     # Only the form's body is read: a token in the query string opens nothing.
     assert client.post(f"/ui/login?token={TOKEN}", data={"csrf": csrf_of(form)}).status_code == 401
-    response = client.post("/ui/login", data={"csrf": csrf_of(form), "token": TOKEN})
-    assert response.status_code == 303 and TOKEN not in response.headers["location"]
+    # Signed in, the form goes back to the UI's page it was asked for, never to another site.
+    for then in ("https://evil.example/", "//evil.example/ui/", "/v1/jobs"):
+        other = browser(agent)
+        response = other.post("/ui/login", data={"csrf": csrf_of(other.get("/ui/login").text), "token": TOKEN,
+                                                  "then": then})
+        assert response.status_code == 303 and response.headers["location"] == "/ui/", then
+    response = client.post("/ui/login", data={"csrf": csrf_of(form), "token": TOKEN, "then": "/ui/jobs/web"})
+    assert response.status_code == 303 and response.headers["location"] == "/ui/jobs/web"
     cookie = response.headers["set-cookie"]
     flags = [flag.strip().lower() for flag in cookie.split(";")[1:]]
     assert {"httponly", "samesite=strict", "path=/ui/"} <= set(flags), cookie

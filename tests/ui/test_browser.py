@@ -75,7 +75,7 @@ def test_sign_in_watch_a_job_live_and_stop_it(tmp_path: Path, browser: WebDriver
 
         # The UI asks for the token once.
         browser.get(f"{agent.url}/ui/")
-        until(browser, expected_conditions.url_to_be(f"{agent.url}/ui/login"), "the login form")
+        until(browser, expected_conditions.presence_of_element_located((By.ID, "token")), "the sign-in form")
         browser.save_screenshot(str(screenshots / "1-login.png"))
         browser.find_element(By.ID, "token").send_keys(TOKEN)
         click(browser, By.CSS_SELECTOR, "form.login button")

@@ -125,7 +125,7 @@ class Pages:
             if not signed_in(request, self.token):
                 if "fragment" in request.query_params:
                     return PlainTextResponse("sign in first", status_code=401)
-                return RedirectResponse(self.link("login"), status_code=303)
+                return self.ask_token(request, then=request.url.path)
             try:
                 return await handler(request)
             except ApiFailure as exc:
@@ -140,7 +140,7 @@ class Pages:
         @functools.wraps(handler)
         async def guarded(request: Request) -> Response:
             if not signed_in(request, self.token):
-                return RedirectResponse(self.link("login"), status_code=303)
+                return self.ask_token(request, then=request.url.path.rpartition("/")[0])
             try:
                 fields = await read_form(request)
             except Forbidden as exc:
@@ -157,19 +157,26 @@ class Pages:
 
     # -- signing in --------------------------------------------------------------------
 
+    def ask_token(self, request: Request, *, then: str, failed: bool = False) -> HTMLResponse:
+        """The form that asks for the token (401), in place of the page ``then``, shown once signed in."""
+        return self.render(request, "login.html", status=401, failed=failed, then=then)
+
     async def login(self, request: Request) -> Response:
-        """The form that asks for the token (once: the session remembers it was given)."""
+        """The token, given (once: the session remembers it was); then the page it was asked for."""
         if signed_in(request, self.token):
             return RedirectResponse(self.link(), status_code=303)
         if request.method == "GET":
-            return self.render(request, "login.html", failed=False)
+            return self.ask_token(request, then=self.link())
         try:
             fields = await read_form(request)
         except Forbidden as exc:
             return self.render(request, "error.html", status=403, message=f"refused: {exc}", errors=[])
+        then = fields.get("then", "")
+        if not then.startswith(self.prefix + "/"):  # only a page of the UI: not a way to send people elsewhere
+            then = self.link()
         if sign_in(request, self.token, fields.get("token", "")):
-            return RedirectResponse(self.link(), status_code=303)
-        return self.render(request, "login.html", status=401, failed=True)
+            return RedirectResponse(then, status_code=303)
+        return self.ask_token(request, then=then, failed=True)
 
     async def logout(self, request: Request, fields: dict[str, str]) -> tuple[str, str | None]:
         request.session.clear()
