@@ -186,8 +186,9 @@ def test_what_is_not_there(ui: httpx.Client) -> None:
 
 
 def test_helpers() -> None:
-    assert [size(None), size(512), size(3 << 20), size(5 << 40)] == ["-", "512 B", "3.0 MiB", "5120.0 GiB"]
+    assert [size(None), size(3 << 20), size(5 << 30)] == ["-", "3.0 MiB", "5120.0 MiB"]
     assert parse_meta("a=1\n\n b = x=y\n") == {"a": "1", "b": " x=y"}
-    with pytest.raises(ApiFailure, match="cannot dispatch"):
-        parse_meta("novalue")
+    for wrong in ("novalue", "=value"):
+        with pytest.raises(ApiFailure, match="cannot dispatch"):
+            parse_meta(wrong)
 

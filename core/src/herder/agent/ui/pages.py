@@ -36,15 +36,8 @@ Action = Callable[[Request, dict[str, str]], Awaitable[tuple[str, str | None]]]
 
 
 def size(value: int | None) -> str:
-    """Bytes for people: ``12.3 MiB``; ``-`` when unknown."""
-    if value is None:
-        return "-"
-    amount = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if amount < 1024 or unit == "GiB":
-            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
-        amount /= 1024
-    raise AssertionError("unreachable")
+    """Bytes in MiB, as ``herder alloc status -stats`` shows them; ``-`` when unknown."""
+    return "-" if value is None else f"{value / (1 << 20):.1f} MiB"
 
 
 def parse_meta(text: str) -> dict[str, str]:
@@ -53,7 +46,7 @@ def parse_meta(text: str) -> dict[str, str]:
     for line in text.splitlines():
         if line.strip():
             key, sep, value = line.partition("=")
-            if not sep:
+            if not sep or not key.strip():
                 raise ApiFailure(400, "cannot dispatch the job", [f"meta: {line.strip()!r} is not KEY=VALUE"])
             meta[key.strip()] = value
     return meta
