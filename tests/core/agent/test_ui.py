@@ -180,6 +180,8 @@ def test_what_is_not_there(ui: httpx.Client) -> None:
     missing = ui.get("/jobs/nothing")
     assert missing.status_code == 404 and "no job" in missing.text and "<!doctype html>" in missing.text
     assert ui.get("/allocations/0000").status_code == 404
+    gone = ui.get("/allocations/0000?fragment=tasks")  # a page's part, of an allocation collected meanwhile
+    assert gone.status_code == 404 and "no allocation" in gone.text
     assert ui.get("/?fragment=../layout").status_code == 404
     assert ui.get("/jobs/svc?fragment=tasks").status_code == 404  # another page's part
     assert ui.get("/static/nothing.js").status_code == 404

@@ -68,7 +68,7 @@ class Pages:
     def routes(self) -> list[BaseRoute]:
         page, act = self.page, self.action
         return [
-            Route("/", page(self.jobs), name="jobs"),
+            Route("/", page(self.jobs)),
             Route("/login", self.login, methods=["GET", "POST"]),
             Route("/logout", act(self.logout), methods=["POST"]),
             Route("/jobs/{name:path}/stop", act(self.stop), methods=["POST"]),
@@ -80,7 +80,7 @@ class Pages:
             Route("/allocations/{alloc_id}/logs/{task}", page(self.logs)),
             Route("/allocations/{alloc_id}", page(self.allocation)),
             Route("/stream/{route:path}", self.streams),
-            Mount("/static", StaticFiles(packages=[("herder.agent.ui", "static")]), name="static"),
+            Mount("/static", StaticFiles(packages=[("herder.agent.ui", "static")])),
         ]
 
     # -- rendering ---------------------------------------------------------------
@@ -90,12 +90,12 @@ class Pages:
         url = self.prefix + "/" + "/".join(quote(segment, safe="/") for segment in segments)
         return url + ("?" + urlencode(query) if query else "")
 
-    def render(self, request: Request, template: str, status: int = 200, *, fragments: tuple[str, ...] = (),
-               **context: Any) -> HTMLResponse:
-        """``template`` with ``context``, as the page or, with ``?fragment=NAME``, as that part of it
-        (one of its ``fragments``: template ``_NAME.html``)."""
-        fragment = request.query_params.get("fragment")
-        if fragment is not None:
+    def render(self, request: Request, template: str, status: int = 200, *,
+               fragments: tuple[str, ...] | None = None, **context: Any) -> HTMLResponse:
+        """``template`` with ``context``: the page or, for a page with ``fragments`` asked for one
+        (``?fragment=NAME``), that part of it (template ``_NAME.html``)."""
+        fragment = request.query_params.get("fragment") if fragments is not None else None
+        if fragments is not None and fragment is not None:
             if fragment not in fragments:
                 return HTMLResponse("no such fragment", status_code=404)
             template = f"_{fragment}.html"
