@@ -27,7 +27,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from herder import app
-from herder.agent import metrics, models
+from herder.agent import metrics, models, ui
 from herder.agent.events import EventLog, sse
 from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner, EventRecord
@@ -87,7 +87,10 @@ class Guard:
         if scope["type"] != "http":
             await self.inner(scope, receive, send)
             return
-        if self.token and not token_matches(self.token, dict(scope.get("headers", [])).get(b"authorization")):
+        # The web UI's pages check their session cookie themselves (a browser loading a page sends no bearer
+        # header); its data comes from the routes below, through the app with the token (herder.agent.ui).
+        if (self.token and not ui.serves(scope["path"])
+                and not token_matches(self.token, dict(scope.get("headers", [])).get(b"authorization"))):
             await _error(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
             return
         too_large = _error(413, f"request body over {self.limit} bytes")
@@ -388,6 +391,7 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
         return models.Done(message=f"restarting {', '.join(tasks)}")
 
     metrics.install(api, agent, events)
+    ui.mount(api, token=token, secure=agent.config.tls.cert_file is not None)
     return api
 
 

@@ -1,0 +1,98 @@
+"""The UI's way to the agent: its own HTTP API, called in-process with the agent's token.
+
+The UI is a client of the API as the command line is: it shows what the API answers, can do only what
+the API allows, and the API's checks and errors are the UI's. Two read-only streams, the event stream
+and a followed log, are passed through to the browser as the API sends them (:class:`StreamForwarder`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from herder.agent.ui.security import signed_in
+
+
+class ApiFailure(Exception):
+    """The API refused a request: its status, its message and the problems it listed."""
+
+    def __init__(self, status: int, message: str, errors: list[str]) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.errors = errors
+
+
+def path(*segments: str) -> str:
+    """An API path of ``segments``, each quoted (a job name keeps its ``/``: the API's routes take it whole)."""
+    return "/v1/" + "/".join(quote(segment, safe="/") for segment in segments)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class ApiClient:
+    """Requests to the API application ``api``, in the same process, with ``token``."""
+
+    def __init__(self, api: ASGIApp, token: str) -> None:
+        self._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://agent",
+                                       headers=bearer(token))
+
+    async def call(self, method: str, url: str, *, json: Any = None, params: dict[str, Any] | None = None
+                   ) -> httpx.Response:
+        """The API's answer; :class:`ApiFailure` for an error."""
+        response = await self._http.request(method, url, json=json, params=params)
+        if response.is_error:
+            try:
+                body = response.json()
+                message, errors = str(body["error"]), [str(e) for e in body.get("errors", [])]
+            except (ValueError, KeyError, TypeError):
+                message, errors = response.text, []
+            raise ApiFailure(response.status_code, message, errors)
+        return response
+
+    async def get(self, url: str, **params: Any) -> Any:
+        """The JSON the API answers to ``GET url``."""
+        return (await self.call("GET", url, params=params)).json()
+
+
+FORWARDED = ("type", "asgi", "http_version", "method", "scheme", "server", "client", "query_string",
+             "extensions", "state")
+"""What of a request's scope reaches the API: not the UI's routing, nor its session."""
+STREAMS = re.compile(r"/stream/(?P<route>events|allocations/[^/]+/logs/[^/]+)")
+"""What the browser may read through :class:`StreamForwarder`: these two API routes, and nothing else."""
+
+
+class StreamForwarder:
+    """``GET /ui/stream/<route>?query`` answered by the API's ``GET /v1/<route>?query``, streamed as the API
+    sends it, for a signed-in session: the event stream (which pages follow to know when to refresh) and
+    a followed log. The token is added here; the session cookie does not go on to the API."""
+
+    def __init__(self, api: ASGIApp, token: str, mount: str) -> None:
+        self.api = api
+        self.token = token
+        self.mount = mount
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        matched = STREAMS.fullmatch(request.url.path.removeprefix(self.mount))
+        if request.method != "GET" or matched is None:
+            await PlainTextResponse("not found", status_code=404)(scope, receive, send)
+            return
+        if not signed_in(request, self.token):
+            await PlainTextResponse("sign in first", status_code=401)(scope, receive, send)
+            return
+        target = "/v1/" + matched["route"]
+        headers = [(name, value) for name, value in scope["headers"]
+                   if name not in (b"authorization", b"cookie")]
+        headers += [(name.lower().encode(), value.encode()) for name, value in bearer(self.token).items()]
+        inner = {key: value for key, value in scope.items() if key in FORWARDED}
+        inner |= {"path": target, "raw_path": quote(target).encode(), "root_path": "", "headers": headers}
+        await self.api(inner, receive, send)

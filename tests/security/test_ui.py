@@ -1,0 +1,268 @@
+"""Attacks on the web UI at ``/ui/`` (SPEC §14, §16).
+
+The UI shows what jobs' authors and tasks wrote (log lines, event messages), is reachable by any web
+page the operator's browser opens, and stands in for the token. So: hostile text is shown escaped and
+no inline script runs (Content-Security-Policy); a form posted from another site, or without the
+session's CSRF token, does nothing; with a token, nothing but the login form answers without a
+session the token opened, the API itself still wants the token, and the token never appears in a URL,
+a page or the cookie.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import itsdangerous
+import pytest
+
+from tests.support.agent import AgentProcess
+from tests.support.tls import make_certificates
+from tests.support.waiting import wait_for
+
+TOKEN = "ui-s3cret-7f3a9c"
+HOSTILE = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert("
+
+JOB = """
+job "{name}" {{
+  group "g" {{
+    task "t" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "echo '{hostile}'; echo '{hostile}' >&2; exec sleep 3600"]
+      }}
+      kill_timeout = "5s"
+    }}
+  }}
+}}
+"""
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def job(name: str) -> str:
+    return JOB.format(name=name, hostile=HOSTILE)
+
+
+SESSION_KEY = hmac.new(TOKEN.encode(), b"herder ui session", hashlib.sha256).hexdigest()
+"""The key that signs the UI's session cookies, derived from the token."""
+
+
+def session_cookie(key: str, signed_in: float) -> str:
+    """A session cookie signed with ``key``, that says the token was given at ``signed_in``."""
+    return itsdangerous.TimestampSigner(key).sign(base64.b64encode(json.dumps({"signed_in": signed_in}).encode())
+                                                  ).decode()
+
+
+def csrf_of(page: str) -> str:
+    found = CSRF.search(page)
+    assert found, page
+    return found[1]
+
+
+def browser(agent: AgentProcess) -> httpx.Client:
+    """A client that says where it comes from, as a browser does on a POST: the UI's own origin."""
+    return httpx.Client(base_url=agent.url, headers={"Origin": agent.url}, timeout=30.0)
+
+
+def signed_in(agent: AgentProcess) -> httpx.Client:
+    client = browser(agent)
+    response = client.post("/ui/login", data={"csrf": csrf_of(client.get("/ui/login").text), "token": TOKEN})
+    assert response.status_code == 303, response.text
+    return client
+
+
+def raw_get(agent: AgentProcess, target: str) -> tuple[int, bytes]:
+    """``GET target`` sent as is (an HTTP client would resolve the ``..`` in it first)."""
+    with socket.create_connection(("127.0.0.1", agent.port), timeout=30) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return int(answer.split(b" ", 2)[1]), answer
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    process = AgentProcess(tmp_path_factory.mktemp("ui"), token=TOKEN).start()
+    try:
+        yield process
+    finally:
+        process.shutdown()
+
+
+@pytest.fixture(scope="module")
+def alloc(agent: AgentProcess) -> str:
+    """The running allocation of job ``web``, whose task wrote :data:`HOSTILE` on both streams."""
+    alloc_id = str(agent.submit(job("web"))["allocations"][0]["id"])
+    agent.wait_task(alloc_id, "t")
+    with agent.http() as http:
+        for stream in ("stdout", "stderr"):
+            wait_for(lambda s=stream: HOSTILE in http.get(f"/v1/allocations/{alloc_id}/logs/t",  # type: ignore[misc]
+                                                          params={"stream": s}).text, what=f"the {stream} line")
+    return alloc_id
+
+
+def test_hostile_text_is_shown_escaped_and_no_inline_script_runs(agent: AgentProcess, alloc: str) -> None:
+    # An event message that anyone with the API can set: a restart's reason.
+    with agent.http() as http:
+        assert http.post(f"/v1/allocations/{alloc}/restart", json={"task": "t", "reason": HOSTILE}).status_code == 200
+    agent.wait_event(alloc, "t", "Restart Signal")
+    client = signed_in(agent)
+    pages = [f"/ui/allocations/{alloc}", f"/ui/allocations/{alloc}?fragment=tasks",
+             f"/ui/allocations/{alloc}/logs/t?stream=stdout", f"/ui/allocations/{alloc}/logs/t?stream=stderr"]
+    for page in pages:
+        response = client.get(page)
+        assert response.status_code == 200, (page, response.text)
+        assert ESCAPED in response.text, page  # shown, as text
+        assert "<script>alert" not in response.text, page
+        policy = response.headers["Content-Security-Policy"]
+        assert "script-src 'self'" in policy and "unsafe-inline" not in policy and "default-src 'none'" in policy
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        # Every script is a file of the UI's own: nothing inline that the policy would have to allow.
+        assert all('src="/ui/static/' in tag for tag in re.findall(r"<script[^>]*>", response.text)), page
+
+    # Reflected: a form's value that the API's refusal repeats, shown on the next page.
+    page = client.get(f"/ui/allocations/{alloc}")
+    refused = client.post(f"/ui/allocations/{alloc}/signal",
+                          data={"csrf": csrf_of(page.text), "task": "t", "signal": HOSTILE})
+    assert refused.status_code == 303
+    shown = client.get(refused.headers["location"]).text
+    assert "unknown signal" in shown and ESCAPED in shown and "<script>alert" not in shown
+
+
+def test_a_form_from_another_site_or_without_its_token_does_nothing(agent: AgentProcess) -> None:
+    agent.submit(job("victim"))
+    client = signed_in(agent)
+    csrf = csrf_of(client.get("/ui/jobs/victim").text)
+    stop = "/ui/jobs/victim/stop"
+    attempts = [
+        ({"Origin": "http://evil.example"}, {"csrf": csrf}),  # another site, even with the token of the form
+        ({"Origin": "null"}, {"csrf": csrf}),  # a sandboxed frame
+        ({"Origin": "", "Referer": "http://evil.example/page"}, {"csrf": csrf}),
+        ({}, {}),  # the UI's origin, without the form's token
+        ({}, {"csrf": csrf_of(browser(agent).get("/ui/login").text)}),  # another session's token
+    ]
+    for headers, form in attempts:
+        response = client.post(stop, data=form, headers=headers)
+        assert response.status_code == 403, (headers, form, response.status_code)
+    # Without the session cookie (a cross-site request: SameSite=Strict withholds it), not even signed in.
+    outsider = browser(agent).post(stop, data={"csrf": csrf})
+    assert outsider.status_code == 401 and 'name="token"' in outsider.text
+    with agent.http() as http:
+        assert http.get("/v1/jobs/victim").json()["status"] == "running"
+
+    # The control: the form as the UI serves it stops the job.
+    assert client.post(stop, data={"csrf": csrf}).status_code == 303
+    with agent.http() as http:
+        wait_for(lambda: http.get("/v1/jobs/victim").json()["status"] != "running", what="victim stopped")
+
+
+def test_nothing_but_the_login_answers_without_a_session(agent: AgentProcess, alloc: str) -> None:
+    data_pages = ["/ui/", "/ui/jobs/web", f"/ui/allocations/{alloc}", f"/ui/allocations/{alloc}/logs/t"]
+    fragments = ["/ui/?fragment=jobs", f"/ui/allocations/{alloc}?fragment=tasks",
+                 f"/ui/allocations/{alloc}?fragment=stats", "/ui/jobs/web?fragment=job"]
+    streams = ["/ui/stream/events?follow=false", f"/ui/stream/allocations/{alloc}/logs/t"]
+    before_login = browser(agent)
+    before_login.get("/ui/login")  # a session, with a CSRF token, that never gave the token
+    strangers = [browser(agent), before_login]
+    for key, since in (("not the key", time.time()), (SESSION_KEY, time.time() - 13 * 3600)):  # forged; expired
+        strangers.append(browser(agent))
+        strangers[-1].cookies.set("herder_ui", session_cookie(key, since), domain="127.0.0.1", path="/ui/")
+    # (the control: a cookie made the same way, signed with the session key and recent, is a session)
+    control = browser(agent)
+    control.cookies.set("herder_ui", session_cookie(SESSION_KEY, time.time()), domain="127.0.0.1", path="/ui/")
+    assert control.get("/ui/").status_code == 200
+    wrong = browser(agent)
+    assert wrong.post("/ui/login", data={"csrf": csrf_of(wrong.get("/ui/login").text), "token": "guess"}
+                      ).status_code == 401
+    strangers.append(wrong)
+    for client in strangers:
+        for url in data_pages:
+            response = client.get(url)  # the form that asks for the token, instead
+            assert response.status_code == 401 and 'name="token"' in response.text, url
+            shown = response.text.replace(f'value="{url}"', "")  # (the page asked for, to go back to)
+            assert alloc not in shown and "web" not in shown
+        for url in fragments + streams:
+            response = client.get(url)
+            assert response.status_code == 401, url
+            assert alloc not in response.text and HOSTILE not in response.text
+
+    # A session opens the UI, not the API: the API wants the token, even beside the cookie, and under /ui/.
+    cookie = signed_in(agent).cookies["herder_ui"]
+    api = httpx.get(f"{agent.url}/v1/jobs", headers={"Cookie": f"herder_ui={cookie}"})
+    assert api.status_code == 401
+    for target in ("/ui/../v1/jobs", "/ui/%2e%2e/v1/jobs", "/ui//v1/jobs", "/ui/stream/jobs",
+                   f"/ui/stream/allocations/{alloc}/stats"):
+        status, answer = raw_get(agent, target)
+        assert status in (401, 404), (target, answer)
+        assert b"web" not in answer.partition(b"\r\n\r\n")[2], target
+
+
+def test_the_token_is_never_in_a_url_a_page_or_the_cookie(agent: AgentProcess, alloc: str) -> None:
+    client = browser(agent)
+    form = client.get("/ui/login").text
+    assert re.search(r'<form method="post" action="/ui/login"', form)
+    assert 'type="password"' in form
+    # Only the form's body is read: a token in the query string opens nothing.
+    assert client.post(f"/ui/login?token={TOKEN}", data={"csrf": csrf_of(form)}).status_code == 401
+    # Signed in, the form goes back to the UI's page it was asked for, never to another site.
+    for then in ("https://evil.example/", "//evil.example/ui/", "/v1/jobs"):
+        other = browser(agent)
+        response = other.post("/ui/login", data={"csrf": csrf_of(other.get("/ui/login").text), "token": TOKEN,
+                                                  "then": then})
+        assert response.status_code == 303 and response.headers["location"] == "/ui/", then
+    response = client.post("/ui/login", data={"csrf": csrf_of(form), "token": TOKEN, "then": "/ui/jobs/web"})
+    assert response.status_code == 303 and response.headers["location"] == "/ui/jobs/web"
+    cookie = response.headers["set-cookie"]
+    flags = [flag.strip().lower() for flag in cookie.split(";")[1:]]
+    assert {"httponly", "samesite=strict", "path=/ui/"} <= set(flags), cookie
+    value = client.cookies["herder_ui"]
+    payload = base64.b64decode(value.split(".")[0] + "==")
+    assert TOKEN not in value and TOKEN.encode() not in payload
+    for url in ("/ui/", "/ui/jobs/web", f"/ui/allocations/{alloc}", f"/ui/allocations/{alloc}/logs/t",
+                f"/ui/allocations/{alloc}?fragment=tasks"):
+        page = client.get(url)
+        assert page.status_code == 200 and TOKEN not in page.text, url
+        assert all(TOKEN not in link for link in re.findall(r'(?:href|action|src|data-[a-z]+)="([^"]*)"', page.text))
+
+
+def test_without_a_token_no_login_but_forms_still_need_the_session(tmp_path: Path) -> None:
+    """A loopback agent without a token: the UI needs no login, yet another site's page still cannot act."""
+    agent = AgentProcess(tmp_path).start()
+    try:
+        agent.submit(job("open"))
+        client = browser(agent)
+        page = client.get("/ui/jobs/open")
+        assert page.status_code == 200 and "Stop job" in page.text
+        assert client.get("/ui/login").status_code == 303
+        refused = client.post("/ui/jobs/open/stop", data={"csrf": csrf_of(page.text)},
+                              headers={"Origin": "http://evil.example"})
+        assert refused.status_code == 403
+        assert httpx.Client(base_url=agent.url).post("/ui/jobs/open/stop", data={}).status_code == 403
+        with agent.http() as http:
+            assert http.get("/v1/jobs/open").json()["status"] == "running"
+    finally:
+        agent.shutdown()
+
+
+def test_over_tls_the_cookie_is_sent_over_tls_only(tmp_path: Path) -> None:
+    agent = AgentProcess(tmp_path, token=TOKEN, tls=make_certificates(tmp_path / "certs")).start()
+    try:
+        with httpx.Client(base_url=agent.url, verify=agent.verify, headers={"Origin": agent.url}) as client:
+            form = client.get("/ui/login")
+            response = client.post("/ui/login", data={"csrf": csrf_of(form.text), "token": TOKEN})
+            assert response.status_code == 303
+            assert "secure" in [flag.strip().lower() for flag in response.headers["set-cookie"].split(";")]
+    finally:
+        agent.shutdown()
