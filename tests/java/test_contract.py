@@ -20,7 +20,6 @@ class JavaContract(DriverContract):
     """The scenarios, each a mode of the test application (tests/java/app/HerderTestApp.java)."""
 
     driver = "java"
-    supports_exec_session = False
 
     def exits_with(self, code: int) -> dict[str, Any]:
         return app("exit", str(code))
@@ -72,6 +71,7 @@ class TestPlainContract(JavaContract):
 
 class TestIsolatedContract(JavaContract):
     plugin_config = ISOLATED
+    supports_exec_session = False  # in herder-exec's container: not yet
 
     @pytest.fixture(autouse=True)
     def _isolation(self, isolated: dict[str, str], java_app: None) -> None:
