@@ -899,10 +899,7 @@ class Agent:
         the caller closes the session."""
         runner = self._targets(alloc, task)[0]
         with _exec_refused(task):
-            try:
-                return runner.exec_session(command, tty)
-            except OSError as exc:  # the program is not there, or not executable
-                raise Conflict(f"exec in {task}: cannot run {command[0]}: {exc.strerror or exc}") from None
+            return runner.exec_session(command, tty)
 
 
 @contextlib.contextmanager
@@ -914,3 +911,5 @@ def _exec_refused(task: str) -> Iterator[None]:
         raise Conflict(str(exc)) from None
     except HerderError as exc:
         raise Conflict(f"exec in {task}: {exc}") from None
+    except OSError as exc:  # the program is not there, or not executable
+        raise Conflict(f"exec in {task}: cannot run {exc.filename or 'the command'}: {exc.strerror or exc}") from None
