@@ -23,11 +23,12 @@ HERE = Path(__file__).resolve().parent
 DRIVER = (HERE / "faulty_driver.py").read_text()
 CONTRACT = (HERE / "faulty_contract.py").read_text()
 
-KIT_TESTS = 29
+KIT_TESTS = 30
 """The number of DriverContract's tests, parametrized cases counted: every one must have run."""
 EXEC_TESTS = ("test_exec_output_and_exit_code", "test_exec_timeout_raises", "test_exec_output_is_capped")
 SESSION_TESTS = ("test_exec_session_on_a_terminal", "test_exec_session_resizes_its_terminal",
-                 "test_exec_session_without_a_terminal", "test_exec_session_close_ends_the_command")
+                 "test_exec_session_without_a_terminal", "test_exec_session_close_ends_the_command",
+                 "test_exec_session_close_ends_the_jobs_of_a_shell_on_a_terminal")
 STATS_TESTS = ("test_stats_show_memory", "test_stats_show_cpu")
 WITHOUT_A_TASK = ("test_fingerprint_is_quick_and_never_raises", "test_fingerprint_with_broken_config",
                   "test_config_errors_name_their_path")
@@ -105,6 +106,7 @@ CASES = {
     }),
     "a session whose close leaves its command": Case(("session_close_leaves_command",), {
         "test_exec_session_close_ends_the_command": "a closed session's command did not end",
+        "test_exec_session_close_ends_the_jobs_of_a_shell_on_a_terminal": "left its shell's jobs running",
     }),
     "without stats, saying so": Case(("no_stats",), supports_stats=False),
     "without stats, claiming them": Case(("no_stats",), {

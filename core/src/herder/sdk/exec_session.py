@@ -24,8 +24,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from herder.objects import ExecStream
-from herder.sdk.process import exit_result, kill_group
+from herder.sdk.process import exit_result
 from herder.sdk.users import TaskUser
+from herder.supervisor.proctree import process_table
 
 READ_SIZE = 65536
 
@@ -165,15 +166,23 @@ class ExecProcess:
             return None
         return exit_result(returncode).exit_code
 
+    def _kill_session(self) -> None:
+        """SIGKILL the command's whole session: not only its process group, since a shell on a terminal
+        gives each job a process group of its own (``sleep 3600 &`` would otherwise run on)."""
+        for pid, entry in process_table().items():
+            if entry.sid == self._proc.pid and pid != os.getpid():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
     def close(self) -> None:
         with self._closing:
             if self._closed:
                 return
             self._closed = True
         os.write(self._wake_w, b"x")
-        # The command's whole session: what it started would otherwise keep running.
-        kill_group(self._proc.pid, signal.SIGKILL)
+        self._kill_session()
         self._proc.wait()
+        self._kill_session()  # what was forked while the first round was under way
         with self._reading, self._writing:
             self._outputs.clear()
             self._stdin = None

@@ -379,6 +379,25 @@ class DriverContract:
             assert not left, f"closing the session left its command running: {processes.describe(left)}"
         assert self._poll_exit(run, 0.5) is None, "the task ended with the exec session"
 
+    def test_exec_session_close_ends_the_jobs_of_a_shell_on_a_terminal(self, harness: DriverHarness) -> None:
+        """A shell on a terminal runs each job in a process group of its own: closing ends them too."""
+        run = self._exec_session_task(harness)
+        task_processes = processes.marked(run.marker)
+        with _Session(run.exec_session(["/bin/sh"], tty=True)) as session:
+            session.send(b"sleep 3600 & echo started; sleep 3601\n")
+            session.expect(rb"started\r?\n", "the shell's answer")
+
+            def started() -> dict[int, int]:  # the shell and its two sleeps
+                found = {pid: start for pid, start in processes.marked(run.marker).items() if pid not in task_processes}
+                return found if len(found) >= 3 else {}
+
+            assert _poll(lambda: bool(started()), READY_TIMEOUT), "the shell's two sleeps did not start"
+            command = started()
+            session.close()
+            left = processes.wait_gone(command, EXIT_TIMEOUT)
+            assert not left, f"closing the session left its shell's jobs running: {processes.describe(left)}"
+        assert self._poll_exit(run, 0.5) is None, "the task ended with the exec session"
+
     def test_exec_session_not_supported(self, harness: DriverHarness) -> None:
         if self.supports_exec_session:
             pytest.skip(f"driver {self.driver} supports interactive exec")
