@@ -469,8 +469,8 @@ _BOOLEANS = {"true": True, "1": True, "t": True, "false": False, "0": False, "f"
 
 @alloc.command("exec", cls=_ExecCommand, context_settings={"ignore_unknown_options": True,
                                                            "allow_interspersed_args": False})
-@click.option("-i", "--stdin/--no-stdin", default=True, show_default=True,
-              help="Pass stdin to the command (-i=false: none).")
+@click.option("-i", "--stdin/--no-stdin", default=True,
+              help="Pass stdin to the command (-i=false: none).  [default: on]")
 @click.option("-t", "--tty/--no-tty", default=None,
               help="Run the command on a terminal (-t=false: pipes)  [default: when stdin is a terminal]")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=3600), default=30.0, show_default=True,
