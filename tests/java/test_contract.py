@@ -63,7 +63,6 @@ class JavaContract(DriverContract):
 
 class TestPlainContract(JavaContract):
     plugin_config = PLAIN
-    supports_exec_session = False  # interactive exec beside a plain JVM is not there yet
 
     @pytest.fixture(autouse=True)
     def _jvm(self, java_driver: str, java_app: None) -> None:

@@ -14,6 +14,7 @@ is re-exported here (the ``import X as X`` lines).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ import signal as _signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +46,7 @@ from herder.jobspec.dispatch import PERIODIC_SUFFIX, Child, dispatch_child, peri
 from herder.jobspec.formats import format_of, read_text, read_var_file
 from herder.model import Job
 from herder.model import Resources as Resources
-from herder.objects import TaskStats
+from herder.objects import ExecSession, TaskStats
 from herder.objects import parse_signal as parse_signal
 from herder.plugins.hooks import Hooks
 from herder.plugins.hooks import Participants as Participants
@@ -889,10 +890,26 @@ class Agent:
     def exec(self, alloc: AllocRunner, task: str, command: list[str], timeout: float) -> tuple[int, bytes]:
         """Run ``command`` in running task ``task``: its exit code and output."""
         runner = self._targets(alloc, task)[0]
-        try:
+        with _exec_refused(task):
             result = runner.exec(command, timeout)
-        except RuntimeError as exc:  # the task stopped meanwhile
-            raise Conflict(str(exc)) from None
-        except HerderError as exc:
-            raise Conflict(f"exec in {task}: {exc}") from None
         return result.exit_code, result.output
+
+    def exec_session(self, alloc: AllocRunner, task: str, command: list[str], tty: bool) -> ExecSession:
+        """Start ``command`` interactively in running task ``task`` (on a terminal when ``tty``);
+        the caller closes the session."""
+        runner = self._targets(alloc, task)[0]
+        with _exec_refused(task):
+            return runner.exec_session(command, tty)
+
+
+@contextlib.contextmanager
+def _exec_refused(task: str) -> Iterator[None]:
+    """Why an exec into ``task`` could not run, as a :class:`Conflict`."""
+    try:
+        yield
+    except RuntimeError as exc:  # the task stopped meanwhile
+        raise Conflict(str(exc)) from None
+    except HerderError as exc:
+        raise Conflict(f"exec in {task}: {exc}") from None
+    except OSError as exc:  # the program is not there, or not executable
+        raise Conflict(f"exec in {task}: cannot run {exc.filename or 'the command'}: {exc.strerror or exc}") from None

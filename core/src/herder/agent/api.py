@@ -13,7 +13,6 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -27,7 +26,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from herder import app
-from herder.agent import metrics, models, ui
+from herder.agent import exec_ws, metrics, models, ui
+from herder.agent.auth import token_matches, websocket_refusal
 from herder.agent.events import EventLog, sse
 from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner, EventRecord
@@ -64,15 +64,6 @@ def _error(status: int, message: str, errors: list[str] | None = None,
                         headers=headers)
 
 
-def token_matches(token: str, authorization: bytes | str | None) -> bool:
-    """Whether an ``Authorization`` header carries ``token`` as its bearer token (constant-time)."""
-    if isinstance(authorization, bytes):
-        authorization = authorization.decode("latin-1")
-    scheme, _, given = (authorization or "").partition(" ")
-    given = given.strip() if scheme.lower() == "bearer" else ""
-    return hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8"))
-
-
 class Guard:
     """In front of the application: with a ``token``, a request without it is
     refused (401) before anything of it is read; a request body over ``limit``
@@ -84,6 +75,10 @@ class Guard:
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and (refusal := websocket_refusal(scope, self.token)):
+            await _error(*refusal, headers={"WWW-Authenticate": "Bearer"} if refusal[0] == 401 else None)(
+                scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.inner(scope, receive, send)
             return
@@ -379,6 +374,8 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
     def exec_(alloc_id: AllocId, body: models.ExecRequest) -> models.ExecResponse:
         code, output = agent.exec(agent.alloc(alloc_id), body.task, body.command, body.timeout)
         return models.ExecResponse(exit_code=code, output=output.decode("utf-8", "replace"))
+
+    exec_ws.register(api, agent)
 
     @api.post("/v1/allocations/{alloc_id}/signal", response_model=models.Done, tags=["allocations"])
     def signal(alloc_id: AllocId, body: models.SignalRequest) -> models.Done:

@@ -17,6 +17,7 @@ from types import FrameType
 import uvicorn
 
 from herder import app
+from herder.agent import exec_ws
 from herder.agent.api import asgi
 from herder.agent.events import EventLog, log_health
 from herder.client.config import Config, TlsConfig
@@ -165,7 +166,7 @@ def run(config: Config, *, drain: bool = False) -> int:
     agent = app.Agent(config, hooks, on_event=events.record, on_health=log_health, on_collected=events.forget)
     server = _Server(uvicorn.Config(asgi(agent, events), log_config=None, access_log=False, lifespan="on",
                                     timeout_graceful_shutdown=SHUTDOWN_GRACE,
-                                    timeout_keep_alive=KEEP_ALIVE,
+                                    timeout_keep_alive=KEEP_ALIVE, ws_max_size=exec_ws.MAX_FRAME,
                                     ssl_context_factory=None if tls is None else lambda _config, _default: tls))
 
     def stop(signum: int, _frame: FrameType | None) -> None:

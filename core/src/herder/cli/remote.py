@@ -32,6 +32,7 @@ import click
 
 from herder.cli.common import (
     EXIT_FAILED,
+    EXIT_INVALID,
     EXIT_OK,
     event_line,
     fail,
@@ -105,17 +106,22 @@ class Agent:
     def _refused(self, response: http.client.HTTPResponse) -> NoReturn:
         try:
             text = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self.unreachable(exc)
+        self.refused(response.status, text)
+
+    def refused(self, status: int, text: bytes) -> NoReturn:
+        """Say why the agent answered ``status`` (with the API's JSON error ``text``), and exit."""
+        try:
             body = json.loads(text)
             message, errors = str(body.get("error", "")), [str(e) for e in body.get("errors", [])]
         except (ValueError, AttributeError):
             message, errors = text[:200].decode("utf-8", "replace"), []
-        except (OSError, http.client.HTTPException) as exc:
-            self.unreachable(exc)
-        if response.status == 401:
+        if status == 401:
             fail(f"the agent at {self.addr} refused the request: {message} (is HERDER_TOKEN right?)")
         if errors and message == "invalid job":
             invalid("the job is invalid", errors)
-        fail((message or f"HTTP {response.status}") + "".join(f"\n  * {e}" for e in errors))
+        fail((message or f"HTTP {status}") + "".join(f"\n  * {e}" for e in errors))
 
     def request(self, method: str, path: str, *, json_body: Any = None,
                 read_timeout: float | None = READ_TIMEOUT) -> Any:
@@ -136,6 +142,12 @@ class Agent:
                     yield chunk
             except (OSError, http.client.HTTPException) as exc:
                 self.unreachable(exc)
+
+    def websocket_url(self, path: str, params: dict[str, str]) -> str:
+        """The ``ws://`` (``wss://``) URL of ``path?params`` on the agent."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return (f"{'wss' if self.https else 'ws'}://{host}:{self.port}"
+                f"{quote(self.prefix + path, safe='/:@')}?{urlencode(params)}")
 
     def unreachable(self, exc: BaseException) -> NoReturn:
         if isinstance(exc, TimeoutError):
@@ -433,19 +445,80 @@ def alloc_logs(follow: bool, stderr: bool, tail: int | None, alloc_id: str, task
         pass
 
 
-@alloc.command("exec", context_settings={"ignore_unknown_options": True})
+class _ExecCommand(click.Command):
+    """Also takes Nomad's spelling of the switches, ``-i=false`` and ``-t=true``, before the arguments."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        spelled: list[str] = []
+        for index, arg in enumerate(args):
+            name, equals, value = arg.partition("=")
+            if equals and name in _SWITCHES:
+                if value.lower() not in _BOOLEANS:
+                    raise click.BadParameter(f"{value!r} is not true or false", ctx, param_hint=name)
+                arg = _SWITCHES[name] if _BOOLEANS[value.lower()] else "--no-" + _SWITCHES[name][2:]
+            elif not arg.startswith("-") or arg == "--":
+                spelled += args[index:]  # the options end at the allocation
+                break
+            spelled.append(arg)
+        return super().parse_args(ctx, spelled)
+
+
+_SWITCHES = {"-i": "--stdin", "--stdin": "--stdin", "-t": "--tty", "--tty": "--tty"}
+_BOOLEANS = {"true": True, "1": True, "t": True, "false": False, "0": False, "f": False}
+
+
+@alloc.command("exec", cls=_ExecCommand, context_settings={"ignore_unknown_options": True,
+                                                           "allow_interspersed_args": False})
+@click.option("-i", "--stdin/--no-stdin", default=True,
+              help="Pass stdin to the command (-i=false: none).  [default: on]")
+@click.option("-t", "--tty/--no-tty", default=None,
+              help="Run the command on a terminal (-t=false: pipes)  [default: when stdin is a terminal]")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=3600), default=30.0, show_default=True,
-              help="Seconds the command may run.")
+              help="Seconds the command may run, without -i and -t only.")
 @click.argument("alloc_id")
-@click.argument("task")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def alloc_exec(timeout: float, alloc_id: str, task: str, command: tuple[str, ...]) -> None:
-    """Run COMMAND inside TASK; print its output and exit with its code."""
-    result = Agent().request("POST", f"/v1/allocations/{alloc_id}/exec",
-                             json_body={"task": task, "command": list(command), "timeout": timeout},
-                             read_timeout=timeout + 30.0)
-    click.echo(result["output"], nl=False)
-    sys.exit(result["exit_code"] if 0 <= result["exit_code"] < 256 else EXIT_FAILED)
+@click.argument("args", nargs=-1, required=True, type=click.UNPROCESSED, metavar="[TASK] CMD...")
+def alloc_exec(stdin: bool, tty: bool | None, timeout: float, alloc_id: str, args: tuple[str, ...]) -> None:
+    """Run CMD inside TASK (which may be left out when the allocation has one task); exit with its code.
+
+    By default, as `nomad alloc exec`: stdin goes to the command, its output comes as it prints, and it
+    runs on a terminal when stdin is one (`herder alloc exec ALLOC TASK /bin/sh` is a shell in the task).
+    With -i=false and -t=false it runs without input for at most --timeout seconds, and its output is
+    printed when it ends.
+    """
+    agent = Agent()
+    status = agent.request("GET", f"/v1/allocations/{alloc_id}")
+    task, command = _task_and_command(status, args)
+    if tty is None:
+        tty = sys.stdin.isatty()
+    if stdin or tty:
+        from herder.cli import interactive  # its WebSocket client, loaded by this command alone
+
+        code = interactive.run(agent, status["id"], task, command, stdin=stdin, tty=tty)
+    else:
+        result = agent.request("POST", f"/v1/allocations/{status['id']}/exec",
+                               json_body={"task": task, "command": command, "timeout": timeout},
+                               read_timeout=timeout + 30.0)
+        click.echo(result["output"], nl=False)
+        code = result["exit_code"]
+    sys.exit(code if 0 <= code < 256 else EXIT_FAILED)
+
+
+def _task_and_command(status: dict[str, Any], args: tuple[str, ...]) -> tuple[str, list[str]]:
+    """TASK and CMD of ``[TASK] [--] CMD...``: the first argument is the task if the allocation has a task of
+    that name and a command follows; else the command runs in the allocation's only task."""
+    tasks = list(status["tasks"])
+    if len(args) > 1 and args[0] in tasks:
+        task, command = args[0], list(args[1:])
+    elif len(tasks) == 1:
+        task, command = tasks[0], list(args)
+    else:
+        fail(f"allocation {status['name']} has tasks {', '.join(tasks)}: name one before the command "
+             f"(herder alloc exec ALLOC TASK CMD...)", EXIT_INVALID)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        fail("no command to run (herder alloc exec ALLOC [TASK] CMD...)", EXIT_INVALID)
+    return task, command
 
 
 @alloc.command("signal")

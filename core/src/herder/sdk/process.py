@@ -19,6 +19,7 @@ from typing import IO
 
 from herder.objects import EXEC_OUTPUT_LIMIT, ExecResult, ExitResult
 from herder.sdk.users import TaskUser
+from herder.supervisor.proctree import process_table
 
 
 def exit_result(returncode: int) -> ExitResult:
@@ -116,18 +117,4 @@ def kill_session(sid: int, sig: int = signal.SIGKILL, *, leader_gone: bool = Fal
 
 def _session_members(sid: int) -> list[int]:
     """The processes whose session is ``sid``, but for zombies (killed already)."""
-    members: list[int] = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                text = stat.read()
-        except OSError:
-            continue  # gone meanwhile
-        # The command name (field 2) may hold spaces and parentheses: count from its closing one.
-        fields = text[text.rindex(b")") + 2 :].split()
-        # fields[0] is field 3 (state), fields[3] field 6 (session).
-        if int(fields[3]) == sid and fields[0] != b"Z":
-            members.append(int(entry.name))
-    return members
+    return [pid for pid, entry in process_table().items() if entry.sid == sid and not entry.zombie]

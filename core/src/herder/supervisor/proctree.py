@@ -175,6 +175,8 @@ class ProcessEntry(NamedTuple):
     ppid: int
     sid: int
     start_time: int
+    zombie: bool = False
+    """Ended, and not yet waited for by its parent."""
 
 
 class SessionTree(ProcessTree):
@@ -228,7 +230,8 @@ def process_table() -> dict[int, ProcessEntry]:
             continue  # gone meanwhile
         # The command name (field 2) may hold spaces and parentheses: count from its closing one.
         fields = text[text.rindex(b")") + 2 :].split()
-        table[int(entry.name)] = ProcessEntry(ppid=int(fields[1]), sid=int(fields[3]), start_time=int(fields[19]))
+        table[int(entry.name)] = ProcessEntry(ppid=int(fields[1]), sid=int(fields[3]), start_time=int(fields[19]),
+                                              zombie=fields[0] == b"Z")
     return table
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from herder import DriverError, ExecResult, ExecSession, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
-from herder.sdk import SupervisedProcess, TaskUser, inherited_environment, resolve_in_task_dir, run_capped
+from herder.sdk import ExecProcess, SupervisedProcess, TaskUser, inherited_environment, resolve_in_task_dir, run_capped
 from herder_java.config import TASK_SCHEMA, PluginConfig, TaskConfig, java_home
 from herder_java.handle import DESCRIPTIONS, JavaHandle, Mode
 from herder_java.version import JavaVersion, parse_version
@@ -242,14 +242,17 @@ class JavaDriver:
 
     @hookimpl
     def herder_task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
-                                 tty: bool) -> ExecSession | None:
-        """In the container when the JVM is isolated (``runc exec``, as herder-exec's own tasks)."""
+                                 tty: bool) -> ExecSession:
+        """In the container when the JVM is isolated (``runc exec``, as herder-exec's own tasks); beside a
+        plain JVM in the task directory, as the task's user, as raw_exec."""
         if not isinstance(handle, JavaHandle):
             raise DriverError(f"not a task of the java driver: {handle!r}")
         if handle.isolation == "exec":
             assert self.isolation is not None  # recover and start give "exec" handles only with it
             return self.isolation.exec_session(handle.inner, command, tty)
-        return None  # a plain JVM: not supported (yet)
+        user = TaskUser.lookup(task.user) if task.user else None
+        return ExecProcess.start(command, env=self._environment(task, ctx), cwd=ctx.task_dir.dir, tty=tty,
+                                 user=user)
 
     def _environment(self, task: Task, ctx: TaskContext) -> dict[str, str]:
         """A plain JVM's environment, as raw_exec's: herder's minus secrets, the user's ``HOME``, the task's."""

@@ -1,0 +1,86 @@
+"""Who may use the API: the bearer token, and what a WebSocket handshake must show besides.
+
+A WebSocket is checked before it is accepted, whatever its route: a browser
+opens one to any address, ``127.0.0.1`` included, from a page of any site, and
+sends no header a page could choose except the subprotocols it offers. So:
+
+- with a ``token``, the handshake carries it, as ``Authorization: Bearer T``
+  (the command line) or, from a browser that cannot set that header, as the
+  subprotocol offer ``herder.token.<base64url(T) without padding>``;
+- an ``Origin`` (which a browser always sends, and a page cannot forge) must
+  be the agent's own: a page of another site cannot drive the agent
+  (cross-site WebSocket hijacking), even with no token configured;
+- without a token (the agent then listens on loopback alone), the ``Host``
+  must name loopback literally, so that a site whose name was made to
+  resolve to 127.0.0.1 (DNS rebinding) is not the agent's "own" origin.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import ipaddress
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
+
+TOKEN_PROTOCOL = "herder.token."
+"""The prefix of the subprotocol offer that carries the token (base64url, without padding)."""
+
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
+
+
+def token_matches(token: str, authorization: bytes | str | None) -> bool:
+    """Whether an ``Authorization`` header carries ``token`` as its bearer token (constant-time)."""
+    if isinstance(authorization, bytes):
+        authorization = authorization.decode("latin-1")
+    scheme, _, given = (authorization or "").partition(" ")
+    given = given.strip() if scheme.lower() == "bearer" else ""
+    return hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8"))
+
+
+def offered_protocols(headers: Mapping[bytes, bytes]) -> list[str]:
+    """The subprotocols a WebSocket handshake offers (``Sec-WebSocket-Protocol``), in order."""
+    offer = headers.get(b"sec-websocket-protocol", b"").decode("latin-1")
+    return [name.strip() for name in offer.split(",") if name.strip()]
+
+
+def _offered_token(protocols: Iterable[str]) -> bytes | None:
+    for protocol in protocols:
+        if protocol.startswith(TOKEN_PROTOCOL):
+            encoded = protocol[len(TOKEN_PROTOCOL):]
+            try:
+                return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+            except (binascii.Error, ValueError):
+                return None
+    return None
+
+
+def websocket_refusal(scope: MutableMapping[str, Any], token: str) -> tuple[int, str] | None:
+    """Why the WebSocket handshake ``scope`` is refused (an HTTP status and a message), or None."""
+    headers = dict(scope.get("headers", []))
+    if token and not token_matches(token, headers.get(b"authorization")):
+        offered = _offered_token(offered_protocols(headers))
+        if offered is None or not hmac.compare_digest(offered, token.encode("utf-8")):
+            return 401, (f"missing or wrong token (Authorization: Bearer <token>, or the subprotocol "
+                         f"{TOKEN_PROTOCOL}<base64url token>)")
+    host = headers.get(b"host", b"").decode("latin-1").lower()
+    if not token and not _names_loopback(host):
+        return 403, f"Host {host!r} is not a loopback address, and the agent has no token"
+    origin = headers.get(b"origin")
+    if origin is not None:
+        own = f"{'https' if scope.get('scheme') in ('wss', 'https') else 'http'}://{host}"
+        if origin.decode("latin-1").lower().rstrip("/") != own:
+            return 403, f"a WebSocket from origin {origin.decode('latin-1')!r} (the agent's own is {own})"
+    return None
+
+
+def _names_loopback(host: str) -> bool:
+    """Whether a ``Host`` header (``name[:port]``, ``[v6][:port]``) names loopback without a lookup."""
+    name = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0]
+    if name in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
