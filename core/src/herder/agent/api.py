@@ -16,7 +16,7 @@ import dataclasses
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -83,12 +83,20 @@ class Guard:
         self.token = token
         self.limit = limit
 
+    def authorized(self, headers: Mapping[bytes, bytes]) -> bool:
+        """Whether the request's headers carry the token."""
+        return token_matches(self.token, headers.get(b"authorization"))
+
+    def refusal(self) -> ASGIApp:
+        """The answer to a request without the token."""
+        return _error(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.inner(scope, receive, send)
             return
-        if self.token and not token_matches(self.token, dict(scope.get("headers", [])).get(b"authorization")):
-            await _error(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+        if self.token and not self.authorized(dict(scope.get("headers", []))):
+            await self.refusal()(scope, receive, send)
             return
         too_large = _error(413, f"request body over {self.limit} bytes")
         for name, value in scope.get("headers", []):

@@ -35,6 +35,11 @@ class EventLog:
             self._events.append((self._seq, event))
             self._changed.notify_all()
 
+    @property
+    def last(self) -> int:
+        """The number of the latest event."""
+        return self._seq
+
     def forget(self, alloc_ids: list[str]) -> None:
         """Drop the events of allocations the garbage collector removed."""
         gone = set(alloc_ids)
