@@ -289,6 +289,11 @@ def test_dispatch_and_periodic_force(nomad_agent: NomadAgent, tmp_path: Path) ->
     children = [j["ID"] for j in nomad_agent.get("/v1/jobs", prefix="cron/periodic-")]
     assert len(children) == 1
     wait_for(lambda: finished(children[0]), what="the forced child")
+    parent = nomad_agent.nomad("job", "status", "cron")
+    assert parent.returncode == 0, parent.stderr
+    assert "Next Periodic Launch = 2" in parent.stdout and children[0] in parent.stdout
+    dispatcher = nomad_agent.nomad("job", "status", "param")
+    assert dispatcher.returncode == 0 and child in dispatcher.stdout.split("Dispatched Jobs")[1]
     for job in ("param", "cron"):
         assert nomad_agent.nomad("job", "stop", "-detach", job).returncode == 0
 

@@ -562,12 +562,7 @@ class Shapes:
         attributes = dict(self.agent.client.node().attributes)
         attributes |= {f"driver.{name}": "1" for name, info in drivers.items() if info.Healthy}
         attributes |= {"nomad.version": self.agent.version, "unique.hostname": self.agent.config.node_name}
-        cores = int(attributes.get("cpu.numcores", "1"))
-        disk = os.statvfs(self.agent.config.data_dir)
-        total = models.Resources(CPU=int(attributes.get("cpu.totalcompute", cores * 1000)), Cores=cores,
-                                 MemoryMB=int(attributes.get("memory.totalbytes", "0")) >> 20,
-                                 DiskMB=disk.f_blocks * disk.f_frsize >> 20)
-        return models.Node(**self._node_fields(drivers), HTTPAddr=self.address, Resources=total,
+        return models.Node(**self._node_fields(drivers), HTTPAddr=self.address, Resources=self.node_resources(),
                            TLSEnabled=self.agent.config.tls.cert_file is not None,
                            Attributes=dict(sorted(attributes.items())))
 
@@ -578,6 +573,16 @@ class Shapes:
                 "Status": "ready", "Drain": self.agent.draining,
                 "SchedulingEligibility": "ineligible" if self.agent.draining else "eligible",
                 "CreateIndex": 1, "ModifyIndex": 1}
+
+    def node_resources(self) -> models.Resources:
+        """The host's CPU (MHz: herder does not measure clock speeds, so 1000 a core, unless a
+        fingerprint says ``cpu.totalcompute``), memory and the data dir's disk."""
+        attributes = self.agent.client.node().attributes
+        cores = int(attributes.get("cpu.numcores", "1"))
+        disk = os.statvfs(self.agent.config.data_dir)
+        return models.Resources(CPU=int(attributes.get("cpu.totalcompute", cores * 1000)), Cores=cores,
+                                MemoryMB=int(attributes.get("memory.totalbytes", "0")) >> 20,
+                                DiskMB=disk.f_blocks * disk.f_frsize >> 20)
 
     def host_stats(self) -> models.HostStats:
         """The host's memory, the data dir's disk and the uptime (no per-CPU figures)."""
@@ -597,7 +602,9 @@ class Shapes:
     def usage(self, sampled: Mapping[str, TaskStats | None]) -> models.AllocResourceUsage:
         """The allocation's tasks' resource usage (what a driver cannot tell is 0), and their sum."""
         now = time.time_ns()
-        tasks = {name: models.TaskResourceUsage(ResourceUsage=_usage(stats), Timestamp=now)
+        node = self.node_resources()
+        mhz = node.CPU / max(1, node.Cores)
+        tasks = {name: models.TaskResourceUsage(ResourceUsage=_usage(stats, mhz), Timestamp=now)
                  for name, stats in sampled.items()}
         total = models.ResourceUsage()
         for task in tasks.values():
@@ -635,7 +642,15 @@ class Shapes:
         """Job ``name`` (its submission ``job_id``, by default the latest) in Nomad's JSON."""
         parent = self.agent.parent(name)
         if parent is not None:
-            return to_nomad(json.loads(parent.source.text))["Job"]
+            document = to_nomad(json.loads(parent.source.text))["Job"]
+            periodic = document.get("Periodic")
+            if isinstance(periodic, dict):  # herder's crons as Nomad's one spec (and a list, as Nomad 1.6+)
+                specs = periodic.get("Specs") or [periodic.get("Spec", "")]
+                document["Periodic"] = {"Enabled": periodic.get("Enabled", True), "SpecType": "cron",
+                                        "Spec": specs[0], "Specs": specs,
+                                        "ProhibitOverlap": periodic.get("ProhibitOverlap", False),
+                                        "TimeZone": periodic.get("TimeZone") or "UTC"}
+            return document
         allocs = self.agent.job(name)
         record = self.agent.client.store.job(job_id or allocs[-1].job_id)
         if record is None:
@@ -824,7 +839,8 @@ class Shapes:
                                 Events=events)
 
 
-def _usage(stats: TaskStats | None) -> models.ResourceUsage:
+def _usage(stats: TaskStats | None, mhz: float) -> models.ResourceUsage:
+    """A task's usage as Nomad's; ``mhz`` is one core's speed."""
     if stats is None:
         return models.ResourceUsage()
     measured = [name for name, value in (("RSS", stats.memory_rss_bytes), ("Usage", stats.memory_usage_bytes))
@@ -832,10 +848,11 @@ def _usage(stats: TaskStats | None) -> models.ResourceUsage:
     return models.ResourceUsage(
         MemoryStats=models.MemoryStats(RSS=stats.memory_rss_bytes or 0, Usage=stats.memory_usage_bytes or 0,
                                        MaxUsage=stats.memory_limit_bytes or 0, Measured=measured),
-        CpuStats=models.CpuStats(Percent=stats.cpu_percent or 0.0, TotalTicks=(stats.cpu_total_ns or 0) / 1e6,
+        # Nomad's ticks are MHz: the share of one core used, times a core's speed.
+        CpuStats=models.CpuStats(Percent=stats.cpu_percent or 0.0, TotalTicks=(stats.cpu_percent or 0.0) / 100 * mhz,
                                  ThrottledPeriods=stats.cpu_throttled_periods or 0,
                                  ThrottledTime=stats.cpu_throttled_ns or 0,
-                                 Measured=["Percent", "Total Ticks"] if stats.cpu_total_ns is not None else None))
+                                 Measured=["Percent", "Total Ticks"] if stats.cpu_percent is not None else None))
 
 
 def _event(event: Any) -> models.TaskEvent:
