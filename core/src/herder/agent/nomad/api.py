@@ -28,14 +28,14 @@ from herder import app
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.events import EventLog
 from herder.agent.nomad import models
-from herder.agent.nomad.ledger import SECOND, Ledger
+from herder.agent.nomad.ledger import SECOND, Deployment, Evaluation, Ledger
 from herder.app import Agent, Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner
 from herder.client.logtail import LogTail
 from herder.errors import DispatchError, JobError, PlacementError
 from herder.jobspec import evaluate_job_text
 from herder.jobspec.nomad_json import to_nomad
-from herder.objects import TaskStats
+from herder.objects import TaskEvent, TaskStats
 from herder.sdk.durations import parse_duration
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -752,14 +752,14 @@ class Shapes:
 
     # -- evaluations and deployments ---------------------------------------------------
 
-    def evaluation(self, found: Any) -> models.Evaluation:
+    def evaluation(self, found: Evaluation) -> models.Evaluation:
         return models.Evaluation(ID=found.id, Type=found.job_type, TriggeredBy=found.triggered_by, JobID=found.job,
                                  JobModifyIndex=found.create_index, DeploymentID=found.deployment,
                                  CreateIndex=found.create_index, ModifyIndex=found.create_index,
                                  SnapshotIndex=found.create_index, CreateTime=found.created,
                                  ModifyTime=found.created)
 
-    def deployment(self, found: Any) -> models.Deployment:
+    def deployment(self, found: Deployment) -> models.Deployment:
         groups: dict[str, models.DeploymentState] = {}
         for name, update in found.groups.items():
             mine = [alloc_id for alloc_id in found.allocs if self._group(alloc_id) in (name, None)]
@@ -855,7 +855,7 @@ def _usage(stats: TaskStats | None, mhz: float) -> models.ResourceUsage:
                                  Measured=["Percent", "Total Ticks"] if stats.cpu_percent is not None else None))
 
 
-def _event(event: Any) -> models.TaskEvent:
+def _event(event: TaskEvent) -> models.TaskEvent:
     details = {str(k): str(v) for k, v in (event.details or {}).items()}
     exit_code = details.get("exit_code", "0")
     signal = details.get("signal", "0")
