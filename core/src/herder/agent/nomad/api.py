@@ -46,7 +46,7 @@ FRAME_SIZE = 64 << 10
 """The most log bytes in one frame, as Nomad's."""
 HEARTBEAT = 1.0
 """Seconds between heartbeat frames of an idle log stream."""
-BLOCK_POLL = 0.25
+BLOCK_POLL = 0.1
 """How often a blocking query looks again at what it waits on."""
 DEFAULT_WAIT = 300.0
 MAX_WAIT = 600.0
