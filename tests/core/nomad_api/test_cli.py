@@ -336,7 +336,8 @@ def test_a_blocking_query_waits_for_a_change(nomad_agent: NomadAgent, tmp_path: 
     ("GET", "/v1/deployment/nosuch", 404, "deployment not found"),
     ("GET", "/v1/no/such/route", 404, "404 page not found"),
     ("PUT", "/v1/jobs", 400, "Failed to decode request"),
-    ("GET", "/v1/jobs?index=x", 400, "Failed to parse index"),
+    ("GET", "/v1/jobs?index=x", 400, "query.index"),
+    ("GET", "/v1/jobs?index=1&wait=forever", 400, "Invalid wait time"),
 ])
 def test_what_herder_has_not_answers_as_a_nomad_without_it(nomad_agent: NomadAgent, method: str, path: str,
                                                            status: int, text: str) -> None:

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path as FilePath
 from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
@@ -57,6 +57,29 @@ ALLOC_STATUS = {"pending": "pending", "running": "running", "complete": "complet
 """herder's allocation status as Nomad's ClientStatus (a stopped allocation is complete, desired stop)."""
 
 
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"description": text, "content": {"text/plain": {"schema": {"type": "string"}}}} for status, text in (
+        (400, "Invalid request (an invalid job lists each problem with its path)"),
+        (403, "Missing or wrong token: Permission denied"),
+        (404, "Not found (job not found, alloc not found, ...)"),
+        (409, "Conflict with the current state"),
+        (413, "Request body too large"),
+    )}
+"""Nomad's errors: a status and a plain-text message (documented for the OpenAPI document)."""
+
+
+def ok(model: Any) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI description of a route's answer, ``model`` as JSON (the routes answer
+    :class:`Response` with Nomad's headers, so FastAPI cannot tell it from the function)."""
+    return {200: {"model": model, "description": "Nomad's answer; X-Nomad-Index is the index it reflects"}}
+
+
+def body(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI description of a JSON request body: the routes read the body themselves,
+    as Nomad's clients send JSON without a Content-Type."""
+    return {"requestBody": {"required": False, "content": {"application/json": {"schema": model.model_json_schema()}}}}
+
+
 class NomadError(Exception):
     """An answer in Nomad's form: a status code and a plain-text message."""
 
@@ -88,7 +111,7 @@ def asgi(agent: Agent, events: EventLog, address: str) -> ASGIApp:
 def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     ledger = Ledger(agent, events)
     shapes = Shapes(agent, ledger, address)
-    api = FastAPI(title="herder agent: Nomad-compatible API", version=agent.version,
+    api = FastAPI(title="herder agent: Nomad-compatible API", version=agent.version, responses=ERRORS,
                   openapi_url="/v1/nomad-openapi.json", docs_url=None, redoc_url=None)
 
     @api.exception_handler(NomadError)
@@ -128,11 +151,11 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     Id = Annotated[str, Path(min_length=1, max_length=256)]
     Prefix = Annotated[str, Query(max_length=256)]
 
-    async def blocking(request: Request, render: Callable[[], Any]) -> Response:
+    async def blocking(request: Request, query: BlockingQuery, render: Callable[[], Any]) -> Response:
         """Answer ``render()`` with its index; with ``?index=N``, once the index is past N or
         ``wait`` (default 5 minutes) passed, as Nomad's blocking queries."""
         scoped(request)
-        wanted, wait = blocking_params(request)
+        wanted, wait = query
         deadline = time.monotonic() + wait
         while True:
             index = ledger.index()
@@ -155,46 +178,46 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     async def members() -> Response:
         return json_answer({"ServerName": "", "ServerRegion": "", "ServerDC": "", "Members": None}, ledger.index())
 
-    @api.get("/v1/status/leader")
+    @api.get("/v1/status/leader", responses=ok(str))
     async def leader() -> Response:
         return json_answer(address, ledger.index())
 
-    @api.get("/v1/status/peers")
+    @api.get("/v1/status/peers", responses=ok(list[str]))
     async def peers() -> Response:
         return json_answer([address], ledger.index())
 
-    @api.get("/v1/regions")
+    @api.get("/v1/regions", responses=ok(list[str]))
     async def regions() -> Response:
         return json_answer([REGION], ledger.index())
 
-    @api.get("/v1/nodes")
-    async def nodes(request: Request, prefix: Prefix = "") -> Response:
-        return await blocking(request, lambda: [shapes.node_stub()] if shapes.node_id.startswith(prefix) else [])
+    @api.get("/v1/nodes", responses=ok(list[models.NodeListStub]))
+    async def nodes(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
+        return await blocking(request, query, lambda: [shapes.node_stub()] if shapes.node_id.startswith(prefix) else [])
 
-    @api.get("/v1/node/{node_id}/allocations")
-    async def node_allocations(request: Request, node_id: Id) -> Response:
+    @api.get("/v1/node/{node_id}/allocations", responses=ok(list[models.Allocation]))
+    async def node_allocations(request: Request, query: Blocking, node_id: Id) -> Response:
         shapes.check_node(node_id)
-        return await blocking(request, lambda: [shapes.allocation(a) for a in agent.client.allocs])
+        return await blocking(request, query, lambda: [shapes.allocation(a) for a in agent.client.allocs])
 
-    @api.get("/v1/node/{node_id}")
-    async def node(request: Request, node_id: Id) -> Response:
+    @api.get("/v1/node/{node_id}", responses=ok(models.Node))
+    async def node(request: Request, query: Blocking, node_id: Id) -> Response:
         shapes.check_node(node_id)
-        return await blocking(request, shapes.node)
+        return await blocking(request, query, shapes.node)
 
     # -- jobs ----------------------------------------------------------------------
 
-    @api.get("/v1/jobs")
-    async def jobs(request: Request, prefix: Prefix = "") -> Response:
+    @api.get("/v1/jobs", responses=ok(list[models.JobListStub]))
+    async def jobs(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
         def render() -> list[models.JobListStub]:
             if foreign(request):
                 return []
             names = sorted(set(agent.jobs()) | set(agent.parents()))
             return [stub for name in names if name.startswith(prefix) and (stub := shapes.job_stub(name))]
 
-        return await blocking(request, render)
+        return await blocking(request, query, render)
 
-    @api.put("/v1/jobs")
-    @api.post("/v1/jobs")
+    @api.put("/v1/jobs", responses=ok(models.JobRegisterResponse), openapi_extra=body(models.JobRegisterRequest))
+    @api.post("/v1/jobs", openapi_extra=body(models.JobRegisterRequest))
     async def register(request: Request) -> Response:
         scoped(request, write=True)
         body = await decode(request, models.JobRegisterRequest)
@@ -212,53 +235,54 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
                                                       JobModifyIndex=index, Warnings="\n".join(warnings),
                                                       LastIndex=index), index)
 
-    @api.put("/v1/jobs/parse")
-    @api.post("/v1/jobs/parse")
+    @api.put("/v1/jobs/parse", openapi_extra=body(models.JobParseRequest))
+    @api.post("/v1/jobs/parse", openapi_extra=body(models.JobParseRequest))
     async def parse(request: Request) -> Response:
         """The job file in Nomad's JSON, as Nomad's ``/v1/jobs/parse``: evaluated without any file."""
         body = await decode(request, models.JobParseRequest)
         _, document = await asyncio.to_thread(evaluate_job_text, body.JobHCL, "hcl", "<api>", {})
         return json_answer(shapes.job_document(to_nomad(document)["Job"]), ledger.index())
 
-    @api.get("/v1/job/{name:path}/allocations")
-    async def job_allocations(request: Request, name: Id, all: bool = False) -> Response:
+    @api.get("/v1/job/{name:path}/allocations", responses=ok(list[models.AllocationListStub]))
+    async def job_allocations(request: Request, query: Blocking, name: Id, all: bool = False) -> Response:
         def render() -> list[models.AllocationListStub]:
             return [shapes.alloc_stub(a) for a in shapes.allocs_of(name, request)]
 
-        return await blocking(request, render)
+        return await blocking(request, query, render)
 
-    @api.get("/v1/job/{name:path}/evaluations")
-    async def job_evaluations(request: Request, name: Id) -> Response:
+    @api.get("/v1/job/{name:path}/evaluations", responses=ok(list[models.Evaluation]))
+    async def job_evaluations(request: Request, query: Blocking, name: Id) -> Response:
         shapes.allocs_of(name, request)
-        return await blocking(request, lambda: [shapes.evaluation(e) for e in ledger.evaluations(name)])
+        return await blocking(request, query, lambda: [shapes.evaluation(e) for e in ledger.evaluations(name)])
 
-    @api.get("/v1/job/{name:path}/deployments")
-    async def job_deployments(request: Request, name: Id) -> Response:
+    @api.get("/v1/job/{name:path}/deployments", responses=ok(list[models.Deployment]))
+    async def job_deployments(request: Request, query: Blocking, name: Id) -> Response:
         shapes.allocs_of(name, request)
-        return await blocking(request, lambda: [shapes.deployment(d) for d in ledger.deployments(name)])
+        return await blocking(request, query, lambda: [shapes.deployment(d) for d in ledger.deployments(name)])
 
-    @api.get("/v1/job/{name:path}/deployment")
-    async def job_deployment(request: Request, name: Id) -> Response:
+    @api.get("/v1/job/{name:path}/deployment", responses=ok(models.Deployment | None))
+    async def job_deployment(request: Request, query: Blocking, name: Id) -> Response:
         shapes.allocs_of(name, request)
 
         def render() -> models.Deployment | None:
             latest = ledger.deployments(name)
             return shapes.deployment(latest[0]) if latest else None
 
-        return await blocking(request, render)
+        return await blocking(request, query, render)
 
-    @api.get("/v1/job/{name:path}/summary")
-    async def job_summary(request: Request, name: Id) -> Response:
+    @api.get("/v1/job/{name:path}/summary", responses=ok(models.JobSummary))
+    async def job_summary(request: Request, query: Blocking, name: Id) -> Response:
         shapes.allocs_of(name, request)
-        return await blocking(request, lambda: shapes.summary(name))
+        return await blocking(request, query, lambda: shapes.summary(name))
 
-    @api.get("/v1/job/{name:path}/versions")
-    async def job_versions(request: Request, name: Id) -> Response:
+    @api.get("/v1/job/{name:path}/versions", responses=ok(models.JobVersions))
+    async def job_versions(request: Request, query: Blocking, name: Id) -> Response:
         shapes.allocs_of(name, request)
-        return await blocking(request, lambda: models.JobVersions(Versions=shapes.versions(name)))
+        return await blocking(request, query, lambda: models.JobVersions(Versions=shapes.versions(name)))
 
-    @api.put("/v1/job/{name:path}/dispatch")
-    @api.post("/v1/job/{name:path}/dispatch")
+    @api.put("/v1/job/{name:path}/dispatch", responses=ok(models.JobDispatchResponse),
+             openapi_extra=body(models.JobDispatchRequest))
+    @api.post("/v1/job/{name:path}/dispatch", openapi_extra=body(models.JobDispatchRequest))
     async def dispatch(request: Request, name: Id) -> Response:
         scoped(request, write=True)
         body = await decode(request, models.JobDispatchRequest)
@@ -272,7 +296,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
             DispatchedJobID=child, EvalID=evaluation.id, EvalCreateIndex=evaluation.create_index,
             JobCreateIndex=evaluation.create_index, LastIndex=evaluation.create_index), evaluation.create_index)
 
-    @api.put("/v1/job/{name:path}/periodic/force")
+    @api.put("/v1/job/{name:path}/periodic/force", responses=ok(models.PeriodicForceResponse))
     @api.post("/v1/job/{name:path}/periodic/force")
     def force(request: Request, name: Id) -> Response:
         scoped(request, write=True)
@@ -283,12 +307,13 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
             evaluation.create_index)
 
     @api.get("/v1/job/{name:path}")
-    async def job(request: Request, name: Id) -> Response:
+    async def job(request: Request, query: Blocking, name: Id) -> Response:
         shapes.allocs_of(name, request)
-        return await blocking(request, lambda: shapes.job(name))
+        return await blocking(request, query, lambda: shapes.job(name))
 
-    @api.put("/v1/job/{name:path}")
-    @api.post("/v1/job/{name:path}")
+    @api.put("/v1/job/{name:path}", responses=ok(models.JobRegisterResponse),
+             openapi_extra=body(models.JobRegisterRequest))
+    @api.post("/v1/job/{name:path}", openapi_extra=body(models.JobRegisterRequest))
     async def register_one(request: Request, name: Id) -> Response:
         scoped(request, write=True)
         body = await decode(request, models.JobRegisterRequest)
@@ -296,7 +321,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
             raise NomadError(400, "Job ID does not match name")
         return await asyncio.to_thread(register_job, body)
 
-    @api.delete("/v1/job/{name:path}")
+    @api.delete("/v1/job/{name:path}", responses=ok(models.JobDeregisterResponse))
     def deregister(request: Request, name: Id, purge: bool = False) -> Response:
         """Stop the job (Nomad's ``purge`` also forgets it: herder's collector forgets a stopped job
         once its allocations are collected, so purge stops it as a stop does)."""
@@ -310,71 +335,71 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
     # -- evaluations and deployments --------------------------------------------------
 
-    @api.get("/v1/evaluations")
-    async def evaluations(request: Request, prefix: Prefix = "") -> Response:
-        return await blocking(request, lambda: [] if foreign(request) else [
+    @api.get("/v1/evaluations", responses=ok(list[models.Evaluation]))
+    async def evaluations(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
+        return await blocking(request, query, lambda: [] if foreign(request) else [
             shapes.evaluation(e) for e in ledger.evaluations() if e.id.startswith(prefix)])
 
-    @api.get("/v1/evaluation/{eval_id}/allocations")
-    async def evaluation_allocations(request: Request, eval_id: Id) -> Response:
+    @api.get("/v1/evaluation/{eval_id}/allocations", responses=ok(list[models.AllocationListStub]))
+    async def evaluation_allocations(request: Request, query: Blocking, eval_id: Id) -> Response:
         evaluation = ledger.evaluation(eval_id)
-        return await blocking(request, lambda: [shapes.alloc_stub(a) for alloc_id in evaluation.allocs
+        return await blocking(request, query, lambda: [shapes.alloc_stub(a) for alloc_id in evaluation.allocs
                                                 if (a := agent.client.alloc(alloc_id)) is not None])
 
-    @api.get("/v1/evaluation/{eval_id}")
-    async def evaluation(request: Request, eval_id: Id) -> Response:
+    @api.get("/v1/evaluation/{eval_id}", responses=ok(models.Evaluation))
+    async def evaluation(request: Request, query: Blocking, eval_id: Id) -> Response:
         found = ledger.evaluation(eval_id)
-        return await blocking(request, lambda: shapes.evaluation(found))
+        return await blocking(request, query, lambda: shapes.evaluation(found))
 
-    @api.get("/v1/deployments")
-    async def deployments(request: Request, prefix: Prefix = "") -> Response:
-        return await blocking(request, lambda: [] if foreign(request) else [
+    @api.get("/v1/deployments", responses=ok(list[models.Deployment]))
+    async def deployments(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
+        return await blocking(request, query, lambda: [] if foreign(request) else [
             shapes.deployment(d) for d in ledger.deployments() if d.id.startswith(prefix)])
 
-    @api.get("/v1/deployment/allocations/{deployment_id}")
-    async def deployment_allocations(request: Request, deployment_id: Id) -> Response:
+    @api.get("/v1/deployment/allocations/{deployment_id}", responses=ok(list[models.AllocationListStub]))
+    async def deployment_allocations(request: Request, query: Blocking, deployment_id: Id) -> Response:
         found = ledger.deployment(deployment_id)
-        return await blocking(request, lambda: [shapes.alloc_stub(a) for alloc_id in found.allocs
+        return await blocking(request, query, lambda: [shapes.alloc_stub(a) for alloc_id in found.allocs
                                                 if (a := agent.client.alloc(alloc_id)) is not None])
 
-    @api.get("/v1/deployment/{deployment_id}")
-    async def deployment(request: Request, deployment_id: Id) -> Response:
+    @api.get("/v1/deployment/{deployment_id}", responses=ok(models.Deployment))
+    async def deployment(request: Request, query: Blocking, deployment_id: Id) -> Response:
         ledger.deployment(deployment_id)
-        return await blocking(request, lambda: shapes.deployment(ledger.deployment(deployment_id)))
+        return await blocking(request, query, lambda: shapes.deployment(ledger.deployment(deployment_id)))
 
     # -- allocations -------------------------------------------------------------------
 
-    @api.get("/v1/allocations")
-    async def allocations(request: Request, prefix: Prefix = "") -> Response:
-        return await blocking(request, lambda: [] if foreign(request) else [
+    @api.get("/v1/allocations", responses=ok(list[models.AllocationListStub]))
+    async def allocations(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
+        return await blocking(request, query, lambda: [] if foreign(request) else [
             shapes.alloc_stub(a) for a in agent.client.allocs if a.alloc.id.startswith(prefix)])
 
-    @api.get("/v1/allocation/{alloc_id}")
-    async def allocation(request: Request, alloc_id: Id) -> Response:
+    @api.get("/v1/allocation/{alloc_id}", responses=ok(models.Allocation))
+    async def allocation(request: Request, query: Blocking, alloc_id: Id) -> Response:
         found = shapes.alloc(alloc_id, request)
-        return await blocking(request, lambda: shapes.allocation(found))
+        return await blocking(request, query, lambda: shapes.allocation(found))
 
-    @api.put("/v1/client/allocation/{alloc_id}/signal")
-    @api.post("/v1/client/allocation/{alloc_id}/signal")
+    @api.put("/v1/client/allocation/{alloc_id}/signal", openapi_extra=body(models.AllocSignalRequest))
+    @api.post("/v1/client/allocation/{alloc_id}/signal", openapi_extra=body(models.AllocSignalRequest))
     async def signal(request: Request, alloc_id: Id) -> Response:
         body = await decode(request, models.AllocSignalRequest)
         agent.signal(shapes.alloc(alloc_id, request), body.Task or None, body.Signal or "SIGKILL")
         return json_answer({}, ledger.index())
 
-    @api.put("/v1/client/allocation/{alloc_id}/restart")
-    @api.post("/v1/client/allocation/{alloc_id}/restart")
+    @api.put("/v1/client/allocation/{alloc_id}/restart", openapi_extra=body(models.AllocRestartRequest))
+    @api.post("/v1/client/allocation/{alloc_id}/restart", openapi_extra=body(models.AllocRestartRequest))
     async def restart(request: Request, alloc_id: Id) -> Response:
         body = await decode(request, models.AllocRestartRequest)
         agent.restart(shapes.alloc(alloc_id, request), None if body.AllTasks else body.TaskName or None,
                       "Restart requested through Nomad's API")
         return json_answer({}, ledger.index())
 
-    @api.get("/v1/client/allocation/{alloc_id}/stats")
+    @api.get("/v1/client/allocation/{alloc_id}/stats", responses=ok(models.AllocResourceUsage))
     def allocation_stats(request: Request, alloc_id: Id) -> Response:
         alloc = shapes.alloc(alloc_id, request)
         return json_answer(shapes.usage(agent.stats(alloc)), ledger.index())
 
-    @api.get("/v1/client/stats")
+    @api.get("/v1/client/stats", responses=ok(models.HostStats))
     async def host_stats() -> Response:
         return json_answer(shapes.host_stats(), ledger.index())
 
@@ -441,14 +466,16 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
         return json_answer({"Name": NAMESPACE, "Description": "Default shared namespace", "Quota": "",
                             "Meta": None, "CreateIndex": 1, "ModifyIndex": 1}, ledger.index())
 
-    @api.api_route("/v1/acl/{rest:path}", methods=["GET", "PUT", "POST", "DELETE"])
+    # Not served, so not in the document of the served subset: answered as Nomad's open-source edition
+    # without ACLs answers (400), and its Enterprise endpoints (501 Not Implemented, as Nomad's).
+    @api.api_route("/v1/acl/{rest:path}", methods=["GET", "PUT", "POST", "DELETE"], include_in_schema=False)
     async def acl(rest: str) -> Response:
         raise NomadError(400, "ACL support disabled")
 
     @api.get("/v1/volumes")
     @api.get("/v1/plugins")
-    async def csi(request: Request) -> Response:
-        return await blocking(request, list)
+    async def csi(request: Request, query: Blocking) -> Response:
+        return await blocking(request, query, list)
 
     @api.get("/v1/volume/csi/{volume:path}")
     async def volume(volume: str) -> Response:
@@ -458,8 +485,10 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     async def plugin(plugin: str) -> Response:
         raise NomadError(404, "plugin not found")
 
-    @api.api_route("/v1/quota{rest:path}", methods=["GET", "PUT", "POST", "DELETE"])
-    @api.api_route("/v1/sentinel/{rest:path}", methods=["GET", "PUT", "POST", "DELETE"])
+    @api.api_route("/v1/quota{rest:path}", methods=["GET", "PUT", "POST", "DELETE"], include_in_schema=False)
+    @api.api_route("/v1/sentinel/{rest:path}", methods=["GET", "PUT", "POST", "DELETE"], include_in_schema=False)
+    @api.api_route("/v1/recommendation{rest:path}", methods=["GET", "PUT", "POST", "DELETE"],
+                   include_in_schema=False)
     async def enterprise(rest: str) -> Response:
         raise NomadError(501, "Nomad Enterprise only endpoint")
 
@@ -494,16 +523,23 @@ def _dump(body: Any) -> Any:
     return body.model_dump(mode="json") if isinstance(body, BaseModel) else body
 
 
-def blocking_params(request: Request) -> tuple[int, float]:
-    """``index`` and ``wait`` of a blocking query (``wait`` in Nomad's duration syntax, ``5m``)."""
-    index, wait = request.query_params.get("index", "0"), request.query_params.get("wait", "")
-    if not index.isdigit():
-        raise NomadError(400, f"Failed to parse index: {index!r}")
+BlockingQuery = tuple[int, float]
+"""The index a blocking query waits to pass (0: none), and how long it may wait (seconds)."""
+
+
+def blocking_query(
+        index: Annotated[int, Query(ge=0, le=2**63, description="Answer once the index is past this one")] = 0,
+        wait: Annotated[str, Query(max_length=32, description="The longest wait, in Nomad's duration "
+                                                              "syntax (5m); at most 10m")] = "") -> BlockingQuery:
+    """``index`` and ``wait`` of a blocking query, as Nomad's."""
     try:
         seconds = parse_duration(wait) if wait else DEFAULT_WAIT
     except (TypeError, ValueError):
         raise NomadError(400, f"Invalid wait time: {wait!r}") from None
-    return int(index), min(max(seconds, 0.0), MAX_WAIT) if int(index) else 0.0
+    return index, min(max(seconds, 0.0), MAX_WAIT) if index else 0.0
+
+
+Blocking = Annotated[BlockingQuery, Depends(blocking_query)]
 
 
 def scoped(request: Request, *, write: bool = False) -> None:
