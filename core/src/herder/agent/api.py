@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -74,6 +74,14 @@ class Guard:
         self.token = token
         self.limit = limit
 
+    def authorized(self, headers: Mapping[bytes, bytes]) -> bool:
+        """Whether the request's headers carry the token."""
+        return token_matches(self.token, headers.get(b"authorization"))
+
+    def refusal(self) -> ASGIApp:
+        """The answer to a request without the token."""
+        return _error(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket" and (refusal := websocket_refusal(scope, self.token)):
             await _error(*refusal, headers={"WWW-Authenticate": "Bearer"} if refusal[0] == 401 else None)(
@@ -84,9 +92,8 @@ class Guard:
             return
         # The web UI's pages check their session cookie themselves (a browser loading a page sends no bearer
         # header); its data comes from the routes below, through the app with the token (herder.agent.ui).
-        if (self.token and not ui.serves(scope["path"])
-                and not token_matches(self.token, dict(scope.get("headers", [])).get(b"authorization"))):
-            await _error(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+        if self.token and not ui.serves(scope["path"]) and not self.authorized(dict(scope.get("headers", []))):
+            await self.refusal()(scope, receive, send)
             return
         too_large = _error(413, f"request body over {self.limit} bytes")
         for name, value in scope.get("headers", []):

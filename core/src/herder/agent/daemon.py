@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -13,14 +14,15 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from types import FrameType
+from typing import Literal
 
 import uvicorn
 
 from herder import app
-from herder.agent import exec_ws
-from herder.agent.api import asgi
+from herder.agent import exec_ws, nomad
+from herder.agent.api import ASGIApp, asgi
 from herder.agent.events import EventLog, log_health
-from herder.client.config import Config, TlsConfig
+from herder.client.config import Config, TlsConfig, parse_bind
 from herder.errors import ConfigError
 
 log = logging.getLogger("herder.agent")
@@ -59,14 +61,6 @@ def setup_logging(level: int = logging.INFO) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the registry's checks of the agent itself
 
 
-def parse_bind(bind: str) -> tuple[str, int]:
-    """``host:port`` (``[v6]:port``) -> host and port; :class:`ValueError` if malformed."""
-    host, sep, port = bind.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"bind address {bind!r}: expected HOST:PORT")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is loopback (127.0.0.0/8, ::1) only: a name counts by every
     address it resolves to, and one that does not resolve is not loopback."""
@@ -77,25 +71,26 @@ def is_loopback(host: str) -> bool:
     return all(ipaddress.ip_address(str(info[4][0]).partition("%")[0]).is_loopback for info in found)
 
 
-def check_exposure(config: Config) -> tuple[str, int]:
-    """Where to listen (``bind`` parsed), refusing a bind beyond loopback without a
-    token: whoever reaches the agent could run jobs on this host as root. (With a
-    token, every route needs it.)
+def check_exposure(config: Config, bind: str | None = None) -> tuple[str, int]:
+    """Where to listen (``bind``, by default the configuration's, parsed), refusing a
+    bind beyond loopback without a token: whoever reaches the agent could run jobs on
+    this host as root. (With a token, every route needs it.)
 
     :raises ConfigError: the bind is malformed, or open without a token.
     """
+    bind = config.bind if bind is None else bind
     try:
-        host, port = parse_bind(config.bind)
+        host, port = parse_bind(bind)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if is_loopback(host):
         return host, port
     if not config.token:
-        raise ConfigError(f"refusing to listen on {config.bind} without a token: whoever can reach it could run "
+        raise ConfigError(f"refusing to listen on {bind} without a token: whoever can reach it could run "
                           "jobs on this host; set token in the configuration, or bind to 127.0.0.1")
     if config.tls.cert_file is None:
         log.warning("listening on %s without TLS: the token crosses the network in the clear "
-                    "(set [tls] cert_file and key_file)", config.bind)
+                    "(set [tls] cert_file and key_file)", bind)
     return host, port
 
 
@@ -141,6 +136,16 @@ class _Server(uvicorn.Server):
         yield
 
 
+def serve(servers: list[tuple[_Server, socket.socket]]) -> None:
+    """Run every server on its socket, in one event loop, until all have stopped."""
+
+    async def every() -> None:
+        await asyncio.gather(*(each.serve(sockets=[each_sock]) for each, each_sock in servers))
+
+    with asyncio.Runner(loop_factory=servers[0][0].config.get_loop_factory()) as runner:
+        runner.run(every())
+
+
 def run(config: Config, *, drain: bool = False) -> int:
     """Serve until SIGINT or SIGTERM; tasks are left running for the next agent
     unless ``drain``. Returns the exit code.
@@ -148,8 +153,10 @@ def run(config: Config, *, drain: bool = False) -> int:
     Whether the agent may listen where it is told, and with what certificate,
     is settled before anything is bound or started.
     """
+    nomad_bind = config.nomad_api.bind
     try:
         host, port = check_exposure(config)
+        nomad_address = check_exposure(config, nomad_bind) if nomad_bind else None
         tls = tls_context(config.tls)
     except ConfigError as exc:
         log.error("%s", exc)
@@ -159,20 +166,34 @@ def run(config: Config, *, drain: bool = False) -> int:
     except OSError as exc:
         log.error("cannot listen on %s: %s", config.bind, exc)
         return 1
+    try:
+        nomad_sock = listen(*nomad_address) if nomad_address else None
+    except OSError as exc:
+        log.error("cannot listen on %s ([nomad_api] bind): %s", nomad_bind, exc)
+        sock.close()
+        return 1
     hooks = app.load_hooks(config)
     for warning in app.failed_plugins(hooks):
         log.warning("%s", warning)
     events = EventLog()
     agent = app.Agent(config, hooks, on_event=events.record, on_health=log_health, on_collected=events.forget)
-    server = _Server(uvicorn.Config(asgi(agent, events), log_config=None, access_log=False, lifespan="on",
-                                    timeout_graceful_shutdown=SHUTDOWN_GRACE,
-                                    timeout_keep_alive=KEEP_ALIVE, ws_max_size=exec_ws.MAX_FRAME,
-                                    ssl_context_factory=None if tls is None else lambda _config, _default: tls))
+
+    def server(application: ASGIApp, lifespan: Literal["on", "off"]) -> _Server:
+        return _Server(uvicorn.Config(application, log_config=None, access_log=False, lifespan=lifespan,
+                                      timeout_graceful_shutdown=SHUTDOWN_GRACE, timeout_keep_alive=KEEP_ALIVE,
+                                      ws_max_size=exec_ws.MAX_FRAME,
+                                      ssl_context_factory=None if tls is None else lambda _config, _default: tls))
+
+    servers = [(server(asgi(agent, events), "on"), sock)]
+    if nomad_sock is not None:
+        nomad_host, nomad_port = nomad_sock.getsockname()[:2]
+        servers.append((server(nomad.asgi(agent, events, f"{nomad_host}:{nomad_port}"), "off"), nomad_sock))
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: %s", signal.Signals(signum).name,
                  "stopping every task, then exiting" if drain else "exiting; tasks keep running")
-        server.should_exit = True
+        for each, _ in servers:
+            each.should_exit = True
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
@@ -180,13 +201,16 @@ def run(config: Config, *, drain: bool = False) -> int:
         restored = agent.start(address=sock.getsockname()[:2])
         log.info("agent %s listening on %s, data dir %s, %d allocation(s) reattached", agent.version, config.bind,
                  config.data_dir, len(restored))
-        server.run(sockets=[sock])
+        if nomad_sock is not None:
+            log.info("Nomad-compatible API listening on %s", nomad_bind)
+        serve(servers)
         if drain or agent.draining:
             started = time.monotonic()
             agent.drain()
             log.info("every task stopped in %.1fs", time.monotonic() - started)
     finally:
         agent.close()
-        sock.close()
+        for _, each_sock in servers:
+            each_sock.close()
     log.info("agent stopped")
     return 0

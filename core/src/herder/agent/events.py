@@ -42,6 +42,11 @@ class EventLog:
         with self._changed:
             return dict(self._by_type)
 
+    @property
+    def last(self) -> int:
+        """The number of the latest event."""
+        return self._seq
+
     def forget(self, alloc_ids: list[str]) -> None:
         """Drop the events of allocations the garbage collector removed."""
         gone = set(alloc_ids)

@@ -42,6 +42,22 @@ class TlsConfig:
 
 
 @dataclass(frozen=True)
+class NomadApiConfig:
+    """``[nomad_api]``: the listener serving a subset of Nomad's HTTP API (SPEC §17), so that the
+    ``nomad`` command line drives the agent. Off (``bind`` empty) unless configured."""
+
+    bind: str = ""
+
+
+def parse_bind(bind: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``) -> host and port; :class:`ValueError` if malformed."""
+    host, sep, port = bind.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bind address {bind!r}: expected HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+@dataclass(frozen=True)
 class ClientConfig:
     """``[client]``: what the client allows the jobs it runs, as Nomad's client options.
 
@@ -83,6 +99,7 @@ class Config:
     disabled_plugins: frozenset[str] = frozenset()
     plugin: dict[str, dict[str, Any]] = field(default_factory=dict)
     client: ClientConfig = field(default_factory=ClientConfig)
+    nomad_api: NomadApiConfig = field(default_factory=NomadApiConfig)
     node_name: str = field(default_factory=lambda: os.uname().nodename)
     datacenter: str = "dc1"
     source: Path | None = None
@@ -105,7 +122,8 @@ def default_data_dir(agent: bool = False) -> Path:
 # The keys each table may have ("" is the top level); [plugin.NAME] tables are the plugins' own.
 _KEYS: dict[str, set[str]] = {
     "": {"data_dir", "bind", "token", "tls", "ports", "services", "consul", "plugins", "plugin", "node_name",
-         "datacenter", "client"},
+         "datacenter", "client", "nomad_api"},
+    "nomad_api": {"bind"},
     "tls": {"cert_file", "key_file"},
     "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside", "gc_interval",
                "gc_max_allocs", "gc_disk_usage_threshold", "job_gc_threshold"},
@@ -204,6 +222,7 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
         disabled_plugins=frozenset([*plugins.get("disabled", []), *disabled]),
         plugin={str(name): dict(table) for name, table in plugin.items()},
         client=_client(raw),
+        nomad_api=_nomad_api(_table(raw, "nomad_api")),
         node_name=str(raw.get("node_name", os.uname().nodename)),
         datacenter=str(raw.get("datacenter", "dc1")),
         source=source.absolute() if source is not None else None,
@@ -212,6 +231,18 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
         raise ConfigError("ports.min and ports.max must satisfy 0 < min <= max <= 65535")
     check_backend(config.services_backend)
     return config
+
+
+def _nomad_api(table: dict[str, Any]) -> NomadApiConfig:
+    bind = table.get("bind", "")
+    if not isinstance(bind, str):
+        raise ConfigError(f"[nomad_api] bind must be a string HOST:PORT, not {bind!r}")
+    if bind:
+        try:
+            parse_bind(bind)
+        except ValueError as exc:
+            raise ConfigError(f"[nomad_api] {exc}") from None
+    return NomadApiConfig(bind)
 
 
 def _tls(table: dict[str, Any]) -> TlsConfig:

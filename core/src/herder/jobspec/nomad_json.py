@@ -51,6 +51,7 @@ _SERVER_FIELDS = {
 _UNSET = {
     "periodic": {"Spec": "", "SpecType": "cron", "TimeZone": ""},
     "parameterized": {"Payload": ""},
+    "tasks": {"Kind": ""},
 }
 
 

@@ -1,0 +1,198 @@
+"""``nomad job run`` against herder's Nomad-compatible API and against a Nomad dev agent.
+
+    python bench/nomad_api.py [--tasks 10] [--rounds 3] [--no-record]
+
+The same job file, a service job of TASKS sleeping raw_exec tasks (``count``)
+with ``update { min_healthy_time = "1s" }``, is run with the real ``nomad`` on
+PATH (``nomad job run``, its evaluation and deployment monitor included) until
+the command returns with the deployment successful: against a herder agent's
+``[nomad_api]`` listener, and against ``nomad agent -dev`` with its own
+raw_exec, the two taking turns ROUNDS times (after one warm-up round each),
+each job stopped before the next. Medians; target: herder at most 0.5 times
+Nomad's time (it has no scheduler round trips). Then ``nomad alloc logs`` of a
+batch task that printed 10 MiB, read to its end: throughput on both.
+
+The result replaces the "Nomad-compatible API" section of ``bench/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from jobs import load  # noqa: E402
+from nomad_plugin import dev_agent_with_raw_exec  # noqa: E402
+from results import write_section  # noqa: E402
+
+from tests.core.nomad_api.conftest import NomadAgent  # noqa: E402
+from tests.nomad.helpers import NomadCluster  # noqa: E402
+from tests.support.waiting import wait_for  # noqa: E402
+
+JOB = """
+job "{name}" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    count = {count}
+    update {{
+      min_healthy_time = "1s"
+    }}
+    task "t" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def nomad(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["nomad", *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "NOMAD_ADDR": address}, stdin=subprocess.DEVNULL)
+
+
+def job_run(address: str, path: Path) -> float:
+    """Seconds ``nomad job run`` takes until it returns with the deployment successful."""
+    started = time.perf_counter()
+    run = nomad(address, "job", "run", str(path))
+    elapsed = time.perf_counter() - started
+    if run.returncode != 0 or "successful" not in run.stdout:
+        raise SystemExit(f"nomad job run against {address} did not succeed:\n{run.stdout}{run.stderr}")
+    return elapsed
+
+
+LOG_SIZE = 10 << 20
+LOGGER = """
+job "{name}" {{
+  datacenters = ["dc1"]
+  type        = "batch"
+  group "g" {{
+    task "t" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde | head -c {size}"]
+      }}
+      logs {{
+        max_files     = 3
+        max_file_size = 20
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def read_logs(address: str, root: Path, name: str, size: int) -> float:
+    """Seconds ``nomad alloc logs`` takes to read the ``size`` bytes a finished task printed."""
+    path = root / f"{name}.nomad"
+    path.write_text(LOGGER.format(name=name, size=size))
+    run = nomad(address, "job", "run", str(path))
+    if run.returncode != 0:
+        raise SystemExit(f"nomad job run against {address} failed:\n{run.stdout}{run.stderr}")
+
+    def finished() -> str | None:
+        allocs = httpx.get(f"{address}/v1/job/{name}/allocations", timeout=30).json()
+        return allocs[0]["ID"] if allocs and allocs[0]["ClientStatus"] == "complete" else None
+
+    alloc = wait_for(finished, timeout=300, what=f"{name} finished")
+    started = time.perf_counter()
+    logs = subprocess.run(["nomad", "alloc", "logs", alloc], stdout=subprocess.PIPE, timeout=600,
+                          env={**os.environ, "NOMAD_ADDR": address}, stdin=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - started
+    if len(logs.stdout) != size:
+        raise SystemExit(f"nomad alloc logs against {address} read {len(logs.stdout)} bytes, not {size}")
+    return elapsed
+
+
+def measure(tasks: int, rounds: int) -> str:
+    load_before = load()
+    times: dict[str, list[float]] = {"herder": [], "nomad": []}
+    reads: dict[str, list[float]] = {"herder": [], "nomad": []}
+    with tempfile.TemporaryDirectory(prefix="herder-bench-nomad-api-") as tmp:
+        root = Path(tmp)
+        cluster = NomadCluster(root / "nomad")
+        herder = NomadAgent(root / "herder")
+        try:
+            dev_agent_with_raw_exec(cluster)
+            herder.start()
+            addresses = {"herder": herder.nomad_url, "nomad": cluster.server.address}
+            for round in range(rounds + 1):  # the first round warms up both sides
+                for side, address in addresses.items():
+                    name = f"bench-{side}-{round}"
+                    path = root / f"{name}.nomad"
+                    path.write_text(JOB.format(name=name, count=tasks))
+                    elapsed = job_run(address, path)
+                    if round:
+                        times[side].append(elapsed)
+                    nomad(address, "job", "stop", "-purge", name)
+                    elapsed = read_logs(address, root, f"logs-{side}-{round}", LOG_SIZE)
+                    if round:
+                        reads[side].append(elapsed)
+                    nomad(address, "job", "stop", "-purge", f"logs-{side}-{round}")
+        finally:
+            herder.shutdown()
+            cluster.close()
+    median = {side: statistics.median(values) for side, values in times.items()}
+    mib_s = {side: LOG_SIZE / statistics.median(values) / 2**20 for side, values in reads.items()}
+    ratio = median["herder"] / median["nomad"]
+    version = subprocess.run(["nomad", "version"], capture_output=True, text=True).stdout.splitlines()[0]
+
+    def rounds_of(side: str) -> str:
+        return ", ".join(f"{t:.2f}" for t in times[side])
+
+    return f"""
+`nomad job run` of one service job of {tasks} sleeping raw_exec tasks (`count = {tasks}`,
+`update {{ min_healthy_time = "1s" }}`), until the command returns with its deployment successful:
+against herder's `[nomad_api]` listener and against `nomad agent -dev` (its own raw_exec), the same file,
+the two taking turns; medians of {rounds} rounds after a warm-up. Load average (1, 5, 15 min) before:
+{load_before}; after: {load()}.
+
+| agent | `nomad job run` (median) | all rounds (s) |
+|---|---:|---|
+| Nomad dev agent (baseline) | {median["nomad"]:.2f} s | {rounds_of("nomad")} |
+| herder, Nomad-compatible API | {median["herder"]:.2f} s | {rounds_of("herder")} |
+
+herder / Nomad: **{ratio:.2f}** (target ≤ 0.5: {"met" if ratio <= 0.5 else "NOT met"}). Both wait the
+`min_healthy_time` of 1 s once every task runs.
+
+`nomad alloc logs` of a finished batch task that printed {LOG_SIZE >> 20} MiB (Nomad's framed stream, base64 in
+JSON), to the end; medians of the same rounds:
+
+| agent | throughput | all rounds (s) |
+|---|---:|---|
+| Nomad dev agent (baseline) | {mib_s["nomad"]:.1f} MiB/s | {", ".join(f"{t:.2f}" for t in reads["nomad"])} |
+| herder, Nomad-compatible API | {mib_s["herder"]:.1f} MiB/s | {", ".join(f"{t:.2f}" for t in reads["herder"])} |
+
+{version}.
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-record", action="store_true")
+    args = parser.parse_args()
+    body = measure(args.tasks, args.rounds)
+    print(body)
+    if not args.no_record:
+        write_section("Nomad-compatible API", f"python bench/nomad_api.py --tasks {args.tasks} --rounds {args.rounds}",
+                      body)
+
+
+if __name__ == "__main__":
+    main()
