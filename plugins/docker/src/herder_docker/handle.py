@@ -102,7 +102,12 @@ class DockerHandle:
         except docker.errors.NotFound:
             return self._set_result(ExitResult(exit_code=255, error="container disappeared"))
         self._output.join(LOG_DRAIN_TIMEOUT)
-        state = self.client.api.inspect_container(self.id)["State"]
+        try:
+            state = self.client.api.inspect_container(self.id)["State"]
+        except docker.errors.NotFound:
+            # Removed meanwhile: by the task's cleanup, once a wait in another thread (the kill's, or
+            # the runner's) saw the exit and recorded it, which _set_result then gives.
+            return self._set_result(ExitResult(exit_code=255, error="container disappeared"))
         return self._set_result(ExitResult(exit_code=int(state.get("ExitCode", 0)),
                                            oom_killed=bool(state.get("OOMKilled")),
                                            error=state.get("Error") or None))
