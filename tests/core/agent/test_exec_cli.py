@@ -4,20 +4,16 @@ terminal restored; and without a terminal, stdin from a pipe."""
 
 from __future__ import annotations
 
-import fcntl
 import os
-import re
-import struct
-import subprocess
 import sys
 import termios
-import threading
 from collections.abc import Iterator
 
 import pytest
 
 from tests.core.agent.conftest import ticker
 from tests.support.agent import AgentProcess
+from tests.support.terminal import Terminal
 from tests.support.waiting import TIMEOUT
 
 
@@ -29,62 +25,15 @@ def alloc_id(shared_agent: AgentProcess) -> str:
     return alloc_id
 
 
-def _take_terminal() -> None:  # runs in the child: the pty becomes its controlling terminal, so it gets SIGWINCH
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-
-class Terminal:
-    """``herder ARGS...`` on a new pseudo-terminal; what it prints is read as it comes."""
-
-    def __init__(self, agent: AgentProcess, *args: str) -> None:
-        self.master, self.slave = os.openpty()
-        self.set_size(24, 80)
-        self.initial = termios.tcgetattr(self.slave)
-        env = {**os.environ, "HERDER_ADDR": agent.url, "HERDER_TOKEN": agent.token}
-        self.proc = subprocess.Popen([sys.executable, "-m", "herder", *args], stdin=self.slave, stdout=self.slave,
-                                     stderr=self.slave, env=env, start_new_session=True, preexec_fn=_take_terminal)
-        self.output = bytearray()
-        self.changed = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                data = os.read(self.master, 4096)
-            except OSError:  # EIO: the last process holding the terminal is gone
-                data = b""
-            with self.changed:
-                self.output.extend(data)
-                self.changed.notify_all()
-            if not data:
-                return
-
-    def set_size(self, rows: int, columns: int) -> None:
-        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-
-    def type(self, text: bytes) -> None:
-        os.write(self.master, text)
-
-    def shows(self, pattern: bytes, timeout: float = TIMEOUT) -> bool:
-        with self.changed:
-            return self.changed.wait_for(lambda: re.search(pattern, self.output) is not None, timeout)
-
-    def expect(self, pattern: bytes) -> None:
-        assert self.shows(pattern), f"{pattern!r} did not show; the terminal shows {bytes(self.output)!r}"
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        os.close(self.slave)  # the reader then reads EIO and ends
-        self.reader.join(TIMEOUT)
-        os.close(self.master)
+def herder(agent: AgentProcess, *args: str) -> Terminal:
+    """``herder ARGS...`` against ``agent``, on a terminal of its own."""
+    return Terminal([sys.executable, "-m", "herder", *args],
+                    {**os.environ, "HERDER_ADDR": agent.url, "HERDER_TOKEN": agent.token})
 
 
 @pytest.fixture
 def shell(shared_agent: AgentProcess, alloc_id: str) -> Iterator[Terminal]:
-    terminal = Terminal(shared_agent, "alloc", "exec", alloc_id[:8], "t", "/bin/sh")
+    terminal = herder(shared_agent, "alloc", "exec", alloc_id[:8], "t", "/bin/sh")
     try:
         yield terminal
     finally:
