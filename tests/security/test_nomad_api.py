@@ -15,14 +15,19 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from herder.agent.daemon import check_exposure
 from herder.client.config import Config, NomadApiConfig
 from herder.errors import ConfigError
+from tests.core.agent.conftest import ticker
 from tests.core.nomad_api.conftest import NomadAgent, require_nomad
+from tests.support.waiting import wait_for
 
 TOKEN = "nomad-door-token"
 SECRET = "s3cret-4c1d-never-show-me"
@@ -145,3 +150,28 @@ def test_a_body_over_the_limit_is_refused_before_it_is_parsed(open_agent: NomadA
     with open_agent.nomad_http() as http:
         response = http.put("/v1/jobs", content=b'{"Job": {"ID": "big", "Meta": {"x": "' + b"a" * (5 << 20) + b'"}}}')
     assert response.status_code == 413
+
+
+def test_the_nomad_exec_socket_wants_nomads_token_and_the_agents_origin(guarded: NomadAgent, tmp_path: Path) -> None:
+    """``nomad alloc exec``'s WebSocket runs a command in a task: without the token, or from a page of
+    another site, the handshake is refused before anything runs."""
+    alloc_id = str(guarded.submit(ticker("nomad-exec"))["allocations"][0]["id"])
+    guarded.wait_task(alloc_id, "t")
+
+    def url(marker: Path) -> str:
+        query = urlencode({"task": "t", "tty": "false",
+                           "command": json.dumps(["/bin/sh", "-c", f"touch {marker}; echo ran"])})
+        return f"ws://127.0.0.1:{guarded.nomad_port}/v1/client/allocation/{alloc_id}/exec?{query}"
+
+    marker = tmp_path / "ran"
+    for headers in ({}, {"X-Nomad-Token": "wrong"}, {"Authorization": "Bearer wrong"}, {"X-Nomad-Token": TOKEN[:-1]}):
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url(marker), additional_headers=headers)
+        assert refused.value.response.status_code == 401, headers
+    with pytest.raises(InvalidStatus) as refused:
+        connect(url(marker), additional_headers={"X-Nomad-Token": TOKEN}, origin="http://evil.example")
+    assert refused.value.response.status_code == 403
+    control = tmp_path / "control"
+    with connect(url(control), additional_headers={"X-Nomad-Token": TOKEN}) as ws:
+        wait_for(lambda: "exited" in json.loads(ws.recv(timeout=30)), what="the exit frame")
+    assert control.exists() and not marker.exists(), "a refused handshake ran its command"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 import threading
 import time
@@ -13,7 +14,8 @@ import httpx
 import pytest
 
 from tests.core.nomad_api.conftest import NomadAgent
-from tests.support.waiting import wait_for
+from tests.support.terminal import Terminal
+from tests.support.waiting import TIMEOUT, wait_for
 
 SERVICE = """
 job "{name}" {{
@@ -190,6 +192,31 @@ def test_alloc_status_logs_signal_and_restart(nomad_agent: NomadAgent, tmp_path:
     assert restarted.returncode == 0, restarted.stderr
     wait_for(lambda: restarts() > before, what="the task restarted")
     stop(nomad_agent, "logged")
+
+
+def test_alloc_exec_runs_a_shell_on_the_local_terminal(nomad_agent: NomadAgent, tmp_path: Path) -> None:
+    run = nomad_agent.nomad("job", "run", "-detach", str(service(tmp_path, "execd")))
+    assert run.returncode == 0, run.stderr
+    alloc = running_alloc(nomad_agent, "execd")
+    env = {**os.environ, "NOMAD_ADDR": nomad_agent.nomad_url, "NOMAD_TOKEN": nomad_agent.token, "NO_COLOR": "1"}
+    shell = Terminal(["nomad", "alloc", "exec", "-i", "-t", "-task", "t", alloc, "/bin/sh"], env)
+    try:
+        shell.type(b"tty\n")
+        shell.expect(rb"/dev/pts/\d+")
+        shell.type(b"echo $((6*7))\n")
+        shell.expect(rb"\b42\b")
+        shell.set_size(45, 123)  # SIGWINCH to nomad, which sends the new size
+
+        def resized() -> bool:
+            shell.type(b"stty size\n")
+            return shell.shows(rb"\b45 123\b", 1.0)
+
+        wait_for(resized, what=f"`stty size` to say 45 123; the terminal shows {bytes(shell.output)!r}")
+        shell.type(b"exit 3\n")
+        assert shell.proc.wait(TIMEOUT) == 3, bytes(shell.output)
+    finally:
+        shell.close()
+    stop(nomad_agent, "execd")
 
 
 def test_alloc_logs_follow_streams_until_the_task_ends(nomad_agent: NomadAgent, tmp_path: Path) -> None:

@@ -83,7 +83,8 @@ class Guard:
         return _error(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket" and (refusal := websocket_refusal(scope, self.token)):
+        if scope["type"] == "websocket" and (refusal := websocket_refusal(scope, self.token,
+                                                                           authorized=self.authorized)):
             await _error(*refusal, headers={"WWW-Authenticate": "Bearer"} if refusal[0] == 401 else None)(
                 scope, receive, send)
             return

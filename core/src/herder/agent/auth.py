@@ -21,7 +21,7 @@ import base64
 import binascii
 import hmac
 import ipaddress
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
 TOKEN_PROTOCOL = "herder.token."
@@ -56,10 +56,16 @@ def _offered_token(protocols: Iterable[str]) -> bytes | None:
     return None
 
 
-def websocket_refusal(scope: MutableMapping[str, Any], token: str) -> tuple[int, str] | None:
-    """Why the WebSocket handshake ``scope`` is refused (an HTTP status and a message), or None."""
+def websocket_refusal(scope: MutableMapping[str, Any], token: str, *,
+                      authorized: Callable[[Mapping[bytes, bytes]], bool] | None = None) -> tuple[int, str] | None:
+    """Why the WebSocket handshake ``scope`` is refused (an HTTP status and a message), or None.
+
+    ``authorized`` tells whether the headers carry the token, where a listener takes it otherwise than
+    as ``Authorization: Bearer`` (the Nomad-compatible one: ``X-Nomad-Token``).
+    """
     headers = dict(scope.get("headers", []))
-    if token and not token_matches(token, headers.get(b"authorization")):
+    carried = authorized(headers) if authorized is not None else token_matches(token, headers.get(b"authorization"))
+    if token and not carried:
         offered = _offered_token(offered_protocols(headers))
         if offered is None or not hmac.compare_digest(offered, token.encode("utf-8")):
             return 401, (f"missing or wrong token (Authorization: Bearer <token>, or the subprotocol "

@@ -28,7 +28,7 @@ import functools
 import json
 import logging
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -109,12 +109,14 @@ def parse_query(query: QueryParams) -> tuple[str, list[str], bool]:
     return task, command, tty in _TRUE
 
 
-def register(api: FastAPI, agent: Agent) -> None:
-    """Serve the exec WebSocket on ``api``."""
+def register(api: FastAPI, agent: Agent, path: str = PATH,
+             authorized: Callable[[Mapping[bytes, bytes]], bool] | None = None) -> None:
+    """Serve the exec WebSocket on ``api`` at ``path`` (an ``{alloc_id}`` in it); ``authorized`` tells
+    whether a handshake's headers carry the token, when not only as ``Authorization: Bearer``."""
 
     async def exec_socket(websocket: WebSocket) -> None:
         # Guard refused already; checked again in case the application is served without it.
-        refusal = websocket_refusal(websocket.scope, agent.config.token)
+        refusal = websocket_refusal(websocket.scope, agent.config.token, authorized=authorized)
         if refusal is not None:
             await _deny(websocket, *refusal)
             return
@@ -138,7 +140,7 @@ def register(api: FastAPI, agent: Agent) -> None:
         finally:
             await asyncio.to_thread(session.close)
 
-    api.router.add_websocket_route(PATH, exec_socket)
+    api.router.add_websocket_route(path, exec_socket)
 
 
 async def _deny(websocket: WebSocket, status: int, message: str) -> None:

@@ -9,6 +9,7 @@ it reflects (``X-Nomad-Index``).
 
 import asyncio
 import base64
+import functools
 import hmac
 import json
 import os
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from herder import app
+from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.events import EventLog
 from herder.agent.nomad import models
@@ -89,15 +91,20 @@ class NomadError(Exception):
         self.message = message
 
 
+def carries_token(token: str, headers: Mapping[bytes, bytes]) -> bool:
+    """Whether ``headers`` carry ``token`` in one of Nomad's ways: ``X-Nomad-Token`` or ``Authorization: Bearer``."""
+    given = headers.get(b"x-nomad-token")
+    if given is not None:
+        return hmac.compare_digest(given, token.encode("utf-8"))
+    return token_matches(token, headers.get(b"authorization"))
+
+
 class NomadGuard(Guard):
     """herder's guard (body limit, token before anything is read) with Nomad's ways of giving the
-    token, ``X-Nomad-Token`` or ``Authorization: Bearer``, and its refusal, 403 ``Permission denied``."""
+    token (:func:`carries_token`) and its refusal, 403 ``Permission denied``."""
 
     def authorized(self, headers: Mapping[bytes, bytes]) -> bool:
-        given = headers.get(b"x-nomad-token")
-        if given is not None:
-            return hmac.compare_digest(given, self.token.encode("utf-8"))
-        return token_matches(self.token, headers.get(b"authorization"))
+        return carries_token(self.token, headers)
 
     def refusal(self) -> ASGIApp:
         return PlainTextResponse("Permission denied", status_code=403)
@@ -492,6 +499,9 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     async def enterprise(rest: str) -> Response:
         raise NomadError(501, "Nomad Enterprise only endpoint")
 
+    # `nomad alloc exec`: herder's own exec WebSocket, whose frames are Nomad's.
+    exec_ws.register(api, agent, "/v1/client/allocation/{alloc_id}/exec",
+                     authorized=functools.partial(carries_token, agent.config.token))
     return api
 
 
