@@ -19,10 +19,14 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import itsdangerous
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from tests.support.agent import AgentProcess
 from tests.support.tls import make_certificates
@@ -266,3 +270,54 @@ def test_over_tls_the_cookie_is_sent_over_tls_only(tmp_path: Path) -> None:
             assert "secure" in [flag.strip().lower() for flag in response.headers["set-cookie"].split(";")]
     finally:
         agent.shutdown()
+
+
+def terminal_socket(agent: AgentProcess, alloc: str, marker: Path) -> str:
+    """The URL of the terminal page's WebSocket, for a command that creates ``marker``."""
+    query = urlencode({"task": "t", "tty": "true",
+                       "command": json.dumps(["/bin/sh", "-c", f"touch {marker}; echo ran"])})
+    return f"ws://127.0.0.1:{agent.port}/ui/ws/allocations/{alloc}/exec?{query}"
+
+
+def socket_refused(url: str, marker: Path, headers: dict[str, str]) -> int:
+    """The status the handshake was refused with; the command never ran."""
+    with pytest.raises(InvalidStatus) as refused:
+        connect(url, additional_headers=headers, open_timeout=30)
+    assert not marker.exists(), "the command ran although the handshake was refused"
+    return refused.value.response.status_code
+
+
+def test_the_terminal_socket_needs_the_session_and_the_uis_origin(agent: AgentProcess, alloc: str,
+                                                                  tmp_path: Path) -> None:
+    # A browser sends the cookie with a WebSocket handshake that a page of any site opens, to any address:
+    # the terminal's socket runs commands in tasks (as root, for raw_exec).
+    marker = tmp_path / "ran"
+    url = terminal_socket(agent, alloc, marker)
+    own = {"Origin": agent.url}
+    cookie = signed_in(agent).cookies["herder_ui"]
+    session = {"Cookie": f"herder_ui={cookie}"}
+    attempts: list[tuple[dict[str, Any], int]] = [
+        (own, 401),  # no session
+        ({**own, "Cookie": "herder_ui=" + session_cookie("not the key", time.time())}, 401),  # forged
+        ({**own, "Cookie": "herder_ui=" + session_cookie(SESSION_KEY, time.time() - 13 * 3600)}, 401),  # expired
+        ({**own, "Cookie": "herder_ui=" + browser(agent).get("/ui/login").cookies["herder_ui"]}, 401),  # no login
+        ({**session, "Origin": "http://evil.example"}, 403),  # cross-site WebSocket hijacking
+        ({**session, "Origin": "null"}, 403),  # a sandboxed frame
+        (session, 403),  # no Origin: not the UI's page, whose browser always says where it comes from
+        ({**own, "Authorization": f"Bearer {TOKEN}"}, 401),  # the UI's socket takes the session, not the token
+    ]
+    for headers, status in attempts:
+        assert socket_refused(url, marker, headers) == status, headers
+    # Only the API's exec route is reachable that way, and a session does not open the API's own socket.
+    for other in ("/ui/ws/events", f"/ui/ws/allocations/{alloc}/logs/t", "/ui/ws/allocations/x/../../v1/jobs"):
+        assert socket_refused(f"ws://127.0.0.1:{agent.port}{other}", marker, {**session, **own}) == 404, other
+    api = url.replace("/ui/ws/", "/v1/")
+    assert socket_refused(api, marker, {**session, **own}) == 401
+
+    # The control: the session, from the UI's own page, runs the command.
+    with connect(url, additional_headers={**session, **own}, open_timeout=30) as ws:
+        output = b""
+        while "exited" not in (frame := json.loads(ws.recv(timeout=30))):
+            output += base64.b64decode(frame.get("stdout", {}).get("data", ""))
+        assert frame["result"]["exit_code"] == 0 and b"ran" in output
+    assert marker.exists()
