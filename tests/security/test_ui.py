@@ -173,7 +173,8 @@ def test_a_form_from_another_site_or_without_its_token_does_nothing(agent: Agent
 
 
 def test_nothing_but_the_login_answers_without_a_session(agent: AgentProcess, alloc: str) -> None:
-    data_pages = ["/ui/", "/ui/jobs/web", f"/ui/allocations/{alloc}", f"/ui/allocations/{alloc}/logs/t"]
+    data_pages = ["/ui/", "/ui/jobs/web", f"/ui/allocations/{alloc}", f"/ui/allocations/{alloc}/logs/t",
+                  f"/ui/allocations/{alloc}/tasks/t/exec"]
     fragments = ["/ui/?fragment=jobs", f"/ui/allocations/{alloc}?fragment=tasks",
                  f"/ui/allocations/{alloc}?fragment=stats", "/ui/jobs/web?fragment=job"]
     streams = ["/ui/stream/events?follow=false", f"/ui/stream/allocations/{alloc}/logs/t"]
@@ -256,6 +257,23 @@ def test_without_a_token_no_login_but_forms_still_need_the_session(tmp_path: Pat
         assert httpx.Client(base_url=agent.url).post("/ui/jobs/open/stop", data={}).status_code == 403
         with agent.http() as http:
             assert http.get("/v1/jobs/open").json()["status"] == "running"
+
+        # Its terminal: no session needed, but a page of another site still cannot open it, nor one of a
+        # site whose name was made to resolve to 127.0.0.1 (DNS rebinding: its Origin matches its Host).
+        alloc = str(agent.submit(job("shell"))["allocations"][0]["id"])
+        agent.wait_task(alloc, "t")
+        marker = tmp_path / "ran"
+        url = terminal_socket(agent, alloc, marker)
+        assert socket_refused(url, marker, {"Origin": "http://evil.example"}) == 403
+        rebound = url.replace("127.0.0.1", "evil.example")
+        with pytest.raises(InvalidStatus) as refused:  # the name resolved to the agent: its Host is evil.example
+            connect(rebound, sock=socket.create_connection(("127.0.0.1", agent.port), timeout=30),
+                    additional_headers={"Origin": f"http://evil.example:{agent.port}"}, open_timeout=30)
+        assert refused.value.response.status_code == 403 and not marker.exists()
+        with connect(url, additional_headers={"Origin": agent.url}, open_timeout=30) as ws:
+            while "exited" not in json.loads(ws.recv(timeout=30)):
+                pass
+        assert marker.exists()  # (the control)
     finally:
         agent.shutdown()
 
