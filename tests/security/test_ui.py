@@ -19,10 +19,14 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import itsdangerous
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from tests.support.agent import AgentProcess
 from tests.support.tls import make_certificates
@@ -169,7 +173,8 @@ def test_a_form_from_another_site_or_without_its_token_does_nothing(agent: Agent
 
 
 def test_nothing_but_the_login_answers_without_a_session(agent: AgentProcess, alloc: str) -> None:
-    data_pages = ["/ui/", "/ui/jobs/web", f"/ui/allocations/{alloc}", f"/ui/allocations/{alloc}/logs/t"]
+    data_pages = ["/ui/", "/ui/jobs/web", f"/ui/allocations/{alloc}", f"/ui/allocations/{alloc}/logs/t",
+                  f"/ui/allocations/{alloc}/tasks/t/exec"]
     fragments = ["/ui/?fragment=jobs", f"/ui/allocations/{alloc}?fragment=tasks",
                  f"/ui/allocations/{alloc}?fragment=stats", "/ui/jobs/web?fragment=job"]
     streams = ["/ui/stream/events?follow=false", f"/ui/stream/allocations/{alloc}/logs/t"]
@@ -252,6 +257,23 @@ def test_without_a_token_no_login_but_forms_still_need_the_session(tmp_path: Pat
         assert httpx.Client(base_url=agent.url).post("/ui/jobs/open/stop", data={}).status_code == 403
         with agent.http() as http:
             assert http.get("/v1/jobs/open").json()["status"] == "running"
+
+        # Its terminal: no session needed, but a page of another site still cannot open it, nor one of a
+        # site whose name was made to resolve to 127.0.0.1 (DNS rebinding: its Origin matches its Host).
+        alloc = str(agent.submit(job("shell"))["allocations"][0]["id"])
+        agent.wait_task(alloc, "t")
+        marker = tmp_path / "ran"
+        url = terminal_socket(agent, alloc, marker)
+        assert socket_refused(url, marker, {"Origin": "http://evil.example"}) == 403
+        rebound = url.replace("127.0.0.1", "evil.example")
+        with pytest.raises(InvalidStatus) as refused:  # the name resolved to the agent: its Host is evil.example
+            connect(rebound, sock=socket.create_connection(("127.0.0.1", agent.port), timeout=30),
+                    additional_headers={"Origin": f"http://evil.example:{agent.port}"}, open_timeout=30)
+        assert refused.value.response.status_code == 403 and not marker.exists()
+        with connect(url, additional_headers={"Origin": agent.url}, open_timeout=30) as ws:
+            while "exited" not in json.loads(ws.recv(timeout=30)):
+                pass
+        assert marker.exists()  # (the control)
     finally:
         agent.shutdown()
 
@@ -266,3 +288,54 @@ def test_over_tls_the_cookie_is_sent_over_tls_only(tmp_path: Path) -> None:
             assert "secure" in [flag.strip().lower() for flag in response.headers["set-cookie"].split(";")]
     finally:
         agent.shutdown()
+
+
+def terminal_socket(agent: AgentProcess, alloc: str, marker: Path) -> str:
+    """The URL of the terminal page's WebSocket, for a command that creates ``marker``."""
+    query = urlencode({"task": "t", "tty": "true",
+                       "command": json.dumps(["/bin/sh", "-c", f"touch {marker}; echo ran"])})
+    return f"ws://127.0.0.1:{agent.port}/ui/ws/allocations/{alloc}/exec?{query}"
+
+
+def socket_refused(url: str, marker: Path, headers: dict[str, str]) -> int:
+    """The status the handshake was refused with; the command never ran."""
+    with pytest.raises(InvalidStatus) as refused:
+        connect(url, additional_headers=headers, open_timeout=30)
+    assert not marker.exists(), "the command ran although the handshake was refused"
+    return refused.value.response.status_code
+
+
+def test_the_terminal_socket_needs_the_session_and_the_uis_origin(agent: AgentProcess, alloc: str,
+                                                                  tmp_path: Path) -> None:
+    # A browser sends the cookie with a WebSocket handshake that a page of any site opens, to any address:
+    # the terminal's socket runs commands in tasks (as root, for raw_exec).
+    marker = tmp_path / "ran"
+    url = terminal_socket(agent, alloc, marker)
+    own = {"Origin": agent.url}
+    cookie = signed_in(agent).cookies["herder_ui"]
+    session = {"Cookie": f"herder_ui={cookie}"}
+    attempts: list[tuple[dict[str, Any], int]] = [
+        (own, 401),  # no session
+        ({**own, "Cookie": "herder_ui=" + session_cookie("not the key", time.time())}, 401),  # forged
+        ({**own, "Cookie": "herder_ui=" + session_cookie(SESSION_KEY, time.time() - 13 * 3600)}, 401),  # expired
+        ({**own, "Cookie": "herder_ui=" + browser(agent).get("/ui/login").cookies["herder_ui"]}, 401),  # no login
+        ({**session, "Origin": "http://evil.example"}, 403),  # cross-site WebSocket hijacking
+        ({**session, "Origin": "null"}, 403),  # a sandboxed frame
+        (session, 403),  # no Origin: not the UI's page, whose browser always says where it comes from
+        ({**own, "Authorization": f"Bearer {TOKEN}"}, 401),  # the UI's socket takes the session, not the token
+    ]
+    for headers, status in attempts:
+        assert socket_refused(url, marker, headers) == status, headers
+    # Only the API's exec route is reachable that way, and a session does not open the API's own socket.
+    for other in ("/ui/ws/events", f"/ui/ws/allocations/{alloc}/logs/t", "/ui/ws/allocations/x/../../v1/jobs"):
+        assert socket_refused(f"ws://127.0.0.1:{agent.port}{other}", marker, {**session, **own}) == 404, other
+    api = url.replace("/ui/ws/", "/v1/")
+    assert socket_refused(api, marker, {**session, **own}) == 401
+
+    # The control: the session, from the UI's own page, runs the command.
+    with connect(url, additional_headers={**session, **own}, open_timeout=30) as ws:
+        output = b""
+        while "exited" not in (frame := json.loads(ws.recv(timeout=30))):
+            output += base64.b64decode(frame.get("stdout", {}).get("data", ""))
+        assert frame["result"]["exit_code"] == 0 and b"ran" in output
+    assert marker.exists()

@@ -83,8 +83,11 @@ class Guard:
         return _error(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket" and (refusal := websocket_refusal(scope, self.token,
-                                                                           authorized=self.authorized)):
+        # A WebSocket of the UI's (its terminal) carries the session cookie, not the token: the UI checks the
+        # session and the Origin itself (herder.agent.ui.client.StreamForwarder), then hands it to the API's route
+        # with the token, where websocket_refusal runs as for any other. Every other WebSocket is checked here.
+        if (scope["type"] == "websocket" and not ui.serves(scope["path"])
+                and (refusal := websocket_refusal(scope, self.token, authorized=self.authorized))):
             await _error(*refusal, headers={"WWW-Authenticate": "Bearer"} if refusal[0] == 401 else None)(
                 scope, receive, send)
             return

@@ -2,7 +2,8 @@
 
 The UI is a client of the API as the command line is: it shows what the API answers, can do only what
 the API allows, and the API's checks and errors are the UI's. Two read-only streams, the event stream
-and a followed log, are passed through to the browser as the API sends them (:class:`StreamForwarder`).
+and a followed log, and the WebSocket of an interactive exec (the terminal page's) are passed through to
+the browser as the API sends them (:class:`StreamForwarder`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from herder.agent.ui.security import signed_in
+from herder.agent.ui.security import signed_in, socket_refusal
 
 
 class ApiFailure(Exception):
@@ -64,16 +65,22 @@ class ApiClient:
 
 
 FORWARDED = ("type", "asgi", "http_version", "method", "scheme", "server", "client", "query_string",
-             "extensions", "state")
+             "extensions", "state", "subprotocols")
 """What of a request's scope reaches the API: not the UI's routing, nor its session."""
 STREAMS = re.compile(r"/stream/(?P<route>events|allocations/[^/]+/logs/[^/]+)")
 """What the browser may read through :class:`StreamForwarder`: these two API routes, and nothing else."""
+SOCKETS = re.compile(r"/ws/(?P<route>allocations/[^/]+/exec)")
+"""The WebSocket the browser may open through :class:`StreamForwarder`: the API's interactive exec."""
 
 
 class StreamForwarder:
     """``GET /ui/stream/<route>?query`` answered by the API's ``GET /v1/<route>?query``, streamed as the API
     sends it, for a signed-in session: the event stream (which pages follow to know when to refresh) and
-    a followed log. The token is added here; the session cookie does not go on to the API."""
+    a followed log. The WebSocket ``/ui/ws/allocations/{id}/exec?query`` likewise becomes the API's
+    ``/v1/allocations/{id}/exec?query`` (:mod:`herder.agent.exec_ws`), for a signed-in session whose
+    handshake comes from the UI's own origin. The token is added here; the session cookie does not go on
+    to the API, whose own checks of a WebSocket (``Origin``, a loopback ``Host`` without a token) then run
+    as for any client."""
 
     def __init__(self, api: ASGIApp, token: str, mount: str) -> None:
         self.api = api
@@ -81,13 +88,20 @@ class StreamForwarder:
         self.mount = mount
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        matched = STREAMS.fullmatch(request.url.path.removeprefix(self.mount))
-        if request.method != "GET" or matched is None:
+        connection = HTTPConnection(scope)
+        if scope["type"] == "websocket":
+            matched = SOCKETS.fullmatch(connection.url.path.removeprefix(self.mount))
+            refusal = socket_refusal(connection, self.token)
+        else:
+            matched = (STREAMS.fullmatch(connection.url.path.removeprefix(self.mount)) if scope["method"] == "GET"
+                       else None)
+            refusal = None if signed_in(connection, self.token) else (401, "sign in first")
+        # Refused before anything of the API is reached (a WebSocket's refusal answers its handshake).
+        if matched is None:
             await PlainTextResponse("not found", status_code=404)(scope, receive, send)
             return
-        if not signed_in(request, self.token):
-            await PlainTextResponse("sign in first", status_code=401)(scope, receive, send)
+        if refusal is not None:
+            await PlainTextResponse(refusal[1], status_code=refusal[0])(scope, receive, send)
             return
         target = "/v1/" + matched["route"]
         headers = [(name, value) for name, value in scope["headers"]

@@ -4,7 +4,7 @@ Each page is complete HTML (it reads without JavaScript); its live parts are als
 (``?fragment=NAME``), which ``static/ui.js`` fetches again when the event stream reports a change.
 An action is a form's POST that calls the API and redirects back with what happened (so that reloading
 a page never repeats an action). A page of its own is a route here and a template; an allocation's
-tasks link to their pages by task (logs today; an exec terminal would be one more).
+tasks link to their pages by task (logs, and a running task's terminal).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
@@ -29,6 +29,8 @@ LOG_TAIL = 64 << 10
 """Bytes of a log a log page shows at first; the script then follows from there."""
 FLASH_MAX = 2000
 """Characters of a message kept for the next page (the session is a cookie)."""
+EXEC_COMMAND = "/bin/sh"
+"""The command a terminal page offers to run at first."""
 SIGNALS = ("SIGHUP", "SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGQUIT", "SIGKILL")
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -78,8 +80,10 @@ class Pages:
             Route("/allocations/{alloc_id}/restart", act(self.restart), methods=["POST"]),
             Route("/allocations/{alloc_id}/signal", act(self.signal), methods=["POST"]),
             Route("/allocations/{alloc_id}/logs/{task}", page(self.logs)),
+            Route("/allocations/{alloc_id}/tasks/{task}/exec", page(self.terminal)),
             Route("/allocations/{alloc_id}", page(self.allocation)),
             Route("/stream/{route:path}", self.streams),
+            WebSocketRoute("/ws/{route:path}", self.streams),
             Mount("/static", StaticFiles(packages=[("herder.agent.ui", "static")])),
         ]
 
@@ -234,3 +238,13 @@ class Pages:
                            stream=stream, offset=str(end), follow="true")
         return self.render(request, "logs.html", alloc=alloc, task=task, stream=stream,
                            text=response.content.decode("utf-8", "replace"), follow=follow)
+
+    async def terminal(self, request: Request) -> Response:
+        """A terminal in a task (``static/terminal.js``, over the WebSocket ``/ui/ws/allocations/{id}/exec``)."""
+        alloc = await self.api.get(path("allocations", request.path_params["alloc_id"]))
+        task = request.path_params["task"]
+        if task not in alloc["tasks"]:
+            raise ApiFailure(404, f"allocation {alloc['id']} has no task {task!r}", [])
+        socket = self.link("ws", "allocations", alloc["id"], "exec")
+        return self.render(request, "exec.html", alloc=alloc, task=task, socket=socket,
+                           command=request.query_params.get("command", EXEC_COMMAND))

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 COOKIE = "herder_ui"
@@ -56,7 +56,7 @@ def csrf_token(request: Request) -> str:
     return value
 
 
-def same_origin(request: Request) -> bool:
+def same_origin(request: HTTPConnection) -> bool:
     """Whether the request says it comes from the UI's own origin. Browsers send ``Origin`` with every
     POST (``Referer`` where an old one does not); a request with neither is judged by its CSRF token alone."""
     claimed = request.headers.get("origin") or request.headers.get("referer")
@@ -64,7 +64,20 @@ def same_origin(request: Request) -> bool:
         return True
     here = urlsplit(str(request.base_url))
     there = urlsplit(claimed)
-    return (there.scheme, there.netloc) == (here.scheme, here.netloc)
+    # A WebSocket's own URL is ws:// (wss://), the page that opened it http:// (https://).
+    scheme = {"ws": "http", "wss": "https"}.get(here.scheme, here.scheme)
+    return (there.scheme, there.netloc) == (scheme, here.netloc)
+
+
+def socket_refusal(connection: HTTPConnection, token: str) -> tuple[int, str] | None:
+    """Why the handshake of a WebSocket of the UI's is refused (an HTTP status and a message), or None. A
+    browser sends the session cookie with a handshake that a page of any site opens, so besides the session
+    it must show the UI's own ``Origin`` (which a browser always sends: cross-site WebSocket hijacking)."""
+    if not signed_in(connection, token):
+        return 401, "sign in first"
+    if "origin" not in connection.headers or not same_origin(connection):
+        return 403, f"a WebSocket from origin {connection.headers.get('origin')!r}, not the UI's own"
+    return None
 
 
 async def read_form(request: Request) -> dict[str, str]:
@@ -81,7 +94,7 @@ async def read_form(request: Request) -> dict[str, str]:
     return fields
 
 
-def signed_in(request: Request, token: str) -> bool:
+def signed_in(request: HTTPConnection, token: str) -> bool:
     """Whether the request's session gave the token, less than :data:`SESSION_MAX_AGE` ago (always, when the
     agent has none)."""
     since = request.session.get("signed_in")
