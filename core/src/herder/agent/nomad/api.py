@@ -12,11 +12,8 @@ import base64
 import functools
 import hmac
 import json
-import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from pathlib import Path as FilePath
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Path, Query, Request
@@ -30,20 +27,17 @@ from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.events import EventLog
 from herder.agent.nomad import models
-from herder.agent.nomad.ledger import SECOND, Deployment, Evaluation, Ledger
+from herder.agent.nomad.ledger import Ledger
+from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
 from herder.app import Agent, Conflict, NotFound
-from herder.client.alloc_runner import AllocRunner
 from herder.client.logtail import LogTail
 from herder.errors import DispatchError, JobError, PlacementError
 from herder.jobspec import evaluate_job_text
 from herder.jobspec.nomad_json import to_nomad
-from herder.objects import TaskEvent, TaskStats
 from herder.sdk.durations import parse_duration
 
 Body = TypeVar("Body", bound=BaseModel)
 
-REGION = "global"
-NAMESPACE = "default"
 FRAME_SIZE = 64 << 10
 """The most log bytes in one frame, as Nomad's."""
 HEARTBEAT = 1.0
@@ -54,9 +48,6 @@ DEFAULT_WAIT = 300.0
 MAX_WAIT = 600.0
 """A blocking query's default and longest wait, Nomad's (5 and 10 minutes)."""
 
-ALLOC_STATUS = {"pending": "pending", "running": "running", "complete": "complete", "failed": "failed",
-                "stopped": "complete"}
-"""herder's allocation status as Nomad's ClientStatus (a stopped allocation is complete, desired stop)."""
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -80,15 +71,6 @@ def body(model: type[BaseModel]) -> dict[str, Any]:
     """The OpenAPI description of a JSON request body: the routes read the body themselves,
     as Nomad's clients send JSON without a Content-Type."""
     return {"requestBody": {"required": False, "content": {"application/json": {"schema": model.model_json_schema()}}}}
-
-
-class NomadError(Exception):
-    """An answer in Nomad's form: a status code and a plain-text message."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def carries_token(token: str, headers: Mapping[bytes, bytes]) -> bool:
@@ -560,352 +542,3 @@ def scoped(request: Request, *, write: bool = False) -> None:
         raise NomadError(400, "No path to region")
     if write and foreign(request):
         raise NomadError(400, f"namespace {request.query_params.get('namespace')!r} not found")
-
-
-def foreign(request: Request) -> bool:
-    """Whether the request asks for a namespace other than ``default`` (``*`` is every one)."""
-    return request.query_params.get("namespace", NAMESPACE) not in (NAMESPACE, "*", "")
-
-
-def nanoseconds(epoch: float | None) -> int:
-    return 0 if epoch is None else int(epoch * SECOND)
-
-
-def rfc3339(epoch: float | None) -> str:
-    return models.ZERO_TIME if epoch is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + \
-        f".{int(epoch % 1 * 1e9):09d}Z"
-
-
-class Shapes:
-    """The agent's state in Nomad's shapes."""
-
-    def __init__(self, agent: Agent, ledger: Ledger, address: str) -> None:
-        self.agent = agent
-        self.ledger = ledger
-        self.address = address
-        # A stable ID for this node: the same agent on the same data dir is the same node.
-        self.node_id = str(uuid.uuid5(uuid.NAMESPACE_URL,
-                                      f"herder:{agent.config.node_name}:{agent.config.data_dir}"))
-
-    # -- the node ------------------------------------------------------------------
-
-    def check_node(self, node_id: str) -> None:
-        if node_id != self.node_id:
-            raise NomadError(404, "node not found")
-
-    def drivers(self) -> dict[str, models.DriverInfo]:
-        now = rfc3339(time.time())
-        return {row["name"]: models.DriverInfo(Attributes=row["attributes"], Detected=row["detected"],
-                                               Healthy=row["healthy"], HealthDescription=row["description"],
-                                               UpdateTime=now)
-                for row in app.driver_rows(self.agent.hooks)}
-
-    def node_stub(self) -> models.NodeListStub:
-        return models.NodeListStub(**self._node_fields())
-
-    def node(self) -> models.Node:
-        drivers = self.drivers()
-        attributes = dict(self.agent.client.node().attributes)
-        attributes |= {f"driver.{name}": "1" for name, info in drivers.items() if info.Healthy}
-        attributes |= {"nomad.version": self.agent.version, "unique.hostname": self.agent.config.node_name}
-        return models.Node(**self._node_fields(drivers), HTTPAddr=self.address, Resources=self.node_resources(),
-                           TLSEnabled=self.agent.config.tls.cert_file is not None,
-                           Attributes=dict(sorted(attributes.items())))
-
-    def _node_fields(self, drivers: dict[str, models.DriverInfo] | None = None) -> dict[str, Any]:
-        return {"ID": self.node_id, "Name": self.agent.config.node_name,
-                "Datacenter": self.agent.config.datacenter, "Address": self.address.rpartition(":")[0],
-                "Version": self.agent.version, "Drivers": self.drivers() if drivers is None else drivers,
-                "Status": "ready", "Drain": self.agent.draining,
-                "SchedulingEligibility": "ineligible" if self.agent.draining else "eligible",
-                "CreateIndex": 1, "ModifyIndex": 1}
-
-    def node_resources(self) -> models.Resources:
-        """The host's CPU (MHz: herder does not measure clock speeds, so 1000 a core, unless a
-        fingerprint says ``cpu.totalcompute``), memory and the data dir's disk."""
-        attributes = self.agent.client.node().attributes
-        cores = int(attributes.get("cpu.numcores", "1"))
-        disk = os.statvfs(self.agent.config.data_dir)
-        return models.Resources(CPU=int(attributes.get("cpu.totalcompute", cores * 1000)), Cores=cores,
-                                MemoryMB=int(attributes.get("memory.totalbytes", "0")) >> 20,
-                                DiskMB=disk.f_blocks * disk.f_frsize >> 20)
-
-    def host_stats(self) -> models.HostStats:
-        """The host's memory, the data dir's disk and the uptime (no per-CPU figures)."""
-        meminfo = {line.split(":")[0]: int(line.split()[1]) << 10
-                   for line in FilePath("/proc/meminfo").read_text().splitlines() if line.split()[1:]}
-        disk = os.statvfs(self.agent.config.data_dir)
-        size, free = disk.f_blocks * disk.f_frsize, disk.f_bavail * disk.f_frsize
-        used = size - disk.f_bfree * disk.f_frsize
-        return models.HostStats(
-            Memory=models.HostMemoryStats(Total=meminfo.get("MemTotal", 0), Available=meminfo.get("MemAvailable", 0),
-                                          Free=meminfo.get("MemFree", 0),
-                                          Used=meminfo.get("MemTotal", 0) - meminfo.get("MemAvailable", 0)),
-            DiskStats=[models.HostDiskStats(Mountpoint=str(self.agent.config.data_dir), Size=size, Used=used,
-                                            Available=free, UsedPercent=100.0 * used / size if size else 0.0)],
-            Uptime=int(float(FilePath("/proc/uptime").read_text().split()[0])), Timestamp=time.time_ns())
-
-    def usage(self, sampled: Mapping[str, TaskStats | None]) -> models.AllocResourceUsage:
-        """The allocation's tasks' resource usage (what a driver cannot tell is 0), and their sum."""
-        now = time.time_ns()
-        node = self.node_resources()
-        mhz = node.CPU / max(1, node.Cores)
-        tasks = {name: models.TaskResourceUsage(ResourceUsage=_usage(stats, mhz), Timestamp=now)
-                 for name, stats in sampled.items()}
-        total = models.ResourceUsage()
-        for task in tasks.values():
-            total.MemoryStats.RSS += task.ResourceUsage.MemoryStats.RSS
-            total.MemoryStats.Usage += task.ResourceUsage.MemoryStats.Usage
-            total.CpuStats.TotalTicks += task.ResourceUsage.CpuStats.TotalTicks
-            total.CpuStats.Percent += task.ResourceUsage.CpuStats.Percent
-        return models.AllocResourceUsage(ResourceUsage=total, Tasks=tasks, Timestamp=now)
-
-    def agent_self(self) -> dict[str, Any]:
-        config = self.agent.config
-        host, _, port = self.address.rpartition(":")
-        return {
-            "config": {"Region": REGION, "Datacenter": config.datacenter, "NodeName": config.node_name,
-                       "Version": {"Version": self.agent.version, "VersionPrerelease": "", "VersionMetadata": ""},
-                       "Client": {"Enabled": True}, "Server": {"Enabled": False}, "ACL": {"Enabled": False}},
-            "member": {"Name": config.node_name, "Addr": host, "Port": int(port), "Status": "alive",
-                       "Tags": {"region": REGION, "dc": config.datacenter, "build": self.agent.version}},
-            "stats": {"client": {"node_id": self.node_id, "known_servers": self.address,
-                                 "num_allocations": str(len(self.agent.client.allocs))}},
-        }
-
-    # -- jobs -------------------------------------------------------------------------
-
-    def allocs_of(self, name: str, request: Request) -> list[AllocRunner]:
-        """The allocations of job ``name``; 404 ``job not found`` if there is no such job."""
-        if foreign(request):
-            raise NomadError(404, "job not found")
-        try:
-            return self.agent.job(name)
-        except NotFound:
-            raise NomadError(404, "job not found") from None
-
-    def document(self, name: str, job_id: str | None = None) -> dict[str, Any]:
-        """Job ``name`` (its submission ``job_id``, by default the latest) in Nomad's JSON."""
-        parent = self.agent.parent(name)
-        if parent is not None:
-            document = to_nomad(json.loads(parent.source.text))["Job"]
-            periodic = document.get("Periodic")
-            if isinstance(periodic, dict):  # herder's crons as Nomad's one spec (and a list, as Nomad 1.6+)
-                specs = periodic.get("Specs") or [periodic.get("Spec", "")]
-                document["Periodic"] = {"Enabled": periodic.get("Enabled", True), "SpecType": "cron",
-                                        "Spec": specs[0], "Specs": specs,
-                                        "ProhibitOverlap": periodic.get("ProhibitOverlap", False),
-                                        "TimeZone": periodic.get("TimeZone") or "UTC"}
-            return document
-        allocs = self.agent.job(name)
-        record = self.agent.client.store.job(job_id or allocs[-1].job_id)
-        if record is None:
-            return {"ID": name, "Name": name}
-        if record.format == "json":
-            submitted = json.loads(record.text)
-            if isinstance(submitted, dict) and isinstance(submitted.get("Job"), dict):
-                return dict(submitted["Job"])  # sent in Nomad's JSON: given back as it came
-        _, document = evaluate_job_text(record.text, record.format, record.source, record.variables)
-        return to_nomad(document)["Job"]
-
-    def job_document(self, job: dict[str, Any]) -> dict[str, Any]:
-        """A Nomad job with the fields a Nomad server fills in, where the job leaves them out."""
-        groups = [{"Count": 1, "Tasks": [], **group} for group in job.get("TaskGroups") or []]
-        name = job.get("ID") or job.get("Name") or ""
-        return {"Region": REGION, "Namespace": NAMESPACE, "Type": "service", "Priority": 50, "AllAtOnce": False,
-                "Datacenters": [self.agent.config.datacenter], "Stop": False, "ParentID": "", "Dispatched": False,
-                "Status": "pending", "StatusDescription": "", "Stable": False, "Version": 0, "SubmitTime": 0,
-                "CreateIndex": 1, "ModifyIndex": 1, "JobModifyIndex": 1,
-                **{k: v for k, v in job.items() if v is not None}, "ID": name, "Name": job.get("Name") or name,
-                "TaskGroups": groups}
-
-    def job(self, name: str, job_id: str | None = None) -> dict[str, Any]:
-        """Job ``name`` as ``GET /v1/job/:id`` answers."""
-        allocs = self.agent.job(name)
-        parent = self.agent.parent(name)
-        document = self.job_document(self.document(name, job_id))
-        ids = self.ledger.job_ids(name)
-        job_id = job_id or (ids[-1] if ids else None)
-        record = self.agent.client.store.job(job_id) if job_id else None
-        index = self.ledger.index()
-        document |= {"Status": self.status(name, allocs), "Stop": self.stopped(name, allocs),
-                     "Version": ids.index(job_id) if job_id in ids else 0,
-                     "SubmitTime": nanoseconds(record.created_at if record else None),
-                     "ParentID": allocs[-1].job.parent_id or "" if allocs else "",
-                     "Dispatched": bool(allocs and "/dispatch-" in name), "ModifyIndex": index,
-                     "Stable": bool(allocs) and all(a.status in ("running", "complete") for a in allocs)}
-        if parent is not None:
-            document["ParentID"] = ""
-        return document
-
-    def status(self, name: str, allocs: list[AllocRunner]) -> str:
-        """Nomad's job status: pending, running or dead."""
-        parent = self.agent.parent(name)
-        if parent is not None:
-            return "dead" if parent.status == "stopped" else "running"
-        current = app.job_status(allocs)
-        if current == "running":
-            return "running" if any(a.status != "pending" for a in allocs) else "pending"
-        return "dead"
-
-    def stopped(self, name: str, allocs: list[AllocRunner]) -> bool:
-        parent = self.agent.parent(name)
-        if parent is not None:
-            return parent.status == "stopped"
-        latest = [a for a in allocs if a.job_id == allocs[-1].job_id]
-        return all(a.stopping or a.status == "stopped" for a in latest)
-
-    def job_stub(self, name: str) -> models.JobListStub | None:
-        try:
-            allocs = self.agent.job(name)
-            document = self.job(name)
-        except NotFound:
-            return None  # collected meanwhile
-        return models.JobListStub(
-            ID=name, ParentID=document["ParentID"], Name=document["Name"], Datacenters=document["Datacenters"],
-            Type=document["Type"], Priority=document["Priority"], Periodic=bool(document.get("Periodic")),
-            ParameterizedJob=bool(document.get("ParameterizedJob")), Stop=document["Stop"],
-            Status=self.status(name, allocs), JobSummary=self.summary(name), SubmitTime=document["SubmitTime"],
-            ModifyIndex=document["ModifyIndex"], JobModifyIndex=document["ModifyIndex"], CreateIndex=1)
-
-    def summary(self, name: str) -> models.JobSummary:
-        allocs = self.agent.job(name)
-        groups: dict[str, models.TaskGroupSummary] = {}
-        for alloc in allocs:
-            group = groups.setdefault(alloc.group.name, models.TaskGroupSummary())
-            status = alloc.status
-            if status == "pending":
-                group.Starting += 1
-            elif status == "running":
-                group.Running += 1
-            elif status == "failed":
-                group.Failed += 1
-            else:
-                group.Complete += 1
-        children = models.JobChildrenSummary()
-        for child in self.agent.children(name).values():
-            state = app.job_status(child)
-            if state == "running":
-                children.Running += 1
-            else:
-                children.Dead += 1
-        return models.JobSummary(JobID=name, Summary=groups, Children=children, CreateIndex=1,
-                                 ModifyIndex=self.ledger.index())
-
-    def versions(self, name: str) -> list[dict[str, Any]]:
-        """Every submission of job ``name`` still known, newest first."""
-        return [self.job(name, job_id) for job_id in reversed(self.ledger.job_ids(name))] or [self.job(name)]
-
-    # -- evaluations and deployments ---------------------------------------------------
-
-    def evaluation(self, found: Evaluation) -> models.Evaluation:
-        return models.Evaluation(ID=found.id, Type=found.job_type, TriggeredBy=found.triggered_by, JobID=found.job,
-                                 JobModifyIndex=found.create_index, DeploymentID=found.deployment,
-                                 CreateIndex=found.create_index, ModifyIndex=found.create_index,
-                                 SnapshotIndex=found.create_index, CreateTime=found.created,
-                                 ModifyTime=found.created)
-
-    def deployment(self, found: Deployment) -> models.Deployment:
-        groups: dict[str, models.DeploymentState] = {}
-        for name, update in found.groups.items():
-            mine = [alloc_id for alloc_id in found.allocs if self._group(alloc_id) in (name, None)]
-            health = [found.healthy.get(alloc_id) for alloc_id in mine]
-            groups[name] = models.DeploymentState(
-                AutoRevert=update.auto_revert, ProgressDeadline=int(update.progress_deadline * SECOND),
-                RequireProgressBy=rfc3339(found.started + update.progress_deadline),
-                DesiredTotal=found.desired.get(name, 0), PlacedAllocs=len(mine),
-                HealthyAllocs=sum(h is True for h in health), UnhealthyAllocs=sum(h is False for h in health))
-        return models.Deployment(ID=found.id, JobID=found.job, JobVersion=found.version,
-                                 JobModifyIndex=found.create_index, JobSpecModifyIndex=found.create_index,
-                                 JobCreateIndex=found.create_index, TaskGroups=groups, Status=found.status,
-                                 StatusDescription=found.description, CreateIndex=found.create_index,
-                                 ModifyIndex=found.modify_index)
-
-    def _group(self, alloc_id: str) -> str | None:
-        alloc = self.agent.client.alloc(alloc_id)
-        return alloc.group.name if alloc is not None else None
-
-    # -- allocations -------------------------------------------------------------------
-
-    def alloc(self, alloc_id: str, request: Request) -> AllocRunner:
-        if foreign(request):
-            raise NomadError(404, "alloc not found")
-        try:
-            return self.agent.alloc(alloc_id)
-        except NotFound:
-            raise NomadError(404, "alloc not found") from None
-
-    def alloc_stub(self, alloc: AllocRunner) -> models.AllocationListStub:
-        return models.AllocationListStub(**self._alloc_fields(alloc))
-
-    def allocation(self, alloc: AllocRunner) -> models.Allocation:
-        fields = self._alloc_fields(alloc)
-        deployment = self.ledger.deployment_of(alloc.alloc.id)
-        try:
-            job = self.job(alloc.job.name, alloc.job_id)
-        except NotFound:  # the job was collected meanwhile
-            job = self.job_document({"ID": alloc.job.name, "Type": alloc.job.type})
-        resources = models.Resources(CPU=sum(t.task.resources.cpu for t in alloc.tasks),
-                                     MemoryMB=sum(t.task.resources.memory for t in alloc.tasks))
-        return models.Allocation(**fields, Job=job, Resources=resources,
-                                 DeploymentID=deployment.id if deployment else "",
-                                 Metrics=models.AllocationMetric(NodesAvailable={self.agent.config.datacenter: 1}),
-                                 AllocModifyIndex=fields["ModifyIndex"])
-
-    def _alloc_fields(self, alloc: AllocRunner) -> dict[str, Any]:
-        created = self.ledger.created(alloc)
-        deployment = self.ledger.deployment_of(alloc.alloc.id)
-        health = None if deployment is None else deployment.healthy.get(alloc.alloc.id)
-        index = self.ledger.index()
-        states = {runner.name: self.task_state(alloc, runner.name) for runner in alloc.tasks}
-        return {
-            "ID": alloc.alloc.id, "EvalID": self.ledger.eval_of(alloc.alloc.id), "Name": alloc.alloc.name,
-            "NodeID": self.node_id, "NodeName": self.agent.config.node_name, "JobID": alloc.job.name,
-            "JobType": alloc.job.type, "JobVersion": self.ledger.version(alloc.job.name, alloc.job_id),
-            "TaskGroup": alloc.group.name,
-            "DesiredStatus": "stop" if alloc.stopping or alloc.status == "stopped" else "run",
-            "DesiredDescription": "alloc is being stopped" if alloc.stopping else "",
-            "ClientStatus": ALLOC_STATUS.get(alloc.status, alloc.status),
-            "TaskStates": states,
-            "DeploymentStatus": None if deployment is None else models.AllocDeploymentStatus(
-                Healthy=health, ModifyIndex=deployment.modify_index),
-            "CreateIndex": self.ledger.create_index(alloc.alloc.id), "ModifyIndex": index,
-            "CreateTime": created, "ModifyTime": max([created, *(event.Time for task in states.values()
-                                                                 for event in task.Events)]),
-        }
-
-    def task_state(self, alloc: AllocRunner, task: str) -> models.TaskState:
-        runner = self.agent.task(alloc, task)
-        status = runner.status
-        events = [_event(event) for event in list(status.events)]
-        restarts = [e.Time for e in events if e.Type == "Restarting"]
-        return models.TaskState(State=status.state, Failed=status.failed, Restarts=status.restarts,
-                                LastRestart=rfc3339(restarts[-1] / SECOND) if restarts else models.ZERO_TIME,
-                                StartedAt=rfc3339(status.started_at), FinishedAt=rfc3339(status.finished_at),
-                                Events=events)
-
-
-def _usage(stats: TaskStats | None, mhz: float) -> models.ResourceUsage:
-    """A task's usage as Nomad's; ``mhz`` is one core's speed."""
-    if stats is None:
-        return models.ResourceUsage()
-    measured = [name for name, value in (("RSS", stats.memory_rss_bytes), ("Usage", stats.memory_usage_bytes))
-                if value is not None]
-    return models.ResourceUsage(
-        MemoryStats=models.MemoryStats(RSS=stats.memory_rss_bytes or 0, Usage=stats.memory_usage_bytes or 0,
-                                       MaxUsage=stats.memory_limit_bytes or 0, Measured=measured),
-        # Nomad's ticks are MHz: the share of one core used, times a core's speed.
-        CpuStats=models.CpuStats(Percent=stats.cpu_percent or 0.0, TotalTicks=(stats.cpu_percent or 0.0) / 100 * mhz,
-                                 ThrottledPeriods=stats.cpu_throttled_periods or 0,
-                                 ThrottledTime=stats.cpu_throttled_ns or 0,
-                                 Measured=["Percent", "Total Ticks"] if stats.cpu_percent is not None else None))
-
-
-def _event(event: TaskEvent) -> models.TaskEvent:
-    details = {str(k): str(v) for k, v in (event.details or {}).items()}
-    exit_code = details.get("exit_code", "0")
-    signal = details.get("signal", "0")
-    return models.TaskEvent(Type=event.type, Time=int(event.time.timestamp() * SECOND),
-                            DisplayMessage=event.message, Message=event.message, Details=details,
-                            ExitCode=int(exit_code) if exit_code.lstrip("-").isdigit() else 0,
-                            Signal=int(signal) if signal.isdigit() else 0)
