@@ -193,9 +193,13 @@ disable_update_check = true
         except (OSError, ValueError):
             return None
 
+    @property
+    def cli_env(self) -> dict[str, str]:
+        """The environment of the ``nomad`` command line, pointed at the server."""
+        return {**os.environ, **self.env, "NOMAD_ADDR": self.server.address}
+
     def nomad(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, **self.env, "NOMAD_ADDR": self.server.address}
-        result = subprocess.run(["nomad", *args], capture_output=True, text=True, env=env, timeout=timeout)
+        result = subprocess.run(["nomad", *args], capture_output=True, text=True, env=self.cli_env, timeout=timeout)
         if check and result.returncode != 0:
             raise AssertionError(f"nomad {' '.join(args)} exited {result.returncode}: {result.stderr}{result.stdout}")
         return result

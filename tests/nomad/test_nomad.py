@@ -13,6 +13,8 @@ import pytest
 from tests.nomad.helpers import NomadCluster, free_port, wait_for
 from tests.support.http import read_url
 from tests.support.processes import alive
+from tests.support.terminal import Terminal
+from tests.support.waiting import TIMEOUT
 
 RECORDING_PLUGINS = (Path(__file__).resolve().parents[1] / "support" / "testplugins.py").read_text()
 
@@ -207,8 +209,18 @@ def test_exec_and_signal_in_a_running_task(cluster: NomadCluster, tmp_path: Path
                                               "local/ready", check=False).stdout, what="exec to see the task's file")
     failed = cluster.nomad("alloc", "exec", "-i=false", "-t=false", alloc["ID"], "/bin/sh", "-c",
                            "echo out; echo err >&2; exit 7", check=False)
-    assert failed.returncode == 7
-    assert "out" in failed.stdout and "err" in failed.stdout
+    assert (failed.returncode, failed.stdout, failed.stderr) == (7, "out\n", "err\n")
+    # Interactive, on a terminal: through the driver's exec session.
+    shell = Terminal(["nomad", "alloc", "exec", "-i", "-t", alloc["ID"], "/bin/sh"], cluster.cli_env)
+    try:
+        shell.type(b"tty\n")
+        shell.expect(rb"/dev/pts/\d+")
+        shell.type(b"echo $((6*7))\n")
+        shell.expect(rb"\b42\b")
+        shell.type(b"exit 3\n")
+        assert shell.proc.wait(TIMEOUT) == 3, bytes(shell.output)
+    finally:
+        shell.close()
     cluster.nomad("alloc", "signal", "-s", "SIGHUP", alloc["ID"], "t")
     wait_for(lambda: "got HUP" in cluster.logs(alloc["ID"], "t"), what="the task to get SIGHUP")
 

@@ -22,7 +22,7 @@ from google.protobuf import any_pb2, timestamp_pb2
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
-from herder import CreatedResources, DriverError, ExitResult, RecoverableError, Task, TaskEvent
+from herder import CreatedResources, DriverError, ExecSession, ExitResult, RecoverableError, Task, TaskEvent, TaskHandle
 from herder.app import (
     Config,
     Hooks,
@@ -415,42 +415,58 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         running.handle.signal(sig)
         return driver_pb2.SignalTaskResponse()
 
-    def _exec(self, running: NomadTask, command: list[str], timeout: float,
-              context: grpc.ServicerContext) -> Any:
+    def _runs(self, running: NomadTask, command: list[str], context: grpc.ServicerContext) -> TaskHandle:
+        """The handle of a task an exec may go into (aborts the call otherwise)."""
         if running.handle is None or running.exited.is_set():
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"task {running.id} is not running")
         if not command:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "exec needs a command")
-        try:
-            return self._hooks(context).task_exec(running.task, running.ctx, running.handle, command, timeout)
-        except Exception as err:
-            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        return running.handle
 
     def ExecTask(self, request: driver_pb2.ExecTaskRequest, context: grpc.ServicerContext) -> Any:
         running = self._task(request.task_id, context)
+        command = list(request.command)
+        handle = self._runs(running, command, context)
         timeout = request.timeout.ToTimedelta().total_seconds() if request.HasField("timeout") else 0.0
-        result = self._exec(running, list(request.command), timeout or EXEC_TIMEOUT, context)
+        try:
+            result = self._hooks(context).task_exec(running.task, running.ctx, handle, command,
+                                                    timeout or EXEC_TIMEOUT)
+        except Exception as err:
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(err))
         # herder's exec gives stdout and stderr together: they come back as stdout.
         return driver_pb2.ExecTaskResponse(stdout=result.output, result=driver_pb2.ExitResult(
             exit_code=result.exit_code))
 
     def ExecTaskStreaming(self, request_iterator: Iterator[driver_pb2.ExecTaskStreamingRequest],
                           context: grpc.ServicerContext) -> Iterator[driver_pb2.ExecTaskStreamingResponse]:
-        """``nomad alloc exec``: herder's exec is not interactive, so the command runs to its end
-        (no stdin, no tty) and its output comes back in one piece, then its exit code."""
+        """``nomad alloc exec``: an interactive session in the task (``herder_task_exec_session``).
+        Nomad's stream feeds its stdin and its terminal's size; its output goes back as it comes,
+        then its exit code. The session ends, its command killed, when Nomad's stream does."""
         first = next(request_iterator, None)
         if first is None or not first.HasField("setup"):
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "exec stream: the first message must be its setup")
         running = self._task(first.setup.task_id, context)
-        threading.Thread(target=_drain, args=(request_iterator,), daemon=True).start()
-        result = self._exec(running, list(first.setup.command), EXEC_TIMEOUT, context)
+        command = list(first.setup.command)
+        handle = self._runs(running, command, context)
+        try:
+            session = self._hooks(context).task_exec_session(running.task, running.ctx, handle, command,
+                                                             first.setup.tty)
+        except Exception as err:
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        threading.Thread(target=_feed, args=(request_iterator, session), name="exec-input", daemon=True).start()
         op = driver_pb2.ExecTaskStreamingIOOperation
-        if result.output:
-            yield driver_pb2.ExecTaskStreamingResponse(stdout=op(data=result.output))
-        yield driver_pb2.ExecTaskStreamingResponse(stdout=op(close=True))
-        yield driver_pb2.ExecTaskStreamingResponse(stderr=op(close=True))
-        yield driver_pb2.ExecTaskStreamingResponse(exited=True, result=driver_pb2.ExitResult(
-            exit_code=result.exit_code))
+        try:
+            while (chunk := session.read()) is not None:
+                stream, data = chunk
+                yield (driver_pb2.ExecTaskStreamingResponse(stdout=op(data=data)) if stream == "stdout" else
+                       driver_pb2.ExecTaskStreamingResponse(stderr=op(data=data)))
+            yield driver_pb2.ExecTaskStreamingResponse(stdout=op(close=True))
+            yield driver_pb2.ExecTaskStreamingResponse(stderr=op(close=True))
+            code = session.wait()
+            yield driver_pb2.ExecTaskStreamingResponse(exited=True, result=driver_pb2.ExitResult(
+                exit_code=code if code is not None else -1))
+        finally:
+            session.close()
 
     # -- shutting down ---------------------------------------------------------------
 
@@ -497,9 +513,19 @@ def _merged(maps: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _drain(requests: Iterator[Any]) -> None:
-    for _ in requests:
-        pass
+def _feed(requests: Iterator[driver_pb2.ExecTaskStreamingRequest], session: ExecSession) -> None:
+    """Nomad's side of an exec stream into ``session``: stdin, its end, the terminal's size."""
+    try:
+        for request in requests:
+            if request.HasField("stdin"):
+                if request.stdin.data:
+                    session.write(request.stdin.data)
+                if request.stdin.close:
+                    session.close_stdin()
+            if request.HasField("tty_size"):
+                session.resize(request.tty_size.width, request.tty_size.height)
+    except grpc.RpcError:
+        pass  # the stream ended (Nomad's client went away): the output side closes the session
 
 
 def _measured(usage: Any, field: str, value: float | None, kind: int) -> None:
