@@ -16,6 +16,9 @@ from tests.support.agent import AgentProcess
 from tests.support.terminal import Terminal
 from tests.support.waiting import TIMEOUT
 
+# An agent and the command line on a pseudo-terminal, as subprocesses: on the first Python only.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def alloc_id(shared_agent: AgentProcess) -> str:

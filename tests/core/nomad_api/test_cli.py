@@ -17,6 +17,9 @@ from tests.core.nomad_api.conftest import NomadAgent
 from tests.support.terminal import Terminal
 from tests.support.waiting import TIMEOUT, wait_for
 
+# Agents and the real nomad command line, as subprocesses: the API they test is the same on every Python.
+pytestmark = pytest.mark.slow
+
 SERVICE = """
 job "{name}" {{
   datacenters = ["dc1"]
@@ -115,7 +118,6 @@ def test_agent_self_leader_and_regions(nomad_agent: NomadAgent) -> None:
     assert me["config"]["Datacenter"] == "dc1"
 
 
-@pytest.mark.slow
 def test_job_run_monitors_the_deployment_then_status_inspect_history_and_stop(
         nomad_agent: NomadAgent, tmp_path: Path) -> None:
     path = service(tmp_path, "web", count=2)
@@ -392,7 +394,6 @@ def test_an_invalid_job_is_refused_naming_the_path(nomad_agent: NomadAgent, tmp_
     assert "job.groups[0].tasks[0].config.nonsense: unknown key" in run.stderr
 
 
-@pytest.mark.slow
 def test_a_job_from_nomads_documentation_runs_unchanged(nomad_agent: NomadAgent, tmp_path: Path) -> None:
     run = nomad_agent.nomad("job", "run", str(job_file(tmp_path, NOMAD_DOCS_EXAMPLE)))
     assert run.returncode == 0, run.stdout + run.stderr

@@ -9,6 +9,9 @@ import pytest
 from tests.core.nomad_api.conftest import NomadAgent
 from tests.support.waiting import wait_for
 
+# An agent and a third-party client, as on test_cli.py: on the first Python only.
+pytestmark = pytest.mark.slow
+
 nomad = pytest.importorskip("nomad", reason="python-nomad is not installed")
 
 JOB: dict[str, Any] = {"Job": {
