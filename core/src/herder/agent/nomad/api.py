@@ -332,8 +332,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     @api.get("/v1/evaluation/{eval_id}/allocations", responses=ok(list[models.AllocationListStub]))
     async def evaluation_allocations(request: Request, query: Blocking, eval_id: Id) -> Response:
         evaluation = ledger.evaluation(eval_id)
-        return await blocking(request, query, lambda: [shapes.alloc_stub(a) for alloc_id in evaluation.allocs
-                                                if (a := agent.client.alloc(alloc_id)) is not None])
+        return await blocking(request, query, lambda: shapes.alloc_stubs(evaluation.allocs))
 
     @api.get("/v1/evaluation/{eval_id}", responses=ok(models.Evaluation))
     async def evaluation(request: Request, query: Blocking, eval_id: Id) -> Response:
@@ -348,8 +347,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     @api.get("/v1/deployment/allocations/{deployment_id}", responses=ok(list[models.AllocationListStub]))
     async def deployment_allocations(request: Request, query: Blocking, deployment_id: Id) -> Response:
         found = ledger.deployment(deployment_id)
-        return await blocking(request, query, lambda: [shapes.alloc_stub(a) for alloc_id in found.allocs
-                                                if (a := agent.client.alloc(alloc_id)) is not None])
+        return await blocking(request, query, lambda: shapes.alloc_stubs(found.allocs))
 
     @api.get("/v1/deployment/{deployment_id}", responses=ok(models.Deployment))
     async def deployment(request: Request, query: Blocking, deployment_id: Id) -> Response:

@@ -4,7 +4,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path as FilePath
 from typing import Any
 
@@ -311,6 +311,11 @@ class Shapes:
 
     def alloc_stub(self, alloc: AllocRunner) -> models.AllocationListStub:
         return models.AllocationListStub(**self._alloc_fields(alloc))
+
+    def alloc_stubs(self, alloc_ids: Iterable[str]) -> list[models.AllocationListStub]:
+        """The stubs of those of ``alloc_ids`` the client still has."""
+        return [self.alloc_stub(alloc) for alloc_id in alloc_ids
+                if (alloc := self.agent.client.alloc(alloc_id)) is not None]
 
     def allocation(self, alloc: AllocRunner) -> models.Allocation:
         fields = self._alloc_fields(alloc)
