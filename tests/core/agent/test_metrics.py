@@ -178,9 +178,12 @@ def test_a_real_prometheus_scrapes_the_agent(tmp_path: Path) -> None:
         def target() -> dict[str, Any] | None:
             assert prometheus is not None and prometheus.poll() is None, (tmp_path / "prometheus.log").read_text()
             try:
-                active = httpx.get(f"{api}/targets", timeout=5.0).json()["data"]["activeTargets"]
+                response = httpx.get(f"{api}/targets", timeout=5.0)
             except httpx.HTTPError:
                 return None  # not listening yet
+            if response.status_code == httpx.codes.SERVICE_UNAVAILABLE:
+                return None  # listening, but still opening its database
+            active = response.json()["data"]["activeTargets"]
             return active[0] if active and active[0]["health"] == "up" else None
 
         up = wait_for(target, 60, lambda: f"the agent's target to be up: {(tmp_path / 'prometheus.log').read_text()}")
