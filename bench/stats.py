@@ -3,21 +3,20 @@
     python bench/stats.py [--allocs 100] [--seconds 10] [--no-record]
 
 An agent on a temporary data dir runs a job of ALLOCS sleeping raw_exec
-tasks (one per allocation). Sampling is done two ways, once a second (as
-Nomad's 1 s ``collection_interval``): a watcher asking ``GET
-/v1/allocations/{id}/stats`` of every allocation, as ALLOCS ``alloc status
--stats`` watchers would (one round first primes every task's sample, not
-measured); or one Prometheus scrape, ``GET /v1/metrics?format=prometheus``,
-which reads every task's usage in one request. For SECONDS each:
+tasks (one per allocation), twice: with ``[telemetry] collection_interval``
+at 1 s (the default, Nomad's), and at 1 h, which samples nothing in the
+time measured (the baseline). For each, for SECONDS at a time:
 
 (a) CPU: the agent's CPU time (utime + stime, ``/proc/<pid>/stat``) with
-    nobody asking anything (the baseline), then while sampling: the
-    difference per sampled task per second;
+    nobody asking anything: the difference is the collection's, per sampled
+    task per second;
 (b) latency: one client reading ``GET /v1/allocations/{id}`` (alloc status)
-    back to back, without sampling (the baseline), then while sampling:
-    p50 and p99 (target: sampling raises the p99 by at most 10 %);
-(c) memory: the agent's RSS before any sampling and after, per task (the
-    samples kept);
+    back to back: p50 and p99 (target: sampling raises the p99 by at most
+    10 %); and the same while a watcher reads every allocation's ``GET
+    /v1/allocations/{id}/stats`` once a second, as ALLOCS ``alloc status
+    -stats`` watchers would, and while Prometheus scrapes once a second;
+(c) memory: the agent's RSS once every task has been sampled, against the
+    baseline's, per task (the samples kept);
 (d) the measurement alone, in this process: ``process_stats`` of each
     task's processes (found in its supervisor cgroup's ``cgroup.procs``),
     as ``SupervisedProcess.stats()`` reads them, without HTTP.
@@ -34,6 +33,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -144,6 +144,42 @@ def p(latencies: list[float], q: float) -> float:
     return latencies[int(len(latencies) * q)] * 1000
 
 
+@dataclass
+class Run:
+    """What one agent measured: its CPU, its RSS, the alloc status latencies while idle, while watched, scraped."""
+
+    cpu: float = 0.0
+    rss: int = 0
+    idle: list[float] = field(default_factory=list)
+    watched: list[float] = field(default_factory=list)
+    scraped: list[float] = field(default_factory=list)
+    per_task: float = 0.0
+    """The measurement alone, seconds per task."""
+
+
+def run(allocs: int, seconds: float, interval: str, *, watched: bool) -> Run:
+    """An agent sampling every ``interval``, running ``allocs`` sleeping tasks: what it costs (``watched``:
+    and its alloc status latencies with a watcher, then a scraper)."""
+    result = Run()
+    with tempfile.TemporaryDirectory(prefix="herder-bench-stats-") as tmp:
+        agent = AgentProcess(Path(tmp), extra=f'[telemetry]\ncollection_interval = "{interval}"\n').start()
+        try:
+            ids = [a["id"] for a in agent.submit(sleepers(allocs, name="bench-stats"))["allocations"]]
+            for alloc_id in ids:
+                agent.wait_task(alloc_id, "t", timeout=120)
+            time.sleep(3)  # a few passes of the collector: every task has its sample (and its percent)
+            result.cpu, _, _ = phase(agent, ids, seconds, sample=None, read_status=False)
+            result.rss = rss(agent.proc.pid)
+            _, result.idle, _ = phase(agent, ids, seconds, sample=None, read_status=True)
+            if watched:
+                _, result.watched, _ = phase(agent, ids, seconds, sample=sample_all, read_status=True)
+                _, result.scraped, _ = phase(agent, ids, seconds, sample=scrape, read_status=True)
+            result.per_task, _ = measurement_alone(Path(tmp))
+        finally:
+            agent.shutdown()
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--allocs", type=int, default=100)
@@ -151,59 +187,40 @@ def main() -> None:
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     load_before = load()
-    with tempfile.TemporaryDirectory(prefix="herder-bench-stats-") as tmp:
-        agent = AgentProcess(Path(tmp)).start()
-        try:
-            ids = [a["id"] for a in agent.submit(sleepers(args.allocs, name="bench-stats"))["allocations"]]
-            for alloc_id in ids:
-                agent.wait_task(alloc_id, "t", timeout=120)
-            rss_before = rss(agent.proc.pid)
-            idle_cpu, _, _ = phase(agent, ids, args.seconds, sample=None, read_status=False)
-            with httpx.Client(base_url=agent.url, timeout=30.0) as http:
-                sample_all(http, ids)  # primes: a first ask takes two samples
-            # Sampling right after: a sample older than MAX_SAMPLE_AGE would be primed again.
-            busy_cpu, _, sampled = phase(agent, ids, args.seconds, sample=sample_all, read_status=False)
-            rss_after = rss(agent.proc.pid)
-            _, busy_latencies, _ = phase(agent, ids, args.seconds, sample=sample_all, read_status=True)
-            scrape_cpu, _, scraped = phase(agent, ids, args.seconds, sample=scrape, read_status=False)
-            _, scrape_latencies, _ = phase(agent, ids, args.seconds, sample=scrape, read_status=True)
-            _, idle_latencies, _ = phase(agent, ids, args.seconds, sample=None, read_status=True)
-            alone, measured = measurement_alone(Path(tmp))
-        finally:
-            agent.shutdown()
+    baseline = run(args.allocs, args.seconds, "1h", watched=False)
+    sampling = run(args.allocs, args.seconds, "1s", watched=True)
+    baseline_p99 = p(baseline.idle, 0.99)
 
     def rise(latencies: list[float]) -> str:
-        change = p(latencies, 0.99) / p(idle_latencies, 0.99) - 1
+        change = p(latencies, 0.99) / baseline_p99 - 1
         return f"{change:+.0%}: {'met' if change <= 0.10 else 'NOT met'}"
 
-    def per_task_ms(cpu: float, tasks: int) -> float:
-        return (cpu - idle_cpu) / tasks * 1000 if tasks else float("nan")
+    def row(name: str, latencies: list[float]) -> str:
+        return f"| {name} | {p(latencies, 0.5):.2f} ms | {p(latencies, 0.99):.2f} ms | {len(latencies)} |"
 
-    def row(name: str, cpu: str, latencies: list[float]) -> str:
-        return f"| {name} | {cpu} | {p(latencies, 0.5):.2f} ms | {p(latencies, 0.99):.2f} ms | {len(latencies)} |"
-
+    per_task_ms = (sampling.cpu - baseline.cpu) / (args.allocs * args.seconds) * 1000
     body = f"""
-An agent running {args.allocs} allocations of one sleeping raw_exec task each; {args.seconds:g} s per phase.
-Sampling once a second, either every allocation's `GET /v1/allocations/{{id}}/stats` (after one priming
-round; {sampled} task samples in its CPU phase), or one `GET /v1/metrics?format=prometheus` scrape
-({scraped} task samples in its CPU phase). Alloc status: one client reading `GET /v1/allocations/{{id}}`
-back to back. Load average (1, 5, 15 min) before: {load_before}; after: {load()}.
+Two agents, one after the other, each running {args.allocs} allocations of one sleeping raw_exec task:
+one with `[telemetry] collection_interval = "1s"` (the default: every task sampled each second), the
+baseline with `"1h"` (no sample in the time measured). {args.seconds:g} s per phase. Alloc status: one
+client reading `GET /v1/allocations/{{id}}` back to back. Load average (1, 5, 15 min) before:
+{load_before}; after: {load()}.
 
-| phase | agent CPU | alloc status p50 | p99 | requests |
-|---|---:|---:|---:|---:|
-{row("no sampling (baseline)", f"{idle_cpu:.2f} s", idle_latencies)}
-{row(f"{args.allocs} stats requests a second", f"{busy_cpu:.2f} s", busy_latencies)}
-{row("one scrape a second", f"{scrape_cpu:.2f} s", scrape_latencies)}
+| agent, phase | alloc status p50 | p99 | requests |
+|---|---:|---:|---:|
+{row("not sampling (baseline)", baseline.idle)}
+{row("sampling every 1 s", sampling.idle)}
+{row("sampling, a watcher reading every allocation's stats each second", sampling.watched)}
+{row("sampling, a Prometheus scrape each second", sampling.scraped)}
 
-- Agent CPU per sampled task per second, beyond the baseline: **{per_task_ms(busy_cpu, sampled):.2f} ms**
-  through the stats route (an HTTP request per allocation), **{per_task_ms(scrape_cpu, scraped):.2f} ms**
-  through one scrape.
-- The measurement alone (`process_stats` of a task's cgroup, {measured} tasks, in this process): \
-{alone * 1e6:.0f} µs per task; the rest is the HTTP requests' and the rendering's.
-- Agent memory: {rss_before / 2**20:.1f} MiB before sampling, {rss_after / 2**20:.1f} MiB after, \
-{(rss_after - rss_before) / args.allocs / 1024:.1f} KiB per task (the last sample kept per task).
-- Alloc status p99 rise (target at most +10 %): {rise(busy_latencies)} with the stats requests,
-  {rise(scrape_latencies)} with the scrape.
+- Agent CPU of the collection: {sampling.cpu:.2f} s against {baseline.cpu:.2f} s in {args.seconds:g} s,
+  **{per_task_ms:.3f} ms per sampled task per second**, {per_task_ms * args.allocs / 10:.1f} % of a core.
+- The measurement alone (`process_stats` of a task's cgroup, in this process): \
+{sampling.per_task * 1e6:.0f} µs per task.
+- Agent memory: {sampling.rss / 2**20:.1f} MiB sampling, {baseline.rss / 2**20:.1f} MiB not, \
+{(sampling.rss - baseline.rss) / args.allocs / 1024:.1f} KiB per task.
+- Alloc status p99 rise against the baseline (target at most +10 %): {rise(sampling.idle)} sampling,
+  {rise(sampling.watched)} with the watcher, {rise(sampling.scraped)} with the scrape.
 """
     print(body)
     if not args.no_record:

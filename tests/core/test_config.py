@@ -79,6 +79,9 @@ key_file = "~/agent-key.pem"
     ("[client]\ngc_disk_usage_threshold = 120", "[client] gc_disk_usage_threshold must be a number from 0 to 100"),
     ("[client]\ngc_disk_usage_threshold = '80%'", "[client] gc_disk_usage_threshold must be a number"),
     ("[client]\njob_gc_threshold = '4 hours'", "[client] job_gc_threshold '4 hours' is not a duration"),
+    ("[telemetry]\ncollection_interval = '0s'", "[telemetry] collection_interval must be longer than 0s"),
+    ("[telemetry]\ncollection_interval = 'now'", "[telemetry] collection_interval 'now' is not a duration"),
+    ("[telemetry]\nprometheus_metrics = true", "unknown key(s) at [telemetry]: prometheus_metrics"),
 ])
 def test_mistakes_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -99,6 +102,12 @@ user_checked_drivers = ["exec", "raw_exec"]
 """))
     assert config.client == ClientConfig(max_kill_timeout=120.0, user_denylist=frozenset(),
                                          user_checked_drivers=frozenset({"exec", "raw_exec"}))
+
+
+def test_the_collection_interval(tmp_path: Path) -> None:
+    assert load_config(None, data_dir=tmp_path).telemetry.collection_interval == 1.0
+    config = load_config(write(tmp_path, '[telemetry]\ncollection_interval = "250ms"'))
+    assert config.telemetry.collection_interval == 0.25
 
 
 def test_the_garbage_collection_keys(tmp_path: Path) -> None:

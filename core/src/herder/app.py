@@ -39,6 +39,7 @@ from herder.client.lifecycle import TaskLifecycle as TaskLifecycle
 from herder.client.lifecycle import config_errors as config_errors
 from herder.client.periodic import Launcher
 from herder.client.stats import StatsSampler as StatsSampler
+from herder.client.stats import UsageCollector
 from herder.client.task_runner import TaskRunner
 from herder.errors import DispatchError, HerderError, JobError, PlacementError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
@@ -46,7 +47,7 @@ from herder.jobspec.dispatch import PERIODIC_SUFFIX, Child, dispatch_child, peri
 from herder.jobspec.formats import format_of, read_text, read_var_file
 from herder.model import Job
 from herder.model import Resources as Resources
-from herder.objects import ExecSession, TaskStats
+from herder.objects import ExecSession, TaskHandle, TaskStats
 from herder.objects import parse_signal as parse_signal
 from herder.plugins.hooks import Hooks
 from herder.plugins.hooks import Participants as Participants
@@ -497,6 +498,7 @@ class Agent:
         self.client = Client(config, hooks, keep=True, on_event=on_event, on_health=on_health)
         self.gc = GarbageCollector(self.client, on_collected=on_collected)
         self.sampler = StatsSampler()
+        self.usage = UsageCollector(self._running_handles, self.sampler, interval=config.telemetry.collection_interval)
         self._parents: dict[str, Parent] = {}
         self.launcher = Launcher(self._launch)
         self._warm_up = threading.Thread(target=self._prepare_launches, name="periodic-warm-up", daemon=True)
@@ -512,6 +514,7 @@ class Agent:
             log.info("reattaching allocation %s (%s)", alloc.alloc.name, alloc.alloc.id)
         self.client.run(restored)
         self.gc.start()
+        self.usage.start()
         self._restore_parents()
         self.launcher.start()
         if address is not None:
@@ -534,6 +537,7 @@ class Agent:
         """Let go: running tasks keep running under the supervisor for the next agent."""
         self.launcher.stop()
         self.gc.stop()
+        self.usage.stop()
         services = self._services()
         if services is not None:
             services.sync.remove(SELF_OWNER)
@@ -881,11 +885,22 @@ class Agent:
 
     def stats(self, alloc: AllocRunner) -> dict[str, TaskStats | None]:
         """The resource usage of every task of ``alloc``: None for a task not running, or whose driver cannot
-        tell (see :class:`herder.client.stats.StatsSampler`)."""
+        tell. It is the latest the collector read (:mod:`herder.client.stats`), or for a task it has not
+        read yet (started since), read now."""
         handles = {runner.name: handle for runner in alloc.tasks
                    if runner.status.state == "running" and (handle := runner.handle) is not None}
-        sampled = self.sampler.sample(handles)
-        return {runner.name: sampled.get(runner.name) for runner in alloc.tasks}
+        usage = {name: self.usage.latest(handle) for name, handle in handles.items()}
+        unread = {name: handle for name, handle in handles.items() if usage[name] is None}
+        if unread:
+            usage.update(self.sampler.sample(unread))
+        return {runner.name: usage.get(runner.name) for runner in alloc.tasks}
+
+    def _running_handles(self) -> Iterator[tuple[str, TaskHandle]]:
+        """The handle of every running task, with its driver's name: what the usage collector reads."""
+        for alloc in self.client.allocs:
+            for runner in alloc.tasks:
+                if runner.status.state == "running" and (handle := runner.handle) is not None:
+                    yield runner.task.driver, handle
 
     def exec(self, alloc: AllocRunner, task: str, command: list[str], timeout: float) -> tuple[int, bytes]:
         """Run ``command`` in running task ``task``: its exit code and output."""

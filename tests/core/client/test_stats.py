@@ -1,11 +1,14 @@
-"""The client's sampling of tasks' usage: the CPU percent between two asks, and what it keeps."""
+"""The client's sampling of tasks' usage: the CPU percent between two samples, what the sampler keeps,
+and the collector's table of the latest samples."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from herder import DriverNetwork, ExitResult, TaskStats
-from herder.client.stats import MAX_SAMPLE_AGE, PRIME_INTERVAL, StatsSampler
+from herder import DriverNetwork, ExitResult, TaskHandle, TaskStats
+from herder.client.stats import MAX_SAMPLE_AGE, PRIME_INTERVAL, StatsSampler, UsageCollector
+from tests.support.waiting import TIMEOUT, wait_for
 
 
 class Clock:
@@ -87,3 +90,67 @@ def test_older_handles_and_broken_ones() -> None:
     assert found == {"dict": TaskStats(memory_rss_bytes=1024, cpu_total_ns=int(PRIME_INTERVAL * 1e9),
                                        cpu_percent=100.0),
                      "none": None, "raises": None}
+
+
+class GatedHandle:
+    """A handle whose ``stats()`` answers at once, or once ``gate`` is set; it counts its calls."""
+
+    id = "h"
+    network: DriverNetwork | None = None
+
+    def __init__(self, rss: int, gate: threading.Event | None = None) -> None:
+        self.rss, self.gate, self.calls = rss, gate, 0
+
+    def stats(self) -> TaskStats:
+        self.calls += 1
+        if self.gate is not None:
+            assert self.gate.wait(TIMEOUT), "never released"
+        return TaskStats(memory_rss_bytes=self.rss, cpu_total_ns=1000 * self.calls)
+
+    def wait(self, timeout: float | None = None) -> ExitResult | None: ...
+    def signal(self, sig: int) -> None: ...
+    def kill(self, timeout: float, sig: int | None) -> None: ...
+    def state(self) -> dict[str, Any]: return {}
+
+
+def test_a_slow_driver_holds_up_no_other_and_is_asked_once_at_a_time() -> None:
+    gate = threading.Event()
+    slow = GatedHandle(1, gate)
+    fast = [GatedHandle(100 + i) for i in range(60)]  # more than a batch
+    running: list[tuple[str, TaskHandle]] = [("docker", slow), *(("raw_exec", handle) for handle in fast)]
+    collector = UsageCollector(lambda: running, StatsSampler(), interval=3600)  # passes by hand
+    try:
+        collector.collect()
+        firsts = wait_for(lambda: all(collector.latest(h) for h in fast) and [collector.latest(h) for h in fast],
+                          what="the fast tasks' usage")
+        assert [stats.memory_rss_bytes for stats in firsts] == [h.rss for h in fast]
+        assert {stats.cpu_percent for stats in firsts} == {None}  # one sample: no percent yet
+        assert collector.latest(slow) is None
+
+        # The next pass asks the fast tasks again, and not the slow one, whose read is still under way.
+        collector.collect()
+        wait_for(lambda: all(h.calls == 2 for h in fast), what="a second read of the fast tasks")
+        wait_for(lambda: all(collector.latest(h).cpu_percent is not None for h in fast),  # type: ignore[union-attr]
+                 what="the fast tasks' CPU percent, over two samples")
+        assert slow.calls == 1
+    finally:
+        gate.set()
+    assert wait_for(lambda: collector.latest(slow), what="the slow task's usage, once told").memory_rss_bytes == 1
+    collector.collect()
+    wait_for(lambda: slow.calls == 2, what="the slow task read again at the pass after its read ended")
+
+
+def test_the_collector_samples_on_its_own_and_forgets_tasks_gone() -> None:
+    staying, leaving = GatedHandle(1), GatedHandle(2)
+    running: list[tuple[str, TaskHandle]] = [("raw_exec", staying), ("raw_exec", leaving)]
+    collector = UsageCollector(lambda: list(running), StatsSampler(), interval=0.01)
+    collector.start()
+    try:
+        wait_for(lambda: staying.calls >= 3 and leaving.calls >= 3, what="passes every interval")
+        del running[1]
+        calls, passes = leaving.calls, staying.calls
+        wait_for(lambda: staying.calls >= passes + 3, what="more passes")
+        assert leaving.calls <= calls + 1  # at most the read under way when it went
+        assert collector.latest(leaving) is None and collector.latest(staying) is not None
+    finally:
+        collector.stop()

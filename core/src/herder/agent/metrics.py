@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herder.agent.events import EventLog
 from herder.app import Agent
-from herder.client.metrics import ClientCollector, StatsReader
+from herder.client.metrics import ClientCollector
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 UNMATCHED = "unmatched"
@@ -109,7 +109,7 @@ class RequestMetrics:
 def registry_of(agent: Agent, events: EventLog) -> CollectorRegistry:
     """A registry of what is read at each scrape: the client's figures, the agent's, its process."""
     registry = CollectorRegistry()
-    registry.register(ClientCollector(agent.client, StatsReader(agent.sampler), agent.health))
+    registry.register(ClientCollector(agent.client, agent.usage, agent.health))
     registry.register(AgentCollector(agent, events))
     ProcessCollector(namespace="herder", registry=registry)
     return registry

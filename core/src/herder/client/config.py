@@ -20,6 +20,7 @@ DEFAULT_GC_INTERVAL = 60.0
 DEFAULT_GC_MAX_ALLOCS = 50
 DEFAULT_GC_DISK_USAGE_THRESHOLD = 80.0
 DEFAULT_JOB_GC_THRESHOLD = 4 * 3600.0
+DEFAULT_COLLECTION_INTERVAL = 1.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,14 @@ class TlsConfig:
 
     cert_file: Path | None = None
     key_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class TelemetryConfig:
+    """``[telemetry]``, as Nomad's: ``collection_interval`` is the time between two samples of a
+    running task's resource usage, which its stats and the metrics show (:mod:`herder.client.stats`)."""
+
+    collection_interval: float = DEFAULT_COLLECTION_INTERVAL
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,7 @@ class Config:
     plugin: dict[str, dict[str, Any]] = field(default_factory=dict)
     client: ClientConfig = field(default_factory=ClientConfig)
     nomad_api: NomadApiConfig = field(default_factory=NomadApiConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     node_name: str = field(default_factory=lambda: os.uname().nodename)
     datacenter: str = "dc1"
     source: Path | None = None
@@ -122,8 +132,9 @@ def default_data_dir(agent: bool = False) -> Path:
 # The keys each table may have ("" is the top level); [plugin.NAME] tables are the plugins' own.
 _KEYS: dict[str, set[str]] = {
     "": {"data_dir", "bind", "token", "tls", "ports", "services", "consul", "plugins", "plugin", "node_name",
-         "datacenter", "client", "nomad_api"},
+         "datacenter", "client", "nomad_api", "telemetry"},
     "nomad_api": {"bind"},
+    "telemetry": {"collection_interval"},
     "tls": {"cert_file", "key_file"},
     "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside", "gc_interval",
                "gc_max_allocs", "gc_disk_usage_threshold", "job_gc_threshold"},
@@ -161,11 +172,11 @@ def _names(table: dict[str, Any], key: str, default: tuple[str, ...]) -> frozens
     return frozenset(value)
 
 
-def _duration(table: dict[str, Any], key: str, default: float) -> float:
+def _duration(table: dict[str, Any], key: str, default: float, where: str = "client") -> float:
     try:
         return parse_duration(table.get(key, default))
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"[client] {key} {exc}") from None
+        raise ConfigError(f"[{where}] {key} {exc}") from None
 
 
 def _number(table: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
@@ -223,6 +234,7 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
         plugin={str(name): dict(table) for name, table in plugin.items()},
         client=_client(raw),
         nomad_api=_nomad_api(_table(raw, "nomad_api")),
+        telemetry=_telemetry(_table(raw, "telemetry")),
         node_name=str(raw.get("node_name", os.uname().nodename)),
         datacenter=str(raw.get("datacenter", "dc1")),
         source=source.absolute() if source is not None else None,
@@ -243,6 +255,13 @@ def _nomad_api(table: dict[str, Any]) -> NomadApiConfig:
         except ValueError as exc:
             raise ConfigError(f"[nomad_api] {exc}") from None
     return NomadApiConfig(bind)
+
+
+def _telemetry(table: dict[str, Any]) -> TelemetryConfig:
+    interval = _duration(table, "collection_interval", DEFAULT_COLLECTION_INTERVAL, "telemetry")
+    if interval <= 0:
+        raise ConfigError("[telemetry] collection_interval must be longer than 0s")
+    return TelemetryConfig(interval)
 
 
 def _tls(table: dict[str, Any]) -> TlsConfig:

@@ -2,53 +2,34 @@
 
 Nothing is mirrored into gauges as things happen: :class:`ClientCollector`
 reads the allocations, the tasks' usage, the drivers' fingerprints, the
-service checks, the supervisor and the state store at each scrape, so a
-figure is never stale and an allocation the garbage collector removed leaves
-no series behind.
+service checks, the supervisor and the state store at each scrape, so an
+allocation the garbage collector removed leaves no series behind.
 
-Reading the tasks' usage asks every driver (a process tree in ``/proc``, a
-cgroup, a container engine). :class:`StatsReader` asks them on threads of its
-own, at most once at a time per task, and waits for them at most
-:data:`STATS_TIMEOUT`: a driver slow to answer leaves its tasks out of that
-scrape rather than holding it up, and its slowness never piles up reads.
-A task's CPU is the seconds it used, a counter whose ``rate()`` is its share
-of a core over the window Prometheus chooses: not the sampler's percent,
-which is over whatever time passed since anyone last asked.
+The tasks' usage is the latest the agent's :class:`UsageCollector` read
+(every collection interval): a scrape waits on no driver. A task's CPU is the
+seconds it used, a counter whose ``rate()`` is its share of a core over the
+window Prometheus chooses.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, wait
-from typing import TypeVar, get_args
+from typing import get_args
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
 from herder.client.alloc_runner import AllocRunner
 from herder.client.client import Client
-from herder.client.runtime import WorkerPool, shared_runtime
-from herder.client.stats import StatsSampler
+from herder.client.stats import UsageCollector
 from herder.client.task_runner import TaskRunner
-from herder.objects import TaskHandle, TaskStats
 from herder.services import CRITICAL, PASSING, WARNING
 from herder.state import AllocStatus, TaskState
 from herder.supervisor import SupervisorError
 
 log = logging.getLogger(__name__)
-
-K = TypeVar("K")
-
-STATS_TIMEOUT = 2.0
-"""Seconds a scrape waits for the drivers to tell the tasks' usage."""
-STATS_WORKERS = 4
-"""Threads that read the tasks' usage: reads mostly wait on the kernel or a container engine."""
-STATS_BATCH = 25
-"""Tasks of one driver read one after the other by a worker."""
 
 TASK_LABELS = ("job", "group", "alloc", "task", "driver")
 CHECK_STATUSES = (PASSING, WARNING, CRITICAL)
@@ -80,60 +61,13 @@ def task_labels(alloc: AllocRunner, runner: TaskRunner) -> list[str]:
     return [alloc.job.name, alloc.group.name, alloc.alloc.id, runner.name, runner.task.driver]
 
 
-class StatsReader:
-    """Reads running tasks' usage through a :class:`StatsSampler` for a scrape (see the module).
-
-    The reads go to the workers in batches of at most :data:`STATS_BATCH` tasks of one driver: a
-    handoff to a thread per task would cost more than most reads (a few files of ``/proc``), and a
-    slow driver holds up no other driver's tasks.
-    """
-
-    def __init__(self, sampler: StatsSampler, *, timeout: float = STATS_TIMEOUT,
-                 workers: int = STATS_WORKERS) -> None:
-        self._sampler = sampler
-        self._timeout = timeout
-        self._pool = WorkerPool(workers, shared_runtime().timer, name="herder-metrics")
-        self._reading: dict[int, Future[TaskStats | None]] = {}  # by the handle's id(), while it is read
-        self._lock = threading.Lock()
-
-    def read(self, handles: Mapping[K, tuple[str, TaskHandle]]) -> dict[K, TaskStats]:
-        """The usage of the tasks of ``handles`` (each with its driver's name) whose driver told it
-        within the timeout."""
-        reads: dict[K, Future[TaskStats | None]] = {}
-        batches: dict[str, list[tuple[TaskHandle, Future[TaskStats | None]]]] = {}
-        with self._lock:
-            for key, (driver, handle) in handles.items():
-                read = self._reading.get(id(handle))
-                if read is None:  # else the read still under way from an earlier scrape is awaited
-                    read = self._reading[id(handle)] = Future()
-                    batches.setdefault(driver, []).append((handle, read))
-                reads[key] = read
-        for batch in batches.values():
-            for start in range(0, len(batch), STATS_BATCH):
-                self._pool.submit(functools.partial(self._read, batch[start:start + STATS_BATCH]))
-        wait(reads.values(), self._timeout)
-        return {key: stats for key, read in reads.items() if read.done() and (stats := read.result()) is not None}
-
-    def _read(self, batch: list[tuple[TaskHandle, Future[TaskStats | None]]]) -> None:
-        sampled: dict[str, TaskStats | None] = {}
-        try:
-            # No second sample for a CPU percent: a scrape does not wait for one (the CPU seconds are there).
-            sampled = self._sampler.sample({str(i): handle for i, (handle, _) in enumerate(batch)}, prime=False)
-        finally:  # whatever happened, the scrape waiting for them is told
-            with self._lock:
-                for handle, _ in batch:
-                    del self._reading[id(handle)]
-            for i, (_, read) in enumerate(batch):
-                read.set_result(sampled.get(str(i)))
-
-
 class ClientCollector(Collector):
-    """The figures of ``client``: its allocations and tasks, their usage (through ``stats``), its
-    drivers, the service checks (``health``), its supervisor and its state store."""
+    """The figures of ``client``: its allocations and tasks, their usage (the latest ``usage`` read),
+    its drivers, the service checks (``health``), its supervisor and its state store."""
 
-    def __init__(self, client: Client, stats: StatsReader, health: Health) -> None:
+    def __init__(self, client: Client, usage: UsageCollector, health: Health) -> None:
         self._client = client
-        self._stats = stats
+        self._usage = usage
         self._health = health
 
     def collect(self) -> Iterator[Metric]:
@@ -160,20 +94,21 @@ class ClientCollector(Collector):
 
     def _tasks(self, allocs: list[AllocRunner]) -> Iterator[Metric]:
         restarts = CounterMetricFamily("herder_task_restarts", "Restarts of the task.", labels=TASK_LABELS)
-        running: dict[tuple[AllocRunner, TaskRunner], tuple[str, TaskHandle]] = {}
+        usage = []
         for alloc in allocs:
             for runner in alloc.tasks:
-                restarts.add_metric(task_labels(alloc, runner), runner.status.restarts)
-                if runner.status.state == "running" and (handle := runner.handle) is not None:
-                    running[alloc, runner] = runner.task.driver, handle
+                labels = task_labels(alloc, runner)
+                restarts.add_metric(labels, runner.status.restarts)
+                if runner.status.state == "running" and (handle := runner.handle) is not None and \
+                        (stats := self._usage.latest(handle)) is not None:
+                    usage.append((labels, stats))
         yield restarts
-        usage = self._stats.read(running)
         for field, name, kind, help_text, factor in _USAGE:
             family = kind(name, help_text, labels=TASK_LABELS)
-            for (alloc, runner), stats in usage.items():
+            for labels, stats in usage:
                 value = getattr(stats, field)
                 if value is not None:
-                    family.add_metric(task_labels(alloc, runner), value * factor)
+                    family.add_metric(labels, value * factor)
             yield family
 
     def _checks(self, allocs: list[AllocRunner]) -> Iterator[Metric]:

@@ -1,25 +1,29 @@
-"""Running tasks' resource usage, sampled when someone asks for it.
+"""Running tasks' resource usage: sampled every collection interval, read from the latest samples.
 
-Nomad's client samples every task every ``collection_interval`` (1 s)
-whether anyone looks or not. herder samples only when asked (the API's
-stats route, which ``herder alloc status -stats`` and a UI poll about once a
-second) and keeps the last sample of each task, so that a task's CPU percent
-is over the time since the previous ask: watching costs what Nomad's
-collection costs, and nobody watching costs nothing, neither CPU nor a thread.
-A first ask, without a recent sample to compare with, takes a second one
-:data:`PRIME_INTERVAL` later; a scrape of the agent's metrics asks without
-that wait (``prime=False``, :mod:`herder.client.metrics`).
+As Nomad's client does every ``telemetry.collection_interval`` (1 s), the
+agent's :class:`UsageCollector` reads every running task's usage on its own
+schedule and keeps the latest sample of each; the stats route, the web UI and
+a metrics scrape read that table. An answer never waits on a driver, its CPU
+percent is over the last interval, and a scrape costs what writing it costs,
+whatever the number of tasks (``bench/metrics.py``, ``bench/stats.py``).
+
+:class:`StatsSampler` reads and works out the CPU percent between a handle's
+samples. Asked about a task without an earlier sample (one the collector has
+not read yet), it takes a second one :data:`PRIME_INTERVAL` later.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
+from herder.client.background import Background
+from herder.client.runtime import WorkerPool, shared_runtime
 from herder.objects import TaskHandle, TaskStats
 
 log = logging.getLogger("herder.client")
@@ -28,6 +32,10 @@ PRIME_INTERVAL = 0.2
 """Between the two samples of a first ask: long enough for ``/proc``'s 10 ms ticks to say 5 %."""
 MAX_SAMPLE_AGE = 30.0
 """A sample older than this is not compared with (nor kept): the percent is of the last while, not of minutes."""
+STATS_WORKERS = 4
+"""Threads that read the tasks' usage: reads mostly wait on the kernel or a container engine."""
+STATS_BATCH = 25
+"""Tasks of one driver read one after the other by a worker."""
 
 
 class Sample(NamedTuple):
@@ -101,3 +109,76 @@ class StatsSampler:
     def _forget_older_than(self, oldest: float) -> None:
         """Drop the samples of tasks nobody asked about lately (and of handles since gone)."""
         self._last = {key: kept for key, kept in self._last.items() if kept[1].at >= oldest}
+
+
+Running = Callable[[], Iterable[tuple[str, TaskHandle]]]
+"""The handles of the running tasks, each with its driver's name."""
+
+
+class UsageCollector:
+    """Samples the usage of every task ``running`` names each ``interval`` seconds, and keeps the latest.
+
+    The reads go to a few workers in batches of at most :data:`STATS_BATCH`
+    tasks of one driver: a handoff per task would cost more than most reads
+    (a few files of ``/proc``). A task whose read is still under way is not
+    asked again, so a slow driver (a container engine) is asked at its own
+    pace, and its slowness neither piles up reads nor holds up another
+    driver's tasks. A task no longer running leaves the table at the next pass.
+    """
+
+    def __init__(self, running: Running, sampler: StatsSampler, *, interval: float,
+                 workers: int = STATS_WORKERS) -> None:
+        self._running = running
+        self._sampler = sampler
+        self._pool = WorkerPool(workers, shared_runtime().timer, name="herder-stats")
+        # Both by the handle's id(), the handle kept so that its id is not reused meanwhile.
+        self._latest: dict[int, tuple[TaskHandle, TaskStats]] = {}
+        self._reading: set[int] = set()
+        self._running_now: set[int] = set()  # as of the last pass: a read ending later keeps no task gone
+        self._lock = threading.Lock()
+        self._interval = interval
+        self._background = Background("stats", self._step)
+
+    def start(self) -> None:
+        self._background.start()
+
+    def stop(self) -> None:
+        self._background.stop()
+
+    def latest(self, handle: TaskHandle) -> TaskStats | None:
+        """The latest usage read of the task of ``handle``; None before its first read, or if its driver
+        cannot tell."""
+        with self._lock:
+            kept = self._latest.get(id(handle))
+        return None if kept is None else kept[1]
+
+    def collect(self) -> None:
+        """One pass: forget the tasks gone, and ask the drivers about every running task not being read."""
+        running = {id(handle): (driver, handle) for driver, handle in self._running()}
+        batches: dict[str, list[TaskHandle]] = {}
+        with self._lock:
+            self._running_now = set(running)
+            self._latest = {key: kept for key, kept in self._latest.items() if key in running}
+            for key, (driver, handle) in running.items():
+                if key not in self._reading:
+                    self._reading.add(key)
+                    batches.setdefault(driver, []).append(handle)
+        for batch in batches.values():
+            for start in range(0, len(batch), STATS_BATCH):
+                self._pool.submit(functools.partial(self._read, batch[start:start + STATS_BATCH]))
+
+    def _step(self) -> float:
+        self.collect()
+        return self._interval
+
+    def _read(self, batch: list[TaskHandle]) -> None:
+        sampled: dict[str, TaskStats | None] = {}
+        try:
+            # No second sample for a first CPU percent: the next pass gives it.
+            sampled = self._sampler.sample({str(i): handle for i, handle in enumerate(batch)}, prime=False)
+        finally:  # whatever happened, these tasks are asked again at the next pass
+            with self._lock:
+                for i, handle in enumerate(batch):
+                    self._reading.discard(id(handle))
+                    if (stats := sampled.get(str(i))) is not None and id(handle) in self._running_now:
+                        self._latest[id(handle)] = (handle, stats)

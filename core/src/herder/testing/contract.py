@@ -91,7 +91,7 @@ STATS_MEMORY_SHOWN_MIB = 60
 STATS_CPU_PERCENT = 20.0
 """What a busy loop must show at least, over one of the client's sampling intervals."""
 STATS_INTERVAL = 0.5
-"""Between two samples of the CPU test, as the client's (1 s by default) while someone watches."""
+"""Between two samples of the CPU test: shorter than the agent's ``collection_interval`` (1 s by default)."""
 
 TaskConfig = dict[str, Any]
 """A task's ``config``, as a job file gives it to the driver."""
