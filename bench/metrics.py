@@ -8,8 +8,9 @@ turns: ``GET /v1/metrics?format=prometheus``, ``GET /v1/metrics`` (JSON),
 and as baselines from the same agent at the same moments ``GET
 /v1/allocations`` (the list of the same allocations) and ``GET /v1/health``;
 each request's time from sending it to the end of the answer, on loopback.
-A few rounds first are not measured (the drivers' fingerprints, the first
-samples). Target: the Prometheus scrape's p99 under 50 ms. Then, as
+The rounds start once the first scrape, which starts the sampling, is
+followed by one showing every task's usage; a few rounds first are not
+measured. Target: the Prometheus scrape's p99 under 50 ms. Then, as
 ``bench/stats.py`` does, what reading the tasks' processes alone costs, and
 what writing the scrape's samples in the text format alone costs.
 
@@ -38,9 +39,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from jobs import load, sleepers  # noqa: E402
 from results import write_section  # noqa: E402
-from stats import measurement_alone  # noqa: E402
+from stats import measurement_alone, usage_shown  # noqa: E402
 
 from tests.support.agent import AgentProcess  # noqa: E402
+from tests.support.waiting import wait_for  # noqa: E402
 
 CASES = {
     "`GET /v1/metrics?format=prometheus`": ("/v1/metrics", {"format": "prometheus"}),
@@ -104,6 +106,8 @@ def main() -> None:
             for alloc_id in ids:
                 agent.wait_task(alloc_id, "t", timeout=120)
             with httpx.Client(base_url=agent.url, timeout=30.0) as http:
+                # The first scrape starts the sampling: measured once every task has its sample.
+                wait_for(lambda: usage_shown(http) == args.allocs, what="every task's usage in the metrics")
                 for round_ in range(WARM_UP + args.rounds):
                     for case, (path, params) in CASES.items():
                         started = time.perf_counter()
@@ -126,8 +130,9 @@ def main() -> None:
     body = f"""
 An agent running {args.allocs} allocations of one sleeping raw_exec task each; one client asking the four
 routes in turn, {args.rounds} rounds after {WARM_UP} unmeasured ones; each time from the request sent to the
-answer read, on loopback. The scrape has {series} samples, the usage of {tasks} tasks among them (read at
-each scrape, on 4 threads). Load average (1, 5, 15 min) before: {load_before}; after: {load()}.
+answer read, on loopback. The scrape has {series} samples, the usage of {tasks} tasks among them (the
+latest samples the agent took, every `collection_interval` of 1 s: a scrape reads no driver).
+Load average (1, 5, 15 min) before: {load_before}; after: {load()}.
 
 | request | p50 | p99 | max | answer |
 |---|---:|---:|---:|---:|
@@ -135,12 +140,13 @@ each scrape, on 4 threads). Load average (1, 5, 15 min) before: {load_before}; a
 
 - Prometheus scrape p99 with {args.allocs} allocations: **{scrape_p99:.2f} ms** (target under 50 ms: \
 {"met" if scrape_p99 < 50 else "NOT met"}); {scrape_p99 / ms(listing, 0.99):.1f} times the p99 of listing the same
-  allocations (p50: {ms(scrape, 0.5) / ms(listing, 0.5):.1f} times), which reads no task's usage.
+  allocations (p50: {ms(scrape, 0.5) / ms(listing, 0.5):.1f} times).
 - The agent's own mean time to answer (its `herder_api_request_duration_seconds`, from the routing to the
   answer's end, without the client's side): `/v1/metrics` (both formats) {served["/v1/metrics"]:.2f} ms,
   `/v1/allocations` {served["/v1/allocations"]:.2f} ms, `/v1/health` {served["/v1/health"]:.2f} ms.
 - Reading a task's processes from `/proc` as raw_exec does (`process_stats`, {measured} tasks, in this process,
-  at the same load): {alone * 1e6:.0f} µs per task, {alone * measured * 1000:.1f} ms for them all.
+  at the same load): {alone * 1e6:.0f} µs per task, {alone * measured * 1000:.1f} ms for them all: what the
+  collection reads every second, and a scrape no longer does.
 - Writing the scrape's {series} samples in the text format alone (`prometheus_client.generate_latest`, in this
   process, median): {rendered * 1000:.1f} ms.
 """

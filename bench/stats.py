@@ -2,21 +2,23 @@
 
     python bench/stats.py [--allocs 100] [--seconds 10] [--no-record]
 
-An agent on a temporary data dir runs a job of ALLOCS sleeping raw_exec
-tasks (one per allocation), twice: with ``[telemetry] collection_interval``
-at 1 s (the default, Nomad's), and at 1 h, which samples nothing in the
-time measured (the baseline). For each, for SECONDS at a time:
+Two agents on temporary data dirs each run a job of ALLOCS sleeping raw_exec
+tasks (one per allocation), side by side. The agent samples its tasks every
+``collection_interval`` (1 s) while someone watches: one of the two is asked
+once for its metrics, and so samples; nobody asks the other (the baseline).
+Then:
 
-(a) CPU: the agent's CPU time (utime + stime, ``/proc/<pid>/stat``) with
-    nobody asking anything: the difference is the collection's, per sampled
-    task per second;
+(a) CPU: each agent's CPU time (utime + stime, ``/proc/<pid>/stat``) over
+    the same 3 x SECONDS: the difference is the sampling's, per sampled task
+    per second;
 (b) latency: one client reading ``GET /v1/allocations/{id}`` (alloc status)
-    back to back: p50 and p99 (target: sampling raises the p99 by at most
-    10 %); and the same while a watcher reads every allocation's ``GET
-    /v1/allocations/{id}/stats`` once a second, as ALLOCS ``alloc status
-    -stats`` watchers would, and while Prometheus scrapes once a second;
-(c) memory: the agent's RSS once every task has been sampled, against the
-    baseline's, per task (the samples kept);
+    back to back from one agent, then the other, taking turns 3 times
+    SECONDS / 2 each: p50 and p99 (target: sampling raises the p99 by at
+    most 10 %); then from the sampling agent with other clients besides: a
+    watcher reading every allocation's ``GET /v1/allocations/{id}/stats``
+    once a second, as ALLOCS ``alloc status -stats`` watchers would, and a
+    Prometheus scrape once a second;
+(c) memory: each agent's RSS, the difference per task (the samples kept);
 (d) the measurement alone, in this process: ``process_stats`` of each
     task's processes (found in its supervisor cgroup's ``cgroup.procs``),
     as ``SupervisedProcess.stats()`` reads them, without HTTP.
@@ -33,7 +35,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -48,6 +49,7 @@ from herder.sdk.stats import process_stats  # noqa: E402
 from herder.supervisor.proctree import V1_HIERARCHIES, Cgroup  # noqa: E402
 from tests.support.agent import AgentProcess  # noqa: E402
 from tests.support.processes import processes_using  # noqa: E402
+from tests.support.waiting import wait_for  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -105,10 +107,15 @@ def sample_all(http: httpx.Client, ids: list[str]) -> int:
     return len(ids)
 
 
+def usage_shown(http: httpx.Client) -> int:
+    """How many tasks' CPU one Prometheus scrape shows."""
+    text = http.get("/v1/metrics", params={"format": "prometheus"}).raise_for_status().text
+    return sum(1 for line in text.splitlines() if line.startswith("herder_task_cpu_seconds_total{"))
+
+
 def scrape(http: httpx.Client, ids: list[str]) -> int:
     """One Prometheus scrape; how many tasks' usage it showed."""
-    text = http.get("/v1/metrics", params={"format": "prometheus"}).raise_for_status().text
-    shown = sum(1 for line in text.splitlines() if line.startswith("herder_task_cpu_seconds_total{"))
+    shown = usage_shown(http)
     if shown < len(ids):
         raise SystemExit(f"the scrape showed the CPU of {shown} tasks, not {len(ids)}")
     return shown
@@ -144,40 +151,13 @@ def p(latencies: list[float], q: float) -> float:
     return latencies[int(len(latencies) * q)] * 1000
 
 
-@dataclass
-class Run:
-    """What one agent measured: its CPU, its RSS, the alloc status latencies while idle, while watched, scraped."""
-
-    cpu: float = 0.0
-    rss: int = 0
-    idle: list[float] = field(default_factory=list)
-    watched: list[float] = field(default_factory=list)
-    scraped: list[float] = field(default_factory=list)
-    per_task: float = 0.0
-    """The measurement alone, seconds per task."""
-
-
-def run(allocs: int, seconds: float, interval: str, *, watched: bool) -> Run:
-    """An agent sampling every ``interval``, running ``allocs`` sleeping tasks: what it costs (``watched``:
-    and its alloc status latencies with a watcher, then a scraper)."""
-    result = Run()
-    with tempfile.TemporaryDirectory(prefix="herder-bench-stats-") as tmp:
-        agent = AgentProcess(Path(tmp), extra=f'[telemetry]\ncollection_interval = "{interval}"\n').start()
-        try:
-            ids = [a["id"] for a in agent.submit(sleepers(allocs, name="bench-stats"))["allocations"]]
-            for alloc_id in ids:
-                agent.wait_task(alloc_id, "t", timeout=120)
-            time.sleep(3)  # a few passes of the collector: every task has its sample (and its percent)
-            result.cpu, _, _ = phase(agent, ids, seconds, sample=None, read_status=False)
-            result.rss = rss(agent.proc.pid)
-            _, result.idle, _ = phase(agent, ids, seconds, sample=None, read_status=True)
-            if watched:
-                _, result.watched, _ = phase(agent, ids, seconds, sample=sample_all, read_status=True)
-                _, result.scraped, _ = phase(agent, ids, seconds, sample=scrape, read_status=True)
-            result.per_task, _ = measurement_alone(Path(tmp))
-        finally:
-            agent.shutdown()
-    return result
+def started(root: Path, allocs: int) -> tuple[AgentProcess, list[str]]:
+    """An agent running ``allocs`` sleeping tasks, and their allocations."""
+    agent = AgentProcess(root).start()
+    ids = [a["id"] for a in agent.submit(sleepers(allocs, name="bench-stats"))["allocations"]]
+    for alloc_id in ids:
+        agent.wait_task(alloc_id, "t", timeout=120)
+    return agent, ids
 
 
 def main() -> None:
@@ -187,9 +167,33 @@ def main() -> None:
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     load_before = load()
-    baseline = run(args.allocs, args.seconds, "1h", watched=False)
-    sampling = run(args.allocs, args.seconds, "1s", watched=True)
-    baseline_p99 = p(baseline.idle, 0.99)
+    turns = 3
+    with tempfile.TemporaryDirectory(prefix="herder-bench-stats-") as tmp:
+        (Path(tmp) / "idle").mkdir()
+        (Path(tmp) / "sampling").mkdir()
+        idle, idle_ids = started(Path(tmp) / "idle", args.allocs)
+        agent, ids = started(Path(tmp) / "sampling", args.allocs)
+        try:
+            with httpx.Client(base_url=agent.url, timeout=30.0) as http:
+                wait_for(lambda: usage_shown(http) == len(ids), what="every task's sample")  # and now it samples
+            cpu_before = {a: cpu_seconds(a.proc.pid) for a in (idle, agent)}
+            time.sleep(turns * args.seconds)
+            cpu = {a: cpu_seconds(a.proc.pid) - cpu_before[a] for a in (idle, agent)}
+            memory = {a: rss(a.proc.pid) for a in (idle, agent)}
+            baseline: list[float] = []
+            sampling: list[float] = []
+            for _ in range(turns):
+                baseline += phase(idle, idle_ids, args.seconds / 2, sample=None, read_status=True)[1]
+                sampling += phase(agent, ids, args.seconds / 2, sample=None, read_status=True)[1]
+            baseline.sort()
+            sampling.sort()
+            _, watched, _ = phase(agent, ids, args.seconds, sample=sample_all, read_status=True)
+            _, scraped, _ = phase(agent, ids, args.seconds, sample=scrape, read_status=True)
+            alone, measured = measurement_alone(Path(tmp) / "sampling")
+        finally:
+            agent.shutdown()
+            idle.shutdown()
+    baseline_p99 = p(baseline, 0.99)
 
     def rise(latencies: list[float]) -> str:
         change = p(latencies, 0.99) / baseline_p99 - 1
@@ -198,29 +202,32 @@ def main() -> None:
     def row(name: str, latencies: list[float]) -> str:
         return f"| {name} | {p(latencies, 0.5):.2f} ms | {p(latencies, 0.99):.2f} ms | {len(latencies)} |"
 
-    per_task_ms = (sampling.cpu - baseline.cpu) / (args.allocs * args.seconds) * 1000
+    seconds = turns * args.seconds
+    per_task_ms = (cpu[agent] - cpu[idle]) / (args.allocs * seconds) * 1000
     body = f"""
-Two agents, one after the other, each running {args.allocs} allocations of one sleeping raw_exec task:
-one with `[telemetry] collection_interval = "1s"` (the default: every task sampled each second), the
-baseline with `"1h"` (no sample in the time measured). {args.seconds:g} s per phase. Alloc status: one
-client reading `GET /v1/allocations/{{id}}` back to back. Load average (1, 5, 15 min) before:
-{load_before}; after: {load()}.
+Two agents side by side, each running {args.allocs} allocations of one sleeping raw_exec task, with the
+default `[telemetry] collection_interval` of 1 s: one asked once for its metrics, so sampling every task
+each second; nobody asks the other, which samples nothing (the baseline). Alloc status: one client
+reading `GET /v1/allocations/{{id}}` back to back, from each agent in turn, {turns} turns of
+{args.seconds / 2:g} s each. Load average (1, 5, 15 min) before: {load_before}; after: {load()}.
 
 | agent, phase | alloc status p50 | p99 | requests |
 |---|---:|---:|---:|
-{row("not sampling (baseline)", baseline.idle)}
-{row("sampling every 1 s", sampling.idle)}
-{row("sampling, a watcher reading every allocation's stats each second", sampling.watched)}
-{row("sampling, a Prometheus scrape each second", sampling.scraped)}
+{row("not sampling (baseline)", baseline)}
+{row("sampling every 1 s", sampling)}
+{row("sampling, a watcher reading every allocation's stats each second", watched)}
+{row("sampling, a Prometheus scrape each second", scraped)}
 
-- Agent CPU of the collection: {sampling.cpu:.2f} s against {baseline.cpu:.2f} s in {args.seconds:g} s,
+- Agent CPU over the same {seconds:g} s: {cpu[agent]:.2f} s sampling, {cpu[idle]:.2f} s not:
   **{per_task_ms:.3f} ms per sampled task per second**, {per_task_ms * args.allocs / 10:.1f} % of a core.
-- The measurement alone (`process_stats` of a task's cgroup, in this process): \
-{sampling.per_task * 1e6:.0f} µs per task.
-- Agent memory: {sampling.rss / 2**20:.1f} MiB sampling, {baseline.rss / 2**20:.1f} MiB not, \
-{(sampling.rss - baseline.rss) / args.allocs / 1024:.1f} KiB per task.
-- Alloc status p99 rise against the baseline (target at most +10 %): {rise(sampling.idle)} sampling,
-  {rise(sampling.watched)} with the watcher, {rise(sampling.scraped)} with the scrape.
+- The measurement alone (`process_stats` of a task's cgroup, {measured} tasks, in this process): \
+{alone * 1e6:.0f} µs per task.
+- Agent memory: {memory[agent] / 2**20:.1f} MiB sampling, {memory[idle] / 2**20:.1f} MiB not, \
+{(memory[agent] - memory[idle]) / args.allocs / 1024:.1f} KiB per task.
+- Alloc status p99 rise from the sampling, against the baseline (target at most +10 %): {rise(sampling)}.
+  With other clients of the same agent besides (requests it serves, not sampling): \
+{rise(watched)} with the watcher's {args.allocs} requests a second,
+  {rise(scraped)} with a scrape a second.
 """
     print(body)
     if not args.no_record:

@@ -140,17 +140,39 @@ def test_a_slow_driver_holds_up_no_other_and_is_asked_once_at_a_time() -> None:
     wait_for(lambda: slow.calls == 2, what="the slow task read again at the pass after its read ended")
 
 
-def test_the_collector_samples_on_its_own_and_forgets_tasks_gone() -> None:
+def test_the_collector_samples_while_watched_and_forgets_tasks_gone() -> None:
     staying, leaving = GatedHandle(1), GatedHandle(2)
     running: list[tuple[str, TaskHandle]] = [("raw_exec", staying), ("raw_exec", leaving)]
     collector = UsageCollector(lambda: list(running), StatsSampler(), interval=0.01)
     collector.start()
     try:
+        assert collector.latest(staying) is None  # and now someone watches
         wait_for(lambda: staying.calls >= 3 and leaving.calls >= 3, what="passes every interval")
         del running[1]
         calls, passes = leaving.calls, staying.calls
         wait_for(lambda: staying.calls >= passes + 3, what="more passes")
         assert leaving.calls <= calls + 1  # at most the read under way when it went
         assert collector.latest(leaving) is None and collector.latest(staying) is not None
+    finally:
+        collector.stop()
+
+
+def test_nobody_watching_nothing_is_read_and_the_samples_are_forgotten() -> None:
+    clock = Clock()
+    handle = GatedHandle(1)
+    collector = UsageCollector(lambda: [("raw_exec", handle)], StatsSampler(), interval=0.01, watched_for=60,
+                               clock=clock)
+    collector.start()
+    try:
+        wait_for(lambda: not collector.sampling, what="the collector's first pass, with nobody watching")
+        assert handle.calls == 0
+        assert collector.latest(handle) is None  # the first ask starts the sampling
+        assert wait_for(lambda: collector.latest(handle), what="a sample").memory_rss_bytes == 1
+
+        clock.advance(61)  # nobody asked since
+        wait_for(lambda: not collector.sampling, what="the collector paused")
+        calls = handle.calls
+        assert collector.latest(handle) is None, "a paused collector keeps no sample to show stale"
+        wait_for(lambda: handle.calls >= calls + 3, what="passes again once asked")
     finally:
         collector.stop()

@@ -2,10 +2,11 @@
 
 As Nomad's client does every ``telemetry.collection_interval`` (1 s), the
 agent's :class:`UsageCollector` reads every running task's usage on its own
-schedule and keeps the latest sample of each; the stats route, the web UI and
-a metrics scrape read that table. An answer never waits on a driver, its CPU
-percent is over the last interval, and a scrape costs what writing it costs,
-whatever the number of tasks (``bench/metrics.py``, ``bench/stats.py``).
+schedule, while someone watches, and keeps the latest sample of each; the
+stats route, the web UI and a metrics scrape read that table. An answer
+never waits on a driver, its CPU percent is over the last interval, and a
+scrape costs what writing it costs, whatever the number of tasks
+(``bench/metrics.py``, ``bench/stats.py``). Nobody watching costs nothing.
 
 :class:`StatsSampler` reads and works out the CPU percent between a handle's
 samples. Asked about a task without an earlier sample (one the collector has
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -34,8 +36,14 @@ MAX_SAMPLE_AGE = 30.0
 """A sample older than this is not compared with (nor kept): the percent is of the last while, not of minutes."""
 STATS_WORKERS = 4
 """Threads that read the tasks' usage: reads mostly wait on the kernel or a container engine."""
-STATS_BATCH = 25
-"""Tasks of one driver read one after the other by a worker."""
+STATS_BATCH = 10
+"""Tasks of one driver read one after the other by a worker: a few milliseconds of work."""
+BATCH_SPACING = 0.02
+"""Between the starts of two batches of a pass (less when a pass has more batches than fit in half
+the interval)."""
+WATCHED_FOR = 300.0
+"""Seconds after the last ask for a sample that the collector goes on sampling: longer than a
+Prometheus scrape interval (1 min by default)."""
 
 
 class Sample(NamedTuple):
@@ -116,27 +124,42 @@ Running = Callable[[], Iterable[tuple[str, TaskHandle]]]
 
 
 class UsageCollector:
-    """Samples the usage of every task ``running`` names each ``interval`` seconds, and keeps the latest.
+    """Samples the usage of every task ``running`` names each ``interval`` seconds while someone
+    watches, and keeps the latest samples.
+
+    Someone watches while :meth:`latest` was asked within ``watched_for``
+    seconds (:data:`WATCHED_FOR`, longer than any scrape interval): an agent
+    nobody looks at reads nothing, and forgets its samples rather than show
+    stale ones later. The first ask after such a pause finds no sample and
+    starts the sampling again.
 
     The reads go to a few workers in batches of at most :data:`STATS_BATCH`
-    tasks of one driver: a handoff per task would cost more than most reads
-    (a few files of ``/proc``). A task whose read is still under way is not
-    asked again, so a slow driver (a container engine) is asked at its own
-    pace, and its slowness neither piles up reads nor holds up another
-    driver's tasks. A task no longer running leaves the table at the next pass.
+    tasks of one driver, spread over the first half of the interval: each
+    batch is a few milliseconds of work, between which the agent serves its
+    requests (a handoff per task would cost more than most reads, a few files
+    of ``/proc``). A task whose read is still under way is not asked again, so
+    a slow driver (a container engine) is asked at its own pace, and its
+    slowness neither piles up reads nor holds up another driver's tasks. A
+    task no longer running leaves the table at the next pass.
     """
 
     def __init__(self, running: Running, sampler: StatsSampler, *, interval: float,
-                 workers: int = STATS_WORKERS) -> None:
+                 watched_for: float = WATCHED_FOR, workers: int = STATS_WORKERS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._running = running
         self._sampler = sampler
-        self._pool = WorkerPool(workers, shared_runtime().timer, name="herder-stats")
+        self._interval = interval
+        self._watched_for = watched_for
+        self._clock = clock
+        self._timer = shared_runtime().timer
+        self._pool = WorkerPool(workers, self._timer, name="herder-stats")
         # Both by the handle's id(), the handle kept so that its id is not reused meanwhile.
         self._latest: dict[int, tuple[TaskHandle, TaskStats]] = {}
         self._reading: set[int] = set()
         self._running_now: set[int] = set()  # as of the last pass: a read ending later keeps no task gone
+        self._asked = -math.inf
+        self._paused = False
         self._lock = threading.Lock()
-        self._interval = interval
         self._background = Background("stats", self._step)
 
     def start(self) -> None:
@@ -145,29 +168,54 @@ class UsageCollector:
     def stop(self) -> None:
         self._background.stop()
 
+    @property
+    def sampling(self) -> bool:
+        """False once nobody has asked for ``watched_for`` seconds, until the next ask."""
+        with self._lock:
+            return not self._paused
+
     def latest(self, handle: TaskHandle) -> TaskStats | None:
         """The latest usage read of the task of ``handle``; None before its first read, or if its driver
-        cannot tell."""
+        cannot tell. Asking counts as watching."""
         with self._lock:
+            self._asked = self._clock()
             kept = self._latest.get(id(handle))
+            resume, self._paused = self._paused, False
+        if resume:
+            self._background.wake()
         return None if kept is None else kept[1]
 
     def collect(self) -> None:
         """One pass: forget the tasks gone, and ask the drivers about every running task not being read."""
         running = {id(handle): (driver, handle) for driver, handle in self._running()}
-        batches: dict[str, list[TaskHandle]] = {}
+        by_driver: dict[str, list[TaskHandle]] = {}
         with self._lock:
             self._running_now = set(running)
             self._latest = {key: kept for key, kept in self._latest.items() if key in running}
             for key, (driver, handle) in running.items():
                 if key not in self._reading:
                     self._reading.add(key)
-                    batches.setdefault(driver, []).append(handle)
-        for batch in batches.values():
-            for start in range(0, len(batch), STATS_BATCH):
-                self._pool.submit(functools.partial(self._read, batch[start:start + STATS_BATCH]))
+                    by_driver.setdefault(driver, []).append(handle)
+        batches = [handles[start:start + STATS_BATCH]
+                   for handles in by_driver.values() for start in range(0, len(handles), STATS_BATCH)]
+        if not batches:
+            return
+        spacing = min(BATCH_SPACING, self._interval / 2 / len(batches))
+        for i, batch in enumerate(batches):
+            read = functools.partial(self._pool.submit, functools.partial(self._read, batch))
+            if i:
+                self._timer.call_later(i * spacing, read)
+            else:
+                read()
 
-    def _step(self) -> float:
+    def _step(self) -> float | None:
+        with self._lock:
+            if self._clock() - self._asked > self._watched_for:
+                self._paused = True
+                self._latest.clear()
+            paused = self._paused
+        if paused:
+            return None  # until :meth:`latest` is asked
         self.collect()
         return self._interval
 
