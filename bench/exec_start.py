@@ -38,7 +38,7 @@ from herder.plugins.loader import load_plugins
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jobs import all_ms, load, median_ms, until_started
-from results import write_section
+from results import where, write_section
 
 JOB = """
 job "bench-exec-{suffix}" {{
@@ -140,7 +140,8 @@ def main() -> None:
         f"All rounds (ms, taking turns): runc {all_ms(baseline)}; herder {all_ms(herder)}. "
         f"runc {fingerprint.attributes.get('driver.exec.runc.version', '?')}, "
         f"cgroup v{fingerprint.attributes.get('driver.exec.cgroup.version', '?')}. "
-        f"herder's data dirs in `{args.dir}`. Load average (1, 5, 15 min) before: {load_before}; after: {load()}.",
+        f"herder's data dirs in `{where(args.dir)}`. "
+        f"Load average (1, 5, 15 min) before: {load_before}; after: {load()}.",
     ])
     print(table)
     write_section("Exec start", f"python bench/exec_start.py --rounds {args.rounds}", table)

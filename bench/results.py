@@ -16,6 +16,13 @@ def machine() -> str:
             f"Python {platform.python_version()}")
 
 
+def where(path: Path) -> str:
+    """``path`` as a reader of the results can place it: relative to the project when inside it."""
+    path = path.resolve()
+    root = RESULTS.parent.parent
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
 def write_section(title: str, command: str, body: str) -> None:
     """Put ``## title`` (the command, the machine, then ``body``) in RESULTS.md."""
     section = f"## {title}\n\nCommand: `{command}` ({machine()})\n\n{body.strip()}\n"

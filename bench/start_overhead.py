@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jobs import all_ms, load, median_ms, sleepers, until_ended, until_started
-from results import write_section
+from results import where, write_section
 
 BENCH_DIR = Path(__file__).resolve().parent
 TASK_DIRS = ("alloc", "alloc/data", "alloc/logs", "alloc/tmp", "t", "t/local", "t/secrets", "t/tmp")
@@ -198,7 +198,7 @@ def main() -> None:
     body = "\n".join([
         f"`/bin/true` N times: bare `subprocess.Popen` in N threads against a job of `count = N` in herder "
         f"(a fresh process per run, placement to the last cleanup). Medians of {args.rounds} rounds, the sides "
-        f"taking turns, the data dirs in `{args.dir}`. Load average (1, 5, 15 min) before: {load_before}; "
+        f"taking turns, the data dirs in `{where(args.dir)}`. Load average (1, 5, 15 min) before: {load_before}; "
         f"after: {load_after}.",
         "",
         "| N | bare | herder | herder / bare | overhead per task | herder per task beyond the previous N "
