@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 from tests.support.processes import wait_until_gone
 from tests.support.require import require, require_driver
 
-from .helpers import BUSYBOX, Guest, build_guest, kernels
+from .helpers import BUSYBOX, Guest, build_guest, kernels, readable_cache
 
 
 @pytest.fixture(scope="session")
@@ -30,11 +31,21 @@ def qemu_driver() -> str:
 
 
 @pytest.fixture(scope="session")
-def guest(qemu_driver: str, tmp_path_factory: pytest.TempPathFactory) -> Guest:
+def guest(qemu_driver: str) -> Guest:
     """The test guest, built once per test run (every xdist worker shares it)."""
     require("qemu", bool(kernels()), "no kernel in /boot (Debian: linux-image-amd64)")
     require("qemu", BUSYBOX.is_file(), f"no {BUSYBOX} (Debian: busybox-static)")
-    return build_guest(tmp_path_factory.getbasetemp().parent / "herder-qemu-guest")
+    return build_guest(readable_cache())
+
+
+@pytest.fixture
+def readable_dir() -> Iterator[Path]:
+    """A directory of the test's that QEMU, as ``nobody``, may read (``tmp_path`` is closed to other users):
+    for images outside the task directory. Removed after the test."""
+    with tempfile.TemporaryDirectory(prefix="herder-qemu-images-") as made:
+        directory = Path(made)
+        directory.chmod(0o755)
+        yield directory
 
 
 @pytest.fixture(autouse=True)

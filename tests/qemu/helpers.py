@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
+import stat
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,25 @@ APPEND = "console=ttyS0 quiet panic=-1"
 
 def kernels() -> list[Path]:
     return sorted(Path("/boot").glob("vmlinuz-*"))
+
+
+def readable_cache() -> Path:
+    """Where the guest is built once for every run: a directory of this user's in the system's temporary
+    directory, that every user may pass through (QEMU runs as ``nobody``; pytest's own temporary
+    directories are closed to other users).
+
+    :raises RuntimeError: the name is taken by something that is not this user's own directory.
+    """
+    cache = Path(tempfile.gettempdir()) / f"herder-qemu-guest-{os.getuid()}"
+    try:
+        cache.mkdir(mode=0o755)
+    except FileExistsError:
+        pass
+    found = cache.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o022:
+        raise RuntimeError(f"{cache} is not a directory of this user's that only it may write")
+    cache.chmod(0o755)  # whatever the umask made of it
+    return cache
 
 
 @dataclass(frozen=True)
@@ -70,4 +92,6 @@ def build_guest(cache: Path) -> Guest:
         if not (directory / "initrd").is_file():
             subprocess.run([sys.executable, str(BUILDER), "--out", str(directory)], check=True, timeout=300,
                            capture_output=True)
+            for path in (directory, *directory.iterdir()):  # readable by QEMU's user, whatever the umask
+                path.chmod(0o755 if path.is_dir() else 0o644)
     return Guest(directory)

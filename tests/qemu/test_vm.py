@@ -55,7 +55,7 @@ def test_serves_http_through_its_port_sees_its_memory_and_powers_off_gracefully(
     memory = re.search(rb"MemTotal: (\d+) kB", run.output())
     assert memory is not None, run.output()
     assert 100 * 1024 < int(memory[1]) <= 160 * 1024, f"the guest of a 160 MB task sees {memory[0]!r}"
-    assert (run.ctx.task_dir.dir / SOCKET).is_socket()
+    assert (run.ctx.task_dir.secrets_dir / SOCKET).is_socket()
 
     started = time.monotonic()
     run.kill()
@@ -65,7 +65,7 @@ def test_serves_http_through_its_port_sees_its_memory_and_powers_off_gracefully(
     assert elapsed < 30, f"the guest took {elapsed:.1f}s to power off: it was killed"
     assert POWER_OFF in run.output(), run.output()[-2000:]
     run.cleanup()
-    assert not (run.ctx.task_dir.dir / SOCKET).exists()
+    assert not (run.ctx.task_dir.secrets_dir / SOCKET).exists()
 
 
 @pytest.mark.slow
@@ -101,9 +101,9 @@ def boot_sector(text: bytes, exit_value: int) -> bytes:
 
 
 @pytest.mark.parametrize("where", ["task_dir", "image_paths"])
-def test_boots_a_raw_disk_image(guest: Guest, driver_harness: HarnessFactory, tmp_path: Path, where: str) -> None:
-    images = tmp_path / "images"
-    images.mkdir()
+def test_boots_a_raw_disk_image(guest: Guest, driver_harness: HarnessFactory, readable_dir: Path,
+                                where: str) -> None:
+    images = readable_dir
     harness = driver_harness("qemu", {"image_paths": [str(images)], "args_allowlist": ARGS_ALLOWLIST})
     image = "local/disk.img" if where == "task_dir" else str(images / "disk.img")
     run = harness.task({"image_path": image, "args": ["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]})
