@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 from tests.support.processes import wait_until_gone
 from tests.support.require import require, require_driver
 
-from .helpers import BUSYBOX, Guest, build_guest, kernels, readable_cache
+from .helpers import BUSYBOX, Guest, build_guest, kernels, readable_cache, readable_tmp
 
 
 @pytest.fixture(scope="session")
@@ -40,11 +39,8 @@ def guest(qemu_driver: str) -> Guest:
 
 @pytest.fixture
 def readable_dir() -> Iterator[Path]:
-    """A directory of the test's that QEMU, as ``nobody``, may read (``tmp_path`` is closed to other users):
-    for images outside the task directory. Removed after the test."""
-    with tempfile.TemporaryDirectory(prefix="herder-qemu-images-") as made:
-        directory = Path(made)
-        directory.chmod(0o755)
+    """A directory QEMU, as ``nobody``, may read, for the test (see :func:`readable_tmp`)."""
+    with readable_tmp() as directory:
         yield directory
 
 
