@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,10 +59,8 @@ def readable_cache() -> Path:
     :raises RuntimeError: the name is taken by something that is not this user's own directory.
     """
     cache = Path(tempfile.gettempdir()) / f"herder-qemu-guest-{os.getuid()}"
-    try:
+    with suppress(FileExistsError):
         cache.mkdir(mode=0o755)
-    except FileExistsError:
-        pass
     found = cache.lstat()
     if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o022:
         raise RuntimeError(f"{cache} is not a directory of this user's that only it may write")
