@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from herder_docker.config import DOCKER_DEFAULT_CAPS, PluginConfig
 
 from .helpers import IMAGE, Docker, DockerJobs, containers_of, docker_job, job_name, sh

@@ -52,7 +52,7 @@ def capabilities(text: str) -> dict[str, int]:
                      "net_bind_service", "setfcap", "setgid", "setpcap", "setuid", "sys_chroot", "NET_RAW"]}, True),
 ], ids=["default", "allow-caps-net-raw"])
 def test_a_container_has_net_raw_only_where_allow_caps_gives_it(
-    jobs: DockerJobs, plugin: dict[str, Any], has_net_raw: bool,
+    jobs: DockerJobs, plugin: dict[str, Any], has_net_raw: bool,  # noqa: F811
 ) -> None:
     run = jobs.run(docker_job(job_name("net-raw"), attack("eth0"), type="batch"), plugin={"docker": plugin})
     assert run.status == "complete", run.types()
@@ -65,7 +65,9 @@ def test_a_container_has_net_raw_only_where_allow_caps_gives_it(
 
 
 @pytest.mark.parametrize("mode", ["host", "container:herder-some-other-allocation"])
-def test_the_host_network_and_another_containers_are_refused_unless_allowed(jobs: DockerJobs, mode: str) -> None:
+def test_the_host_network_and_another_containers_are_refused_unless_allowed(
+    jobs: DockerJobs, mode: str,  # noqa: F811
+) -> None:
     run = jobs.run(docker_job(job_name("netns"), attack("lo", network_mode=mode), type="batch"))
     assert run.status == "failed", run.types()
     [failure] = events_of(run, "Driver Failure")
@@ -75,7 +77,7 @@ def test_the_host_network_and_another_containers_are_refused_unless_allowed(jobs
     assert not events_of(run, "Started")
 
 
-def test_on_the_host_network_where_allowed_a_container_still_cannot_sniff(jobs: DockerJobs) -> None:
+def test_on_the_host_network_where_allowed_a_container_still_cannot_sniff(jobs: DockerJobs) -> None:  # noqa: F811
     run = jobs.run(docker_job(job_name("sniff"), attack("lo", network_mode="host"), type="batch"),
                    plugin={"docker": {"allow_host_network": True}})
     assert run.status == "complete", run.types()
