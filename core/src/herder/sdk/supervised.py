@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import pwd
 import secrets
 import select
 import signal
@@ -27,6 +28,7 @@ from herder.context import TaskContext
 from herder.errors import DriverError, RecoverableError
 from herder.model import Task
 from herder.objects import DriverNetwork, ExitResult, TaskStats, parse_signal
+from herder.sdk.paths import allow_traversal
 from herder.sdk.stats import process_stats
 from herder.supervisor import ProcInfo, Supervisor, SupervisorError, SupervisorUnavailable
 from herder.supervisor.proctree import Cgroup, ProcessTree, SessionTree
@@ -75,12 +77,16 @@ class SupervisedProcess:
         Its output goes to the task's log files (``task.logs`` says how they
         rotate). If herder goes away without stopping it, the supervisor stops
         it with the task's ``kill_signal`` (else ``default_signal``) and
-        ``kill_timeout`` when the session asked for that.
+        ``kill_timeout`` when the session asked for that. Run as another
+        ``user`` than herder's, in a task dir of herder's data dir, it must
+        pass through the data dir: that is made 0711 first.
 
         :raises DriverError: when it cannot start (no such command, bad ``cwd``, unknown user, ...).
         :raises RecoverableError: when the supervisor cannot be reached.
         """
         supervisor = _supervisor_of(ctx)
+        if user and _another_user(user) and ctx.task_dir.dir.absolute().is_relative_to(supervisor.data_dir):
+            allow_traversal(supervisor.data_dir)  # the process reaches its task dir by the host's path, as user
         id = f"{ctx.alloc_id}.{ctx.task_name}.{secrets.token_hex(4)}"
         stop_signal = parse_signal(task.kill_signal) if task.kill_signal else default_signal
         try:
@@ -224,6 +230,15 @@ class SupervisedProcess:
                     with contextlib.suppress(SupervisorError):  # the next supervisor will not know it either
                         self._supervisor.forget(self.id)
             return self._result
+
+
+def _another_user(user: str) -> bool:
+    """Whether ``user`` is an account of the host other than herder's own (an unknown one is refused
+    by the supervisor: it does not matter here)."""
+    try:
+        return pwd.getpwnam(user).pw_uid != os.geteuid()
+    except KeyError:
+        return False
 
 
 def _supervisor_of(ctx: TaskContext) -> Supervisor:
