@@ -77,11 +77,12 @@ def allow_traversal(data_dir: Path) -> None:
     """Make the data dir 0711: other users may pass through it to a path they know, not list it.
 
     Needed by a process that runs as another user of the host than herder's
-    on the host's paths (raw_exec, a JVM without isolation, QEMU): it opens
+    on the host's paths (raw_exec, a JVM without isolation): it opens
     ``$NOMAD_TASK_DIR/...`` as that user. :class:`herder.sdk.SupervisedProcess`
-    calls it for such a process. A task whose directories are mounted into
-    it (exec, an isolated JVM, docker, rkt) does not need it: root makes the
-    mounts, and the task's user never walks the host's path to them.
+    calls it for such a process (``host_paths``). A task whose directories
+    are mounted into it (exec, an isolated JVM, docker, rkt) does not need
+    it: root makes the mounts, and the task's user never walks the host's
+    path to them.
     """
     with safe_root(data_dir) as fd:
         os.fchmod(fd, TRAVERSABLE_DATA_DIR_MODE)

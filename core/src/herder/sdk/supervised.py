@@ -70,23 +70,29 @@ class SupervisedProcess:
 
     @classmethod
     def spawn(cls, task: Task, ctx: TaskContext, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path,
-              user: str | None = None, default_signal: int = signal.SIGINT,
+              user: str | None = None, host_paths: bool = False, default_signal: int = signal.SIGINT,
               network: DriverNetwork | None = None) -> SupervisedProcess:
         """Start ``argv`` for ``task`` through ``ctx.supervisor``.
 
         Its output goes to the task's log files (``task.logs`` says how they
         rotate). If herder goes away without stopping it, the supervisor stops
         it with the task's ``kill_signal`` (else ``default_signal``) and
-        ``kill_timeout`` when the session asked for that. Run as another
-        ``user`` than herder's, in a task dir of herder's data dir, it must
-        pass through the data dir: that is made 0711 first.
+        ``kill_timeout`` when the session asked for that.
+
+        ``host_paths``: the process opens the task's files by their paths on
+        the host (``$NOMAD_TASK_DIR/...``, a JVM's ``-jar``), as raw_exec's
+        and a plain JVM's do. Run so as another ``user`` than herder's, it
+        must pass through herder's data dir, which is made 0711 first. A
+        program given only paths relative to its working directory (QEMU)
+        leaves the data dir 0700.
 
         :raises DriverError: when it cannot start (no such command, bad ``cwd``, unknown user, ...).
         :raises RecoverableError: when the supervisor cannot be reached.
         """
         supervisor = _supervisor_of(ctx)
-        if user and _another_user(user) and ctx.task_dir.dir.absolute().is_relative_to(supervisor.data_dir):
-            allow_traversal(supervisor.data_dir)  # the process reaches its task dir by the host's path, as user
+        if (host_paths and user and _another_user(user)
+                and ctx.task_dir.dir.absolute().is_relative_to(supervisor.data_dir)):
+            allow_traversal(supervisor.data_dir)
         id = f"{ctx.alloc_id}.{ctx.task_name}.{secrets.token_hex(4)}"
         stop_signal = parse_signal(task.kill_signal) if task.kill_signal else default_signal
         try:
