@@ -30,20 +30,18 @@ def _split(url: str) -> tuple[str, str]:
 
 def redact_url(url: str) -> str:
     """``url`` with the password of its user information and the value of each of
-    :data:`SECRET_OPTIONS` replaced by ``redacted``; any other text as it is."""
-    getter, rest = _split(url)
-    if "://" not in rest:
+    :data:`SECRET_OPTIONS` replaced by ``redacted``; a URL without either as it is."""
+    if not secrets_of(url):
         return url
+    getter, rest = _split(url)
     try:
         parts = urlsplit(rest)
     except ValueError:  # not a URL after all (an unbalanced bracket): nothing to find by its parts
         return redact(url, secrets_of(url))
-    netloc = parts.netloc
-    userinfo, at, host = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = f"{userinfo.partition(':')[0]}:{REDACTED}@{host}"
+    userinfo, at, host = parts.netloc.rpartition("@")
+    netloc = f"{userinfo.partition(':')[0]}:{REDACTED}@{host}" if at and ":" in userinfo else parts.netloc
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
     query = parts.query
-    pairs = parse_qsl(query, keep_blank_values=True)
     if any(key in SECRET_OPTIONS for key, _ in pairs):
         query = urlencode([(key, REDACTED if key in SECRET_OPTIONS else value) for key, value in pairs])
     return getter + urlunsplit(parts._replace(netloc=netloc, query=query))
@@ -76,8 +74,3 @@ def redact(text: str, secrets: Iterable[str]) -> str:
         text = text.replace(secret, REDACTED)
     return text
 
-
-def redact_text(text: str, url: str) -> str:
-    """``text`` (a message about ``url``) with ``url`` shown by :func:`redact_url` and
-    any other trace of its secrets (:func:`secrets_of`) replaced by ``redacted``."""
-    return redact(text.replace(url, redact_url(url)), secrets_of(url))
