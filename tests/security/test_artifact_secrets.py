@@ -205,7 +205,8 @@ def test_a_redirect_to_another_origin_gets_no_credentials(git_server: FileServer
     "http://ci:{token}@127.0.0.1:{port}/missing.tar.gz",
     "git::http://ci:{token}@127.0.0.1:{port}/git/missing.git",
     "git::ssh://git@127.0.0.1:{port}/repo.git?sshkey={key}",
-], ids=["http", "git-http", "git-ssh-key"])
+    "git::ssh://git:{token}@127.0.0.1:{port}/repo.git",
+], ids=["http", "git-http", "git-ssh-key", "git-ssh-password"])
 def test_a_failed_download_shows_the_source_redacted(git_server: FileServer, context: Context,
                                                      source: str) -> None:
     source = source.format(token=TOKEN, port=git_server.port, key=SSH_KEY)
