@@ -127,10 +127,9 @@ def test_a_git_token_is_in_no_command_line_and_a_stop_kills_the_hanging_fetch(
         context: Context, silent: Silent, trickling: bool) -> None:
     """While git waits on a server that never answers (or sends a byte an hour), no process's
     command line holds the token; stopping the task kills git and ends the prestart."""
-    files = FileServer()
+    files = FileServer(files={"/slow.git/info/refs": b"001e# service=git-upload-pack\n"},
+                       trickle={"/slow.git/info/refs": 3600})
     if trickling:
-        files.files["/slow.git/info/refs"] = b"001e# service=git-upload-pack\n"
-        files.trickle["/slow.git/info/refs"] = 3600
         files.start()
     port = files.port if trickling else silent.port
     thread, raised = in_background(context, Artifact(source=f"git::http://ci:{TOKEN}@127.0.0.1:{port}/slow.git",
@@ -187,6 +186,15 @@ def test_git_is_given_the_credentials_and_no_file_keeps_them(git_server: FileSer
     assert any("FETCH_HEAD" in text for text in kept)
     assert [text.split("\n")[0] for text in kept if TOKEN in text] == []
     assert [p for p in context.root.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()] == []
+
+
+def test_an_http_download_sends_its_credentials_as_a_header_only(context: Context) -> None:
+    for server in serve():
+        server.required_headers["Authorization"] = AUTHORIZATION
+        server.files["/app.sh"] = b"#!/bin/sh\n"
+        fetch(context, Artifact(source=f"http://ci:{TOKEN}@127.0.0.1:{server.port}/app.sh"))
+        assert tree(context.task_dir / "local") == {"app.sh": "#!/bin/sh\n"}
+        assert [path for path, _ in server.requests if TOKEN in path] == []
 
 
 def test_a_redirect_to_another_origin_gets_no_credentials(git_server: FileServer, repo: Repo,

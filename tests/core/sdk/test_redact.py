@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from herder.sdk.redact import redact, redact_url, secrets_of
+from herder.sdk import redact, redact_url, secrets_of
 
 
 @pytest.mark.parametrize(("url", "shown"), [
