@@ -28,6 +28,7 @@ from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.events import EventLog
 from herder.agent.nomad import models
 from herder.agent.nomad.ledger import Ledger
+from herder.agent.samesite import Hosts, SameSite
 from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
 from herder.app import Agent, Conflict, NotFound
 from herder.client.logtail import LogTail
@@ -93,8 +94,16 @@ class NomadGuard(Guard):
 
 
 def asgi(agent: Agent, events: EventLog, address: str) -> ASGIApp:
-    """The Nomad-compatible application of ``agent`` listening at ``address`` (``host:port``), guarded."""
-    return NomadGuard(create_app(agent, events, address), agent.config.token)
+    """The Nomad-compatible application of ``agent`` listening at ``address`` (``host:port``), guarded as
+    herder's: the same site's requests only (whose JSON Nomad's clients send without a Content-Type),
+    then the token."""
+    guarded = NomadGuard(create_app(agent, events, address), agent.config.token)
+    return SameSite(guarded, Hosts.of(agent.config, address), refuse, untyped_json=True)
+
+
+def refuse(status: int, message: str) -> ASGIApp:
+    """A request :class:`SameSite` refuses, answered as Nomad answers a refusal: plain text."""
+    return PlainTextResponse(f"Permission denied: {message}" if status == 403 else message, status_code=status)
 
 
 def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
