@@ -149,7 +149,7 @@ class SameSite:
             return None
         content_type = headers.get(b"content-type", b"").decode("latin-1")
         has_body = headers.get(b"content-length", b"0").strip() not in (b"0", b"") or b"transfer-encoding" in headers
-        if is_json(content_type) or not content_type and (self.untyped_json or not has_body):
+        if is_json(content_type) or (not content_type and (self.untyped_json or not has_body)):
             return None
         said = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
         return 415, f"a body with {said} is not read: send it as application/json"

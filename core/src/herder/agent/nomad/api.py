@@ -28,8 +28,8 @@ from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.events import EventLog
 from herder.agent.nomad import models
 from herder.agent.nomad.ledger import Ledger
-from herder.agent.samesite import Hosts, SameSite
 from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
+from herder.agent.samesite import Hosts, SameSite
 from herder.app import Agent, Conflict, NotFound
 from herder.client.logtail import LogTail
 from herder.errors import DispatchError, JobError, PlacementError
