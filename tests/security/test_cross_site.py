@@ -182,6 +182,8 @@ def test_a_host_that_does_not_name_the_agent_is_refused_even_with_the_token(guar
     for host in (f"{EVIL}:{port}", EVIL, f"127.0.0.1.{EVIL}:{port}", ""):
         refused = foreign(guarded, listener, "GET", "/v1/jobs", headers={"Host": host})
         assert refused.status_code == 403 and SECRET_JOB not in refused.text, (host, refused.text)
+    if listener == "herder":  # the web UI's pages too
+        assert foreign(guarded, listener, "GET", "/ui/", headers={"Host": EVIL}).status_code == 403
     for host in (f"localhost:{port}", f"127.0.0.2:{port}", f"[::1]:{port}", f"{ALLOWED}:{port}", ALLOWED.upper()):
         assert foreign(guarded, listener, "GET", "/v1/jobs", headers={"Host": host}).status_code == 200, host
     # A WebSocket's handshake goes by the same rule, before its route is looked at.

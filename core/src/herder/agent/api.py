@@ -142,9 +142,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": models.Error, "description": text} for status, text in (
         (400, "Invalid request (an invalid job lists each problem with its path)"),
         (401, "Missing or wrong token"),
+        (403, "A request of another site, or for a Host that does not name the agent"),
         (404, "Not found"),
         (409, "Conflict with the current state"),
         (413, "Request body too large"),
+        (415, "A body not sent as application/json"),
         (422, "Malformed request"),
     )}
 
