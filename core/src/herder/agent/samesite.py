@@ -29,17 +29,16 @@ from __future__ import annotations
 import ipaddress
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from herder.agent import ui
 from herder.client.config import Config, parse_bind
 
 log = logging.getLogger("herder.agent")
 
-Scope = MutableMapping[str, Any]
-ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 Refuse = Callable[[int, str], ASGIApp]
 """A listener's answer to a refused request (a status and a message), in its own style."""
 
@@ -154,7 +153,7 @@ class SameSite:
         said = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
         return 415, f"a body with {said} is not read: send it as application/json"
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = self.refusal(scope) if scope["type"] in ("http", "websocket") else None
         if refusal is None:
             await self.inner(scope, receive, send)
