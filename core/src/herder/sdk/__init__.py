@@ -23,7 +23,7 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
   descriptors without following links (:mod:`herder.sdk.safefs`):
   :func:`safe_root`, :func:`open_beneath`, :func:`open_dir`,
   :func:`open_file`, :func:`read_file`, :func:`write_atomic`,
-  :func:`set_mode`, :class:`UnsafePathError`.
+  :func:`set_mode`, :func:`give_tree`, :class:`UnsafePathError`.
 - Resource usage as :class:`herder.TaskStats`: :func:`process_stats` of a
   tree of processes (``/proc``), :func:`cgroup_stats` of a cgroup; where the
   host mounts its cgroups: :func:`cgroup_mounts`.
@@ -51,6 +51,7 @@ from herder.sdk.process import exit_result, kill_group, kill_session, run_capped
 from herder.sdk.redact import redact, redact_url, secrets_of
 from herder.sdk.safefs import (
     UnsafePathError,
+    give_tree,
     open_beneath,
     open_dir,
     open_file,
@@ -76,6 +77,7 @@ __all__ = [
     "exit_result",
     "format_duration",
     "get_var",
+    "give_tree",
     "inherited_environment",
     "kill_group",
     "kill_session",
