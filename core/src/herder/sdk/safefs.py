@@ -71,7 +71,13 @@ def _explain(dir_fd: int, name: str, shown: str, expected: str) -> UnsafePathErr
         return UnsafePathError(shown, f"not {expected} (it changed while being opened)")
     if stat.S_ISLNK(mode):
         return UnsafePathError(shown, "a link")
+    if _KINDS[expected](mode):  # what it must be now, so not when it was opened: swapped in between
+        return UnsafePathError(shown, f"a link or not {expected} when opened, swapped since")
     return UnsafePathError(shown, f"not {expected}")
+
+
+_KINDS = {"a directory": stat.S_ISDIR, "a regular file": stat.S_ISREG}
+"""What :func:`_explain` may expect a name to be, and how its mode says so."""
 
 
 def open_root(path: Path | str) -> int:
