@@ -107,9 +107,10 @@ def test_a_client_slow_to_send_its_headers_is_closed(agent: AgentProcess) -> Non
 
 def running_exec(marker: str) -> int | None:
     """The process of ``sleep MARKER``, once the agent runs it."""
+    wanted = [b"sleep", marker.encode()]
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and (entry / "cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", marker.encode()]:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().split(b"\0")[:2] == wanted:
                 return int(entry.name)
         except OSError:
             continue  # it exited meanwhile
