@@ -164,7 +164,7 @@ def serve(servers: list[tuple[_Server, socket.socket]], tally: connections.Tally
         finally:
             tally.report()
 
-    loop = servers[0][0].config.get_loop_factory()()
+    loop = (servers[0][0].config.get_loop_factory() or asyncio.new_event_loop)()
     try:
         loop.run_until_complete(every())
         if left := asyncio.all_tasks(loop):
