@@ -103,7 +103,7 @@ class Tally:
             self.scheduled = None
         self.reported = time.monotonic()
         for reason, count in sorted(self.counts.items()):
-            log.warning("dropped %d connection(s) in the last %.0f s: %s", count, self.reported - self.since, reason)
+            log.warning("dropped %d connection(s) in the last %.1f s: %s", count, self.reported - self.since, reason)
         self.counts.clear()
 
     def exception_handler(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -154,6 +154,7 @@ class Limits:
         return False
 
     def wait(self, connection: BoundedH11Protocol) -> None:
+        """``connection`` waits for request headers from now (if it did not already): it goes last."""
         if connection in self.waiting:
             return
         self.waiting[connection] = None
@@ -163,6 +164,7 @@ class Limits:
             self.drop(next(iter(same)), "too many waiting for request headers from one address")
 
     def busy(self, connection: BoundedH11Protocol) -> None:
+        """``connection`` no longer waits: it has a request, or is gone."""
         if connection in self.waiting:
             del self.waiting[connection]
             same = self.by_peer[connection.peer]

@@ -132,6 +132,14 @@ def listen(host: str, port: int, backlog: int = connections.BACKLOG) -> socket.s
     return sock
 
 
+class _CancelledAtStop(logging.Filter):
+    """Drops uvicorn's traceback for each request it cancels once the stop's grace is over: it has
+    said how many it cancels, and a stop amid many requests (followed logs) would log one each."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its signal handling: the agent's handlers stop it, and
     the agent (not a re-raised signal) decides how the process ends."""
@@ -225,6 +233,7 @@ def run(config: Config, *, drain: bool = False) -> int:
     agent = app.Agent(config, hooks, on_event=events.record, on_health=log_health, on_collected=events.forget)
 
     tally = connections.Tally()
+    logging.getLogger("uvicorn.error").addFilter(_CancelledAtStop())
 
     def server(application: ASGIApp, lifespan: Literal["on", "off"]) -> _Server:
         bounded = connections.protocol(connections.Limits(limit, tally))
