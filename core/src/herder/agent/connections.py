@@ -19,8 +19,8 @@ asyncio logs a traceback for each accept that fails. So:
 - one address (an IPv6 /64) may hold at most half of a listener's limit waiting; beyond that its own
   oldest waiting connection is closed. This bounds a remote client, but on loopback every local user
   is 127.0.0.1: there, closing the oldest waiting connections is what protects;
-- what is dropped, refused or fails to be accepted is counted, and logged as one line per reason and
-  per :data:`REPORT_INTERVAL` (:class:`Tally`), never a line per connection.
+- what is dropped, refused, fails to be accepted or is not HTTP is counted, and logged as one line
+  per reason and per :data:`REPORT_INTERVAL` (:class:`Tally`), never a line per connection.
 
 The bounds apply to plain HTTP: over TLS, a connection reaches the protocol only once its handshake
 is done, and asyncio closes one whose handshake takes a minute.
@@ -78,33 +78,41 @@ def budget(descriptors: int, listeners: int) -> tuple[int, int]:
 
 
 class Tally:
-    """Connections dropped, by reason: logged at most once per :data:`REPORT_INTERVAL` per reason,
-    the first soon after it happens (once the event loop has taken in the burst it belongs to)."""
+    """Connections dropped, by reason: each reason logged at most once per :data:`REPORT_INTERVAL`,
+    the first time soon after it happens (once the event loop has taken in the burst it belongs to)."""
 
     def __init__(self, interval: float = REPORT_INTERVAL) -> None:
         self.interval = interval
         self.counts: Counter[str] = Counter()
-        self.since = 0.0
-        self.reported = -interval
-        self.scheduled: asyncio.TimerHandle | None = None
+        self.since: dict[str, float] = {}
+        self.reported: dict[str, float] = {}
+        self.scheduled: dict[str, asyncio.TimerHandle] = {}
 
     def add(self, reason: str) -> None:
-        if not self.counts:
-            self.since = time.monotonic()
+        now = time.monotonic()
+        self.since.setdefault(reason, now)
         self.counts[reason] += 1
-        if self.scheduled is None:
-            delay = max(0.0, self.reported + self.interval - time.monotonic())
-            self.scheduled = asyncio.get_running_loop().call_later(delay, self.report)
+        if reason not in self.scheduled:
+            delay = max(0.0, self.reported.get(reason, now - self.interval) + self.interval - now)
+            self.scheduled[reason] = asyncio.get_running_loop().call_later(delay, self.report, reason)
 
-    def report(self) -> None:
-        """Log what was counted (also when the agent stops), and start counting again."""
-        if self.scheduled is not None:
-            self.scheduled.cancel()
-            self.scheduled = None
-        self.reported = time.monotonic()
-        for reason, count in sorted(self.counts.items()):
-            log.warning("dropped %d connection(s) in the last %.1f s: %s", count, self.reported - self.since, reason)
-        self.counts.clear()
+    def report(self, reason: str | None = None) -> None:
+        """Log what was counted for ``reason`` (every reason when the agent stops), and count it again."""
+        now = time.monotonic()
+        for each in [reason] if reason is not None else sorted(self.counts):
+            if (handle := self.scheduled.pop(each, None)) is not None:
+                handle.cancel()
+            if count := self.counts.pop(each, 0):
+                log.warning("dropped %d connection(s) in the last %.1f s: %s", count, now - self.since.pop(each),
+                            each)
+            self.reported[each] = now
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """A filter of uvicorn's log: its warning for each request that is not HTTP is counted instead."""
+        if record.msg == "Invalid HTTP request received.":
+            self.add("not an HTTP request (answered 400)")
+            return False
+        return True
 
     def exception_handler(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """The event loop's: an accept that fails for want of descriptors (which asyncio logs with

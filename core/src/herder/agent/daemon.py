@@ -234,6 +234,7 @@ def run(config: Config, *, drain: bool = False) -> int:
 
     tally = connections.Tally()
     logging.getLogger("uvicorn.error").addFilter(_CancelledAtStop())
+    logging.getLogger("uvicorn.error").addFilter(tally)
 
     def server(application: ASGIApp, lifespan: Literal["on", "off"]) -> _Server:
         bounded = connections.protocol(connections.Limits(limit, tally))
