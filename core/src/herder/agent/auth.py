@@ -27,6 +27,10 @@ from typing import Any
 TOKEN_PROTOCOL = "herder.token."
 """The prefix of the subprotocol offer that carries the token (base64url, without padding)."""
 
+TOKEN_FILE_HELP = "as root on the agent's host, the herder command line reads it from <data_dir>/agent.token"
+TOKEN_HELP = f"{TOKEN_FILE_HELP}; or set HERDER_TOKEN"
+"""Where a client refused for want of the token finds it (:mod:`herder.agent.credential`)."""
+
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
 
@@ -69,7 +73,7 @@ def websocket_refusal(scope: MutableMapping[str, Any], token: str, *,
         offered = _offered_token(offered_protocols(headers))
         if offered is None or not hmac.compare_digest(offered, token.encode("utf-8")):
             return 401, (f"missing or wrong token (Authorization: Bearer <token>, or the subprotocol "
-                         f"{TOKEN_PROTOCOL}<base64url token>)")
+                         f"{TOKEN_PROTOCOL}<base64url token>; {TOKEN_HELP})")
     host = headers.get(b"host", b"").decode("latin-1").lower()
     if not token and not _names_loopback(host):
         return 403, f"Host {host!r} is not a loopback address, and the agent has no token"

@@ -58,6 +58,14 @@ class NomadApiConfig:
     bind: str = ""
 
 
+@dataclass(frozen=True)
+class AgentConfig:
+    """``[agent]``: ``insecure_no_token`` lets a loopback agent without a ``token`` take requests
+    without one (by default it makes one: :mod:`herder.agent.credential`)."""
+
+    insecure_no_token: bool = False
+
+
 def parse_bind(bind: str) -> tuple[str, int]:
     """``host:port`` (``[v6]:port``) -> host and port; :class:`ValueError` if malformed."""
     host, sep, port = bind.rpartition(":")
@@ -109,6 +117,7 @@ class Config:
     plugin: dict[str, dict[str, Any]] = field(default_factory=dict)
     client: ClientConfig = field(default_factory=ClientConfig)
     nomad_api: NomadApiConfig = field(default_factory=NomadApiConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     node_name: str = field(default_factory=lambda: os.uname().nodename)
     datacenter: str = "dc1"
@@ -132,8 +141,9 @@ def default_data_dir(agent: bool = False) -> Path:
 # The keys each table may have ("" is the top level); [plugin.NAME] tables are the plugins' own.
 _KEYS: dict[str, set[str]] = {
     "": {"data_dir", "bind", "token", "tls", "ports", "services", "consul", "plugins", "plugin", "node_name",
-         "datacenter", "client", "nomad_api", "telemetry"},
+         "datacenter", "client", "nomad_api", "telemetry", "agent"},
     "nomad_api": {"bind"},
+    "agent": {"insecure_no_token"},
     "telemetry": {"collection_interval"},
     "tls": {"cert_file", "key_file"},
     "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside", "gc_interval",
@@ -234,11 +244,14 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
         plugin={str(name): dict(table) for name, table in plugin.items()},
         client=_client(raw),
         nomad_api=_nomad_api(_table(raw, "nomad_api")),
+        agent=_agent(_table(raw, "agent")),
         telemetry=_telemetry(_table(raw, "telemetry")),
         node_name=str(raw.get("node_name", os.uname().nodename)),
         datacenter=str(raw.get("datacenter", "dc1")),
         source=source.absolute() if source is not None else None,
     )
+    if config.token and config.agent.insecure_no_token:
+        raise ConfigError("[agent] insecure_no_token = true with a token: choose one")
     if not 0 < config.ports.min <= config.ports.max <= 65535:
         raise ConfigError("ports.min and ports.max must satisfy 0 < min <= max <= 65535")
     check_backend(config.services_backend)
@@ -255,6 +268,13 @@ def _nomad_api(table: dict[str, Any]) -> NomadApiConfig:
         except ValueError as exc:
             raise ConfigError(f"[nomad_api] {exc}") from None
     return NomadApiConfig(bind)
+
+
+def _agent(table: dict[str, Any]) -> AgentConfig:
+    insecure = table.get("insecure_no_token", False)
+    if not isinstance(insecure, bool):
+        raise ConfigError("[agent] insecure_no_token must be true or false")
+    return AgentConfig(insecure)
 
 
 def _telemetry(table: dict[str, Any]) -> TelemetryConfig:
