@@ -1,13 +1,14 @@
 """``herder job ...`` and ``herder alloc ...``: the command line against a running agent.
 
 The agent is at ``HERDER_ADDR`` (default ``http://127.0.0.1:4646``) and
-``HERDER_TOKEN`` is its bearer token. Without ``HERDER_TOKEN``, a loopback
-agent's token is found on this host: the one ``--config`` sets or keeps in its
-data dir, else the one in the agent's default data dir, which only the
-agent's user (root) can read (:func:`herder.agent.credential.cli_token`). An ``https://`` agent's certificate is
-verified against ``HERDER_CACERT`` (a CA bundle) if set, else the system's
-store; ``HERDER_SKIP_VERIFY=true`` skips that (tests only: the token then goes
-to whoever answers). Every failure to talk to it is one clear line on stderr
+``HERDER_TOKEN`` is its bearer token. Without ``HERDER_TOKEN`` (or with it
+empty), a loopback agent's token is found on this host: the one ``--config``
+sets or keeps in its data dir, else the one in the agent's default data dir,
+which only the agent's user (root) can read
+(:func:`herder.agent.credential.cli_token`). An ``https://`` agent's
+certificate is verified against ``HERDER_CACERT`` (a CA bundle) if set, else
+the system's store; ``HERDER_SKIP_VERIFY=true`` skips that (tests only: the
+token then goes to whoever answers). Every failure to talk to it is one clear line on stderr
 and exit 1, never a traceback.
 
 This is the command line's HTTP client, on the standard library's
@@ -80,9 +81,7 @@ class Agent:
         self.https = url.scheme == "https"
         # A CA bundle that is named is loaded whatever the address: a wrong one is said at once.
         self.tls = tls_verify() if self.https or os.environ.get("HERDER_CACERT") else None
-        token = os.environ.get("HERDER_TOKEN")
-        if token is None:
-            token = local_token(self.host)
+        token = os.environ.get("HERDER_TOKEN") or local_token(self.host)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def _send(self, method: str, path: str, params: dict[str, Any] | None, body: Any,
