@@ -51,7 +51,8 @@ def attacks(agent: NomadAgent, marker: Path, alloc_id: str) -> list[tuple[str, l
         ("exec WebSocket", ["--http1.1", "-H", "Connection: Upgrade", "-H", "Upgrade: websocket",
                             "-H", "Sec-WebSocket-Version: 13", "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
                             f"{agent.url}/v1/allocations/{alloc_id}/exec?{command}"]),
-        ("nomad job run", ["-X", "PUT", "--data", json.dumps(nomad_job(marker, "nomad")), f"{agent.nomad_url}/v1/jobs"]),
+        ("nomad job run", ["-X", "PUT", "--data", json.dumps(nomad_job(marker, "nomad")),
+                           f"{agent.nomad_url}/v1/jobs"]),
         ("metrics", [f"{agent.url}/v1/metrics"]),
         ("health", [f"{agent.url}/v1/health"]),
     ]

@@ -45,6 +45,12 @@ def connect(agent: AgentProcess, url: str, **options: Any) -> ClientConnection:
     return ws_connect(url, additional_headers=agent.headers, **options)
 
 
+def exec_socket(agent: AgentProcess, alloc_id: str, command: list[str], tty: bool = False,
+                **options: Any) -> ClientConnection:
+    """The exec WebSocket of ``command`` in the task ``t`` of ``alloc_id``."""
+    return connect(agent, exec_url(agent, alloc_id, command, tty), **options)
+
+
 class Client:
     """A connected socket and what the server sent on it, frame by frame."""
 
@@ -85,7 +91,7 @@ class Client:
 @pytest.fixture
 def session(shared_agent: AgentProcess, alloc_id: str) -> Iterator[Client]:
     """A shell on a terminal in the task (the subprotocol offered, as a browser does)."""
-    with connect(shared_agent, exec_url(shared_agent, alloc_id, ["/bin/sh"], tty=True), subprotocols=["herder.exec"]) as ws:  # type: ignore[list-item]
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh"], tty=True, subprotocols=["herder.exec"]) as ws:
         yield Client(ws)
 
 
@@ -110,7 +116,7 @@ def test_a_resize_reaches_the_terminal(session: Client) -> None:
 
 def test_without_a_terminal_stdout_stderr_and_the_end_of_stdin(shared_agent: AgentProcess, alloc_id: str) -> None:
     script = 'read line; echo "got $line"; echo oops >&2; cat; exit 4'
-    with connect(shared_agent, exec_url(shared_agent, alloc_id, ["/bin/sh", "-c", script])) as ws:
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh", "-c", script]) as ws:
         client = Client(ws)
         assert ws.subprotocol is None  # not offered, not answered
         client.stdin(b"hello\n")
@@ -123,7 +129,7 @@ def test_without_a_terminal_stdout_stderr_and_the_end_of_stdin(shared_agent: Age
 
 def test_output_comes_in_bounded_frames(shared_agent: AgentProcess, alloc_id: str) -> None:
     size = 5 * OUTPUT_CHUNK + 123
-    with connect(shared_agent, exec_url(shared_agent, alloc_id, ["/bin/sh", "-c", f"head -c {size} /dev/zero | tr '\\0' x"])) as ws:
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh", "-c", f"head -c {size} /dev/zero | tr '\\0' x"]) as ws:
         client = Client(ws)
         assert client.exit_code() == 0
     assert client.output["stdout"] == b"x" * size
@@ -140,7 +146,7 @@ def _command_pid(client: Client) -> int:
 
 @pytest.mark.parametrize("tty", [True, False])
 def test_the_command_ends_when_the_client_leaves(shared_agent: AgentProcess, alloc_id: str, tty: bool) -> None:
-    with connect(shared_agent, exec_url(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"], tty)) as ws:
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"], tty) as ws:
         pid = _command_pid(Client(ws))
         assert alive(pid)
     assert poll(lambda: not alive(pid), TIMEOUT), "the command ran on after its client left"
@@ -149,7 +155,7 @@ def test_the_command_ends_when_the_client_leaves(shared_agent: AgentProcess, all
 def test_the_command_ends_when_the_client_vanishes_while_it_ignores_its_input(shared_agent: AgentProcess,
                                                                               alloc_id: str) -> None:
     """A command that reads nothing: the server's write blocks, yet it sees the socket go."""
-    with connect(shared_agent, exec_url(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"])) as ws:
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"]) as ws:
         client = Client(ws)
         pid = _command_pid(client)
         for _ in range(20):  # far more than a pipe holds
@@ -159,7 +165,7 @@ def test_the_command_ends_when_the_client_vanishes_while_it_ignores_its_input(sh
 
 
 def test_an_invalid_frame_closes_the_socket_and_ends_the_command(shared_agent: AgentProcess, alloc_id: str) -> None:
-    with connect(shared_agent, exec_url(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"])) as ws:
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"]) as ws:
         client = Client(ws)
         pid = _command_pid(client)
         client.send({"stdin": {"data": "%%% not base64"}})
@@ -169,7 +175,7 @@ def test_an_invalid_frame_closes_the_socket_and_ends_the_command(shared_agent: A
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
     assert closed.value.rcvd.reason == "invalid frame: stdin.data: not base64"
     assert poll(lambda: not alive(pid), TIMEOUT)
-    with connect(shared_agent, exec_url(shared_agent, alloc_id, ["cat"])) as ws:
+    with exec_socket(shared_agent, alloc_id, ["cat"]) as ws:
         Client(ws).send({"tty_size": {"height": -1, "width": 80}})
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=TIMEOUT)

@@ -13,7 +13,6 @@ clients take a token anyway, and one credential serves them all.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import re
