@@ -4,7 +4,7 @@ An agent on loopback is still reached by every account of the host and by every 
 the host's network, and it runs jobs as root: it needs a credential there too. Without a configured
 ``token`` it makes one at its first start (256 random bits, url-safe) and keeps it in a file of its
 data dir that only its own user (root) can read; later starts use the same one, so clients keep
-working. The command line run by that user finds the file itself (:func:`cli_token`), as ``docker``
+working. The command line run by that user finds the file itself (:func:`herder.credential.cli_token`), as ``docker``
 finds its socket. Only ``[agent] insecure_no_token = true`` opens a loopback agent again.
 
 A file rather than a socket only root can open: the Nomad-compatible listener, the web UI and remote
@@ -15,22 +15,20 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import secrets
-import stat
 from dataclasses import replace
 from pathlib import Path
 
-from herder.client.config import Config, default_data_dir, load_config
+from herder.client.config import Config
+from herder.client.taskdir import make_data_dir
+from herder.credential import TOKEN_FILE, token_of
 from herder.errors import ConfigError
 from herder.sdk.safefs import UnsafePathError, open_file, safe_root
 
 log = logging.getLogger("herder.agent")
 
-TOKEN_FILE = "agent.token"
 TOKEN_BYTES = 32
 """256 bits: ``secrets.token_urlsafe`` makes 43 characters of them."""
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{43,256}")
 INSECURE_WARNING = ("[agent] insecure_no_token = true: the agent takes requests without a token; every user "
                     "and every task of this host can run jobs through it, as root")
 
@@ -46,13 +44,14 @@ def with_token(config: Config) -> Config:
     if config.agent.insecure_no_token:
         log.warning("%s", INSECURE_WARNING)
         return config
+    where = config.data_dir / TOKEN_FILE
     try:
         return replace(config, token=agent_token(config.data_dir))
-    except UnsafePathError as exc:
-        raise ConfigError(f"{config.data_dir / TOKEN_FILE}: {exc.reason}; remove it, and the agent makes "
-                          "a new token") from None
+    except (UnsafePathError, ValueError) as exc:
+        reason = exc.reason if isinstance(exc, UnsafePathError) else str(exc)
+        raise ConfigError(f"{where}: {reason}; remove it, and the agent makes a new token") from None
     except OSError as exc:
-        raise ConfigError(f"{config.data_dir / TOKEN_FILE}: {exc.strerror or exc}") from None
+        raise ConfigError(f"{where}: {exc.strerror or exc}") from None
 
 
 def agent_token(data_dir: Path) -> str:
@@ -62,15 +61,13 @@ def agent_token(data_dir: Path) -> str:
     write; a new one is written to a temporary name (``O_EXCL``, 0600) and linked into place, so a
     reader never sees a part of it and an agent starting at the same time keeps the one made first.
 
-    :raises UnsafePathError: the file is a link, not a regular file, or another's, or open to others,
-        or holds no token.
+    :raises UnsafePathError: the file is a link or not a regular file.
+    :raises ValueError: the file is another's, or open to others, or holds no token.
     """
-    from herder.client.taskdir import make_data_dir  # the client's modules: the command line needs none
-
     make_data_dir(data_dir)
     with safe_root(data_dir) as fd:
         try:
-            return _read(fd, check=True)
+            return _read(fd)
         except FileNotFoundError:
             pass
         token = secrets.token_urlsafe(TOKEN_BYTES)
@@ -85,7 +82,7 @@ def agent_token(data_dir: Path) -> str:
                 os.close(file)
             os.link(temp, TOKEN_FILE, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
         except FileExistsError:
-            return _read(fd, check=True)  # another start made one meanwhile
+            return _read(fd)  # another start made one meanwhile
         finally:
             os.unlink(temp, dir_fd=fd)
         os.fsync(fd)
@@ -93,42 +90,9 @@ def agent_token(data_dir: Path) -> str:
         return token
 
 
-def _read(dir_fd: int, *, check: bool) -> str:
-    """The token in the token file of ``dir_fd``; with ``check``, refused unless the file is this user's alone."""
+def _read(dir_fd: int) -> str:
     fd = open_file(dir_fd, TOKEN_FILE)
     try:
-        status = os.fstat(fd)
-        if check and status.st_uid != os.geteuid():
-            raise UnsafePathError(TOKEN_FILE, f"owned by uid {status.st_uid}, not by the agent's user "
-                                              f"(uid {os.geteuid()})")
-        if check and status.st_mode & 0o077:
-            raise UnsafePathError(TOKEN_FILE, f"mode {stat.S_IMODE(status.st_mode):04o}: other users may "
-                                              "read or change it (0600 is needed)")
-        text = os.read(fd, 512).decode("ascii", "replace").strip()
+        return token_of(fd, own=True)
     finally:
         os.close(fd)
-    if not _TOKEN.fullmatch(text):
-        raise UnsafePathError(TOKEN_FILE, "holds no token (43 to 256 characters of A-Z a-z 0-9 _ -)")
-    return text
-
-
-def read_token(data_dir: Path) -> str:
-    """The token in ``data_dir`` if this user may read it, else ``""`` (the agent then says how to get it)."""
-    try:
-        with safe_root(data_dir) as fd:
-            return _read(fd, check=False)
-    except (OSError, UnsafePathError):
-        return ""
-
-
-def cli_token(config_path: Path | None) -> str:
-    """The token the command line sends when ``HERDER_TOKEN`` is not set: the configured one of
-    ``config_path`` if it sets one, else the one in its data dir, else in the agent's default data
-    dir (``/var/lib/herder`` for root).
-
-    :raises ConfigError: the configuration cannot be read.
-    """
-    if config_path is None:
-        return read_token(default_data_dir(agent=True))
-    config = load_config(config_path, agent=True)
-    return config.token or read_token(config.data_dir)

@@ -5,7 +5,7 @@ The agent is at ``HERDER_ADDR`` (default ``http://127.0.0.1:4646``) and
 empty), a loopback agent's token is found on this host: the one ``--config``
 sets or keeps in its data dir, else the one in the agent's default data dir,
 which only the agent's user (root) can read
-(:func:`herder.agent.credential.cli_token`). An ``https://`` agent's
+(:func:`herder.credential.cli_token`). An ``https://`` agent's
 certificate is verified against ``HERDER_CACERT`` (a CA bundle) if set, else
 the system's store; ``HERDER_SKIP_VERIFY=true`` skips that (tests only: the
 token then goes to whoever answers). Every failure to talk to it is one clear line on stderr
@@ -48,7 +48,8 @@ from herder.cli.common import (
     say,
     variable_options,
 )
-from herder.errors import JobError
+from herder.credential import cli_token
+from herder.errors import ConfigError, JobError
 from herder.model import MAX_PAYLOAD
 
 DEFAULT_ADDR = "http://127.0.0.1:4646"
@@ -187,8 +188,6 @@ def local_token(host: str) -> str:
     a token found on this host is never sent elsewhere."""
     if host != "localhost" and not _is_loopback_address(host):
         return ""
-    from herder.agent.credential import cli_token  # the configuration's modules, only when needed
-    from herder.errors import ConfigError
 
     context = click.get_current_context(silent=True)
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from herder.client.ports import DEFAULT_MAX_PORT, DEFAULT_MIN_PORT, parse_reserved
+from herder.credential import default_data_dir
 from herder.errors import ConfigError
 from herder.sdk.durations import parse_duration
 from herder.services import check_backend
@@ -128,14 +129,6 @@ class Config:
         # Every path herder hands to a driver is absolute: a relative bind source,
         # say, is a volume name to Docker.
         object.__setattr__(self, "data_dir", Path(self.data_dir).expanduser().absolute())
-
-
-def default_data_dir(agent: bool = False) -> Path:
-    """``/var/lib/herder`` for the agent as root, else ``$XDG_DATA_HOME/herder``."""
-    if agent and os.geteuid() == 0:
-        return Path("/var/lib/herder")
-    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg) / "herder"
 
 
 # The keys each table may have ("" is the top level); [plugin.NAME] tables are the plugins' own.
