@@ -51,8 +51,8 @@ def attacks(agent: NomadAgent, marker: Path, alloc_id: str) -> list[tuple[str, l
         ("exec WebSocket", ["--http1.1", "-H", "Connection: Upgrade", "-H", "Upgrade: websocket",
                             "-H", "Sec-WebSocket-Version: 13", "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
                             f"{agent.url}/v1/allocations/{alloc_id}/exec?{command}"]),
-        ("nomad job run", ["-X", "PUT", "--data", json.dumps(nomad_job(marker, "nomad")),
-                           f"{agent.nomad_url}/v1/jobs"]),
+        ("nomad job run", ["-X", "PUT", "-H", "Content-Type: application/json", "--data",
+                           json.dumps(nomad_job(marker, "nomad")), f"{agent.nomad_url}/v1/jobs"]),
         ("metrics", [f"{agent.url}/v1/metrics"]),
         ("health", [f"{agent.url}/v1/health"]),
     ]
@@ -110,7 +110,7 @@ def test_a_task_reaches_the_agent_for_nothing(agent: NomadAgent, tmp_path: Path)
     api = json.dumps({"text": touching(marker, "api-inside"), "format": "hcl"})
     script = (f"curl -s -o /dev/null -w 'api=%{{http_code}}\\n' -X POST -H 'Content-Type: application/json' "
               f"--data '{api}' {agent.url}/v1/jobs; "
-              f"curl -s -o /dev/null -w 'nomad=%{{http_code}}\\n' -X PUT "
+              f"curl -s -o /dev/null -w 'nomad=%{{http_code}}\\n' -X PUT -H 'Content-Type: application/json' "
               f"--data '{json.dumps(nomad_job(marker, 'nomad-inside'))}' {agent.nomad_url}/v1/jobs")
     argument = json.dumps(script).replace("%{", "%%{").replace("${", "$${")  # an HCL string, not a template
     job = (f'job "inside" {{\n type = "batch"\n group "g" {{\n task "t" {{\n driver = "raw_exec"\n'

@@ -61,9 +61,15 @@ class NomadApiConfig:
 
 @dataclass(frozen=True)
 class AgentConfig:
-    """``[agent]``: ``insecure_no_token`` lets a loopback agent without a ``token`` take requests
-    without one (by default it makes one: :mod:`herder.agent.credential`)."""
+    """``[agent]``: how the agent's listeners may be reached.
 
+    - ``allowed_hosts``: names, besides loopback and the bind address, that a request's ``Host`` may
+      give (herder.agent.samesite).
+    - ``insecure_no_token``: a loopback agent without a ``token`` takes requests without one (by
+      default it makes one: :mod:`herder.agent.credential`).
+    """
+
+    allowed_hosts: frozenset[str] = frozenset()
     insecure_no_token: bool = False
 
 
@@ -136,7 +142,7 @@ _KEYS: dict[str, set[str]] = {
     "": {"data_dir", "bind", "token", "tls", "ports", "services", "consul", "plugins", "plugin", "node_name",
          "datacenter", "client", "nomad_api", "telemetry", "agent"},
     "nomad_api": {"bind"},
-    "agent": {"insecure_no_token"},
+    "agent": {"allowed_hosts", "insecure_no_token"},
     "telemetry": {"collection_interval"},
     "tls": {"cert_file", "key_file"},
     "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside", "gc_interval",
@@ -168,10 +174,10 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(str(exc)) from None
 
 
-def _names(table: dict[str, Any], key: str, default: tuple[str, ...]) -> frozenset[str]:
+def _names(table: dict[str, Any], key: str, default: tuple[str, ...], where: str = "client") -> frozenset[str]:
     value = table.get(key, list(default))
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-        raise ConfigError(f"[client] {key} must be a list of names, not {value!r}")
+        raise ConfigError(f"[{where}] {key} must be a list of names, not {value!r}")
     return frozenset(value)
 
 
@@ -267,7 +273,8 @@ def _agent(table: dict[str, Any]) -> AgentConfig:
     insecure = table.get("insecure_no_token", False)
     if not isinstance(insecure, bool):
         raise ConfigError("[agent] insecure_no_token must be true or false")
-    return AgentConfig(insecure)
+    # Host names are case-insensitive; a request's is compared lowercased.
+    return AgentConfig(frozenset(name.lower() for name in _names(table, "allowed_hosts", (), "agent")), insecure)
 
 
 def _telemetry(table: dict[str, Any]) -> TelemetryConfig:

@@ -28,6 +28,9 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
   tree of processes (``/proc``), :func:`cgroup_stats` of a cgroup; where the
   host mounts its cgroups: :func:`cgroup_mounts`.
 - :func:`parse_duration`, :func:`format_duration`, :func:`parse_signal`.
+- Credentials out of what is shown: :func:`redact_url` (a URL's password and
+  ``sshkey`` as ``redacted``, as go-getter's ``RedactURL``), :func:`secrets_of`
+  and :func:`redact` (every form of them out of a text).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from herder.sdk.env import (
 from herder.sdk.exec_session import ExecProcess
 from herder.sdk.paths import locate_in_task_dir, resolve_in_task_dir
 from herder.sdk.process import exit_result, kill_group, kill_session, run_capped
+from herder.sdk.redact import redact, redact_url, secrets_of
 from herder.sdk.safefs import (
     UnsafePathError,
     open_beneath,
@@ -83,9 +87,12 @@ __all__ = [
     "parse_signal",
     "process_stats",
     "read_file",
+    "redact",
+    "redact_url",
     "resolve_in_task_dir",
     "run_capped",
     "safe_root",
+    "secrets_of",
     "set_mode",
     "set_port_vars",
     "set_task_dirs",

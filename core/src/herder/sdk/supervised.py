@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import pwd
 import secrets
 import select
 import signal
@@ -27,6 +28,7 @@ from herder.context import TaskContext
 from herder.errors import DriverError, RecoverableError
 from herder.model import Task
 from herder.objects import DriverNetwork, ExitResult, TaskStats, parse_signal
+from herder.sdk.paths import allow_traversal
 from herder.sdk.stats import process_stats
 from herder.supervisor import ProcInfo, Supervisor, SupervisorError, SupervisorUnavailable
 from herder.supervisor.proctree import Cgroup, ProcessTree, SessionTree
@@ -68,7 +70,7 @@ class SupervisedProcess:
 
     @classmethod
     def spawn(cls, task: Task, ctx: TaskContext, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path,
-              user: str | None = None, default_signal: int = signal.SIGINT,
+              user: str | None = None, host_paths: bool = False, default_signal: int = signal.SIGINT,
               network: DriverNetwork | None = None) -> SupervisedProcess:
         """Start ``argv`` for ``task`` through ``ctx.supervisor``.
 
@@ -77,10 +79,20 @@ class SupervisedProcess:
         it with the task's ``kill_signal`` (else ``default_signal``) and
         ``kill_timeout`` when the session asked for that.
 
+        ``host_paths``: the process opens the task's files by their paths on
+        the host (``$NOMAD_TASK_DIR/...``, a JVM's ``-jar``), as raw_exec's
+        and a plain JVM's do. Run so as another ``user`` than herder's, it
+        must pass through herder's data dir, which is made 0711 first. A
+        program given only paths relative to its working directory (QEMU)
+        leaves the data dir 0700.
+
         :raises DriverError: when it cannot start (no such command, bad ``cwd``, unknown user, ...).
         :raises RecoverableError: when the supervisor cannot be reached.
         """
         supervisor = _supervisor_of(ctx)
+        if (host_paths and user and _another_user(user)
+                and ctx.task_dir.dir.absolute().is_relative_to(supervisor.data_dir)):
+            allow_traversal(supervisor.data_dir)
         id = f"{ctx.alloc_id}.{ctx.task_name}.{secrets.token_hex(4)}"
         stop_signal = parse_signal(task.kill_signal) if task.kill_signal else default_signal
         try:
@@ -224,6 +236,15 @@ class SupervisedProcess:
                     with contextlib.suppress(SupervisorError):  # the next supervisor will not know it either
                         self._supervisor.forget(self.id)
             return self._result
+
+
+def _another_user(user: str) -> bool:
+    """Whether ``user`` is an account of the host other than herder's own (an unknown one is refused
+    by the supervisor: it does not matter here)."""
+    try:
+        return pwd.getpwnam(user).pw_uid != os.geteuid()
+    except KeyError:
+        return False
 
 
 def _supervisor_of(ctx: TaskContext) -> Supervisor:
