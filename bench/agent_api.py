@@ -97,7 +97,7 @@ def concurrent(agent: AgentProcess, paths: Callable[[int], str], clients: int, s
             i += clients
 
     async def main() -> None:
-        async with httpx.AsyncClient(base_url=agent.url, timeout=30.0) as http:
+        async with httpx.AsyncClient(base_url=agent.url, headers=agent.headers, timeout=30.0) as http:
             end = time.monotonic() + seconds
             await asyncio.gather(*(client(i, http, end) for i in range(clients)))
 
@@ -213,7 +213,7 @@ def main() -> None:
             time.sleep(1.0)
             agent_one, supervisor_one = rss(agent.proc.pid) // 1024, rss(supervisor_pid(agent)) // 1024
             ids = one + run_job(agent, args.allocs - 1)
-            with httpx.Client(base_url=agent.url) as http:
+            with httpx.Client(base_url=agent.url, headers=agent.headers) as http:
                 for alloc_id in ids:  # warm up: every allocation answered once
                     http.get(f"/v1/allocations/{alloc_id}").raise_for_status()
                 time.sleep(1.0)

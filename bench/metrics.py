@@ -105,7 +105,7 @@ def main() -> None:
             ids = [a["id"] for a in agent.submit(sleepers(args.allocs, name="bench-metrics"))["allocations"]]
             for alloc_id in ids:
                 agent.wait_task(alloc_id, "t", timeout=120)
-            with httpx.Client(base_url=agent.url, timeout=30.0) as http:
+            with httpx.Client(base_url=agent.url, headers=agent.headers, timeout=30.0) as http:
                 # The first scrape starts the sampling: measured once every task has its sample.
                 wait_for(lambda: usage_shown(http) == args.allocs, what="every task's usage in the metrics")
                 for round_ in range(WARM_UP + args.rounds):

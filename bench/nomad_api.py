@@ -110,7 +110,8 @@ def follow_logs(address: str, root: Path, name: str, size: int) -> float:
         raise SystemExit(f"nomad job run against {address} failed:\n{run.stdout}{run.stderr}")
 
     def running() -> str | None:
-        allocs = httpx.get(f"{address}/v1/job/{name}/allocations", timeout=30).json()
+        allocs = httpx.get(f"{address}/v1/job/{name}/allocations", timeout=30,
+                           headers={"X-Nomad-Token": os.environ["NOMAD_TOKEN"]}).json()
         return allocs[0]["ID"] if allocs and allocs[0]["ClientStatus"] == "running" else None
 
     alloc = wait_for(running, timeout=300, what=f"{name} running")
@@ -142,6 +143,7 @@ def measure(tasks: int, rounds: int) -> str:
         try:
             dev_agent_with_raw_exec(cluster)
             herder.start()
+            os.environ["NOMAD_TOKEN"] = herder.token  # herder's own; the dev agent, without ACLs, ignores it
             addresses = {"herder": herder.nomad_url, "nomad": cluster.server.address}
             for round in range(rounds + 1):  # the first round warms up both sides
                 for side, address in addresses.items():

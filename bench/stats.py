@@ -63,7 +63,7 @@ def cpu_seconds(pid: int) -> float:
 
 def alloc_status_latencies(agent: AgentProcess, ids: list[str], stop: threading.Event, out: list[float]) -> None:
     """``GET /v1/allocations/{id}`` round-robin, back to back, until ``stop``; each latency into ``out``."""
-    with httpx.Client(base_url=agent.url, timeout=30.0) as http:
+    with httpx.Client(base_url=agent.url, headers=agent.headers, timeout=30.0) as http:
         i = 0
         while not stop.is_set():
             started = time.perf_counter()
@@ -87,7 +87,7 @@ def phase(agent: AgentProcess, ids: list[str], seconds: float, *, sample: Sample
     if read_status:
         reader.start()
     end = time.monotonic() + seconds
-    with httpx.Client(base_url=agent.url, timeout=30.0) as http:
+    with httpx.Client(base_url=agent.url, headers=agent.headers, timeout=30.0) as http:
         while (now := time.monotonic()) < end:
             if sample is not None:
                 sampled += sample(http, ids)
@@ -174,7 +174,7 @@ def main() -> None:
         idle, idle_ids = started(Path(tmp) / "idle", args.allocs)
         agent, ids = started(Path(tmp) / "sampling", args.allocs)
         try:
-            with httpx.Client(base_url=agent.url, timeout=30.0) as http:
+            with httpx.Client(base_url=agent.url, headers=agent.headers, timeout=30.0) as http:
                 wait_for(lambda: usage_shown(http) == len(ids), what="every task's sample")  # and now it samples
             cpu_before = {a: cpu_seconds(a.proc.pid) for a in (idle, agent)}
             time.sleep(turns * args.seconds)

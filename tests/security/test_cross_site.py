@@ -38,8 +38,8 @@ EVIL = "evil.test"
 """A site of another name, which the browser resolves to 127.0.0.1."""
 ALLOWED = "herder.test"
 SETTINGS = f'[agent]\nallowed_hosts = ["{ALLOWED}"]\n'
-"""The agents' ``[agent]`` table. Once an agent makes a token of its own when it is given none, the agent
-without one needs ``insecure_no_token = true`` here."""
+"""The agents' ``[agent]`` table; the agent without a token also has ``insecure_no_token = true`` (else it
+would make a token of its own)."""
 TOKEN = "cross-site-t0ken"
 SECRET_JOB = "payroll-export"
 """A job the agent has, which a page must not be able to list."""
@@ -59,7 +59,7 @@ job "{SECRET_JOB}" {{
 
 
 def started(root: Path, token: str = "") -> Iterator[NomadAgent]:
-    agent = NomadAgent(root, token=token, extra=SETTINGS).start()
+    agent = NomadAgent(root, token=token, extra=SETTINGS + ("" if token else "insecure_no_token = true\n")).start()
     try:
         assert isinstance(agent, NomadAgent)
         agent.submit(PARAMETERIZED)

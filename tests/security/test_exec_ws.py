@@ -42,7 +42,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AgentPro
 
 @pytest.fixture(scope="module")
 def open_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AgentProcess, str]]:
-    agent = AgentProcess(tmp_path_factory.mktemp("open")).start()
+    agent = AgentProcess(tmp_path_factory.mktemp("open"), extra="[agent]\ninsecure_no_token = true\n").start()
     try:
         yield agent, _running(agent, "exec-open")
     finally:

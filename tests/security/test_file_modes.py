@@ -100,6 +100,7 @@ def test_the_agent_data_dir_and_state_are_private(tmp_path: Path) -> None:
     try:
         assert mode(agent.data_dir) == 0o700
         assert_state_is_private(agent.data_dir)
+        assert mode(agent.token_file) == 0o600  # the agent's own token, made at its first start
     finally:
         agent.shutdown()
 

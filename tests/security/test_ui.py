@@ -244,7 +244,7 @@ def test_the_token_is_never_in_a_url_a_page_or_the_cookie(agent: AgentProcess, a
 
 def test_without_a_token_no_login_but_forms_still_need_the_session(tmp_path: Path) -> None:
     """A loopback agent without a token: the UI needs no login, yet another site's page still cannot act."""
-    agent = AgentProcess(tmp_path).start()
+    agent = AgentProcess(tmp_path, extra="[agent]\ninsecure_no_token = true\n").start()
     try:
         agent.submit(job("open"))
         client = browser(agent)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import ssl
@@ -23,7 +24,9 @@ class AgentProcess:
 
     Tasks outlive the agent by design, so :meth:`shutdown` drains it: every
     task is stopped before the agent exits. With ``tls`` it serves HTTPS with
-    that certificate, and the test's clients trust that CA only. With ``nofile`` the agent may
+    that certificate, and the test's clients trust that CA only. Without a
+    ``token`` the agent makes its own, which :attr:`token` is once it started
+    (unless ``extra`` sets ``[agent] insecure_no_token``). With ``nofile`` the agent may
     open at most that many files (soft and hard ``RLIMIT_NOFILE``), as under a tight service manager.
     """
 
@@ -32,6 +35,7 @@ class AgentProcess:
         self.root = root
         self.data_dir = root / "data"
         self.token = token
+        self.token_file = self.data_dir / "agent.token"
         self.host = host
         self.tls = tls
         self.nofile = nofile
@@ -61,6 +65,18 @@ class AgentProcess:
     def http(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers=self.headers, timeout=30.0, verify=self.verify, **kwargs)
 
+    def sign_in(self, client: httpx.Client) -> httpx.Client:
+        """``client``, a browser's cookies, signed in to the web UI with the token, as a person would."""
+        form = client.get(f"{self.url}/ui/login")
+        if form.status_code == 303:  # an agent without a token asks for none
+            return client
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert csrf, form.text
+        response = client.post(f"{self.url}/ui/login", data={"csrf": csrf[1], "token": self.token},
+                               headers={"Origin": self.url})
+        assert response.status_code == 303, response.text
+        return client
+
     def start(self, *args: str, timeout: float = 120.0) -> AgentProcess:
         """Start the agent (on the same port as before, if it ran already) and wait for its API."""
         fixed = self.port  # started again, the agent keeps its address
@@ -74,6 +90,8 @@ class AgentProcess:
                     stdout=log, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
                     preexec_fn=None if self.nofile is None else self._limit_files)
             if self._wait_up(timeout):
+                if not self.token and self.token_file.exists():
+                    self.token = self.token_file.read_text().strip()
                 return self
             if fixed or "cannot listen" not in self.log.read_text()[seen:]:
                 break  # not a port someone took meanwhile

@@ -154,13 +154,14 @@ def test_a_kept_alive_connection_outlives_the_clients_idle_time(shared_agent: Ag
     long as uvicorn's default) reusing it just as the server closes it gets a reset."""
     connection = http.client.HTTPConnection("127.0.0.1", shared_agent.port, timeout=30)
     try:
-        connection.request("GET", "/v1/health")
+        connection.request("GET", "/v1/health", headers=shared_agent.headers)
         first = connection.getresponse()
         assert first.status == 200 and json.loads(first.read())["status"] == "ok"
         kept = connection.sock
         # deliberate sleep: the subject is a connection idle longer than httpx keeps one (and uvicorn's default)
         time.sleep(6)
-        connection.request("GET", "/v1/health")  # on the same socket: http.client reconnects only if we closed it
+        # On the same socket: http.client reconnects only if we closed it.
+        connection.request("GET", "/v1/health", headers=shared_agent.headers)
         assert connection.sock is kept
         second = connection.getresponse()  # RemoteDisconnected if the server closed the connection
         assert second.status == 200 and json.loads(second.read())["status"] == "ok"

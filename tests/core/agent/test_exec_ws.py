@@ -13,7 +13,8 @@ from urllib.parse import urlencode
 
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import ClientConnection
+from websockets.sync.client import connect as ws_connect
 
 from herder.agent.exec_ws import OUTPUT_CHUNK
 from tests.core.agent.conftest import ticker
@@ -37,6 +38,17 @@ def exec_url(agent: AgentProcess, alloc_id: str, command: list[str] | str, tty: 
     if task is not None:
         params["task"] = task
     return f"ws://127.0.0.1:{agent.port}/v1/allocations/{alloc_id}/exec?{urlencode(params)}"
+
+
+def connect(agent: AgentProcess, url: str, **options: Any) -> ClientConnection:
+    """A WebSocket to ``url`` on ``agent``, with its token."""
+    return ws_connect(url, additional_headers=agent.headers, **options)
+
+
+def exec_socket(agent: AgentProcess, alloc_id: str, command: list[str], tty: bool = False,
+                **options: Any) -> ClientConnection:
+    """The exec WebSocket of ``command`` in the task ``t`` of ``alloc_id``."""
+    return connect(agent, exec_url(agent, alloc_id, command, tty), **options)
 
 
 class Client:
@@ -79,7 +91,7 @@ class Client:
 @pytest.fixture
 def session(shared_agent: AgentProcess, alloc_id: str) -> Iterator[Client]:
     """A shell on a terminal in the task (the subprotocol offered, as a browser does)."""
-    with connect(exec_url(shared_agent, alloc_id, ["/bin/sh"], tty=True), subprotocols=["herder.exec"]) as ws:  # type: ignore[list-item]
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh"], tty=True, subprotocols=["herder.exec"]) as ws:
         yield Client(ws)
 
 
@@ -104,7 +116,7 @@ def test_a_resize_reaches_the_terminal(session: Client) -> None:
 
 def test_without_a_terminal_stdout_stderr_and_the_end_of_stdin(shared_agent: AgentProcess, alloc_id: str) -> None:
     script = 'read line; echo "got $line"; echo oops >&2; cat; exit 4'
-    with connect(exec_url(shared_agent, alloc_id, ["/bin/sh", "-c", script])) as ws:
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh", "-c", script]) as ws:
         client = Client(ws)
         assert ws.subprotocol is None  # not offered, not answered
         client.stdin(b"hello\n")
@@ -117,7 +129,7 @@ def test_without_a_terminal_stdout_stderr_and_the_end_of_stdin(shared_agent: Age
 
 def test_output_comes_in_bounded_frames(shared_agent: AgentProcess, alloc_id: str) -> None:
     size = 5 * OUTPUT_CHUNK + 123
-    with connect(exec_url(shared_agent, alloc_id, ["/bin/sh", "-c", f"head -c {size} /dev/zero | tr '\\0' x"])) as ws:
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh", "-c", f"head -c {size} /dev/zero | tr '\\0' x"]) as ws:
         client = Client(ws)
         assert client.exit_code() == 0
     assert client.output["stdout"] == b"x" * size
@@ -134,7 +146,7 @@ def _command_pid(client: Client) -> int:
 
 @pytest.mark.parametrize("tty", [True, False])
 def test_the_command_ends_when_the_client_leaves(shared_agent: AgentProcess, alloc_id: str, tty: bool) -> None:
-    with connect(exec_url(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"], tty)) as ws:
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"], tty) as ws:
         pid = _command_pid(Client(ws))
         assert alive(pid)
     assert poll(lambda: not alive(pid), TIMEOUT), "the command ran on after its client left"
@@ -143,7 +155,7 @@ def test_the_command_ends_when_the_client_leaves(shared_agent: AgentProcess, all
 def test_the_command_ends_when_the_client_vanishes_while_it_ignores_its_input(shared_agent: AgentProcess,
                                                                               alloc_id: str) -> None:
     """A command that reads nothing: the server's write blocks, yet it sees the socket go."""
-    with connect(exec_url(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"])) as ws:
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"]) as ws:
         client = Client(ws)
         pid = _command_pid(client)
         for _ in range(20):  # far more than a pipe holds
@@ -153,7 +165,7 @@ def test_the_command_ends_when_the_client_vanishes_while_it_ignores_its_input(sh
 
 
 def test_an_invalid_frame_closes_the_socket_and_ends_the_command(shared_agent: AgentProcess, alloc_id: str) -> None:
-    with connect(exec_url(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"])) as ws:
+    with exec_socket(shared_agent, alloc_id, ["/bin/sh", "-c", "echo pid $$; exec sleep 3600"]) as ws:
         client = Client(ws)
         pid = _command_pid(client)
         client.send({"stdin": {"data": "%%% not base64"}})
@@ -163,32 +175,32 @@ def test_an_invalid_frame_closes_the_socket_and_ends_the_command(shared_agent: A
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
     assert closed.value.rcvd.reason == "invalid frame: stdin.data: not base64"
     assert poll(lambda: not alive(pid), TIMEOUT)
-    with connect(exec_url(shared_agent, alloc_id, ["cat"])) as ws:
+    with exec_socket(shared_agent, alloc_id, ["cat"]) as ws:
         Client(ws).send({"tty_size": {"height": -1, "width": 80}})
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=TIMEOUT)
     assert closed.value.rcvd is not None and closed.value.rcvd.reason.startswith("invalid frame: tty_size.height")
 
 
-def refusal(url: str) -> tuple[int, str]:
+def refusal(agent: AgentProcess, url: str) -> tuple[int, str]:
     with pytest.raises(InvalidStatus) as refused:
-        connect(url)
+        connect(agent, url)
     response = refused.value.response
     return response.status_code, json.loads(bytes(response.body or b""))["error"]
 
 
 def test_a_bad_request_is_refused_with_a_clear_error(shared_agent: AgentProcess, alloc_id: str) -> None:
-    assert refusal(exec_url(shared_agent, alloc_id, ["sh"], task=None)) == (
+    assert refusal(shared_agent, exec_url(shared_agent, alloc_id, ["sh"], task=None)) == (
         400, "invalid query: task: missing (the task to run the command in)")
     for command in ("ls", "[]", '["sh", 1]', '{"a": 1}'):
-        status, error = refusal(exec_url(shared_agent, alloc_id, command))
+        status, error = refusal(shared_agent, exec_url(shared_agent, alloc_id, command))
         assert status == 400 and error.startswith("invalid query: command: expected a JSON array of strings")
-    assert refusal(exec_url(shared_agent, alloc_id, ["sh"], tty="yes")) == (
+    assert refusal(shared_agent, exec_url(shared_agent, alloc_id, ["sh"], tty="yes")) == (
         400, "invalid query: tty: expected true or false, not 'yes'")
-    assert refusal(exec_url(shared_agent, "nope", ["sh"])) == (404, "no allocation with ID prefix 'nope'")
-    status, error = refusal(exec_url(shared_agent, alloc_id, ["sh"], task="other"))
+    assert refusal(shared_agent, exec_url(shared_agent, "nope", ["sh"])) == (404, "no allocation with ID prefix 'nope'")
+    status, error = refusal(shared_agent, exec_url(shared_agent, alloc_id, ["sh"], task="other"))
     assert status == 404 and "has no task 'other'" in error
-    status, error = refusal(exec_url(shared_agent, alloc_id, ["/nonexistent/program"]))
+    status, error = refusal(shared_agent, exec_url(shared_agent, alloc_id, ["/nonexistent/program"]))
     assert (status, error) == (409, "exec in t: cannot run /nonexistent/program: No such file or directory")
 
 
@@ -199,5 +211,5 @@ def test_a_task_that_is_not_running_is_refused(shared_agent: AgentProcess) -> No
     with shared_agent.http() as http:
         assert http.delete("/v1/jobs/exec-ws-stopped").status_code == 200
     shared_agent.wait_task(stopped, "t", "dead")
-    status, error = wait_for(lambda: refusal(exec_url(shared_agent, stopped, ["sh"])), TIMEOUT)
+    status, error = wait_for(lambda: refusal(shared_agent, exec_url(shared_agent, stopped, ["sh"])), TIMEOUT)
     assert status == 409 and error == f"task t of {submitted['allocations'][0]['name']} is not running"

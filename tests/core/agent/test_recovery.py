@@ -109,7 +109,7 @@ def test_sigterm_leaves_tasks_running_and_drain_stops_them(agent: AgentProcess) 
     assert not servers(agent)
     assert "every task stopped" in agent.log.read_text()
     agent.start()  # for the fixture's shutdown
-    with urllib.request.urlopen(f"{agent.url}/v1/jobs") as response:
+    with urllib.request.urlopen(urllib.request.Request(f"{agent.url}/v1/jobs", headers=agent.headers)) as response:
         assert json.load(response)["jobs"] == []
 
 

@@ -100,7 +100,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
 @pytest.fixture
 def ui(agent: AgentProcess) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=agent.url + "/ui", timeout=30.0) as client:
-        yield client
+        yield agent.sign_in(client)
 
 
 def post(ui: httpx.Client, page: str, action: str, **fields: str) -> str:

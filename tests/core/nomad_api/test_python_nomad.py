@@ -22,7 +22,7 @@ JOB: dict[str, Any] = {"Job": {
 
 
 def test_python_nomad_registers_reads_and_stops_a_job(nomad_agent: NomadAgent) -> None:
-    client = nomad.Nomad(host="127.0.0.1", port=nomad_agent.nomad_port, timeout=30)
+    client = nomad.Nomad(host="127.0.0.1", port=nomad_agent.nomad_port, timeout=30, token=nomad_agent.token)
     registered = client.job.register_job("pyclient", JOB)
     assert client.evaluation.get_evaluation(registered["EvalID"])["Status"] == "complete"
 

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from herder import app
 from herder.agent import exec_ws, metrics, models, ui
-from herder.agent.auth import token_matches, websocket_refusal
+from herder.agent.auth import TOKEN_HELP, token_matches, websocket_refusal
 from herder.agent.events import EventLog, sse
 from herder.agent.samesite import Hosts, SameSite
 from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
@@ -41,7 +41,7 @@ log = logging.getLogger("herder.agent")
 MAX_BODY = 4 << 20
 """The largest request body accepted: a job file is a few KiB."""
 LOG_CHUNK = 1 << 20
-UNAUTHORIZED = "missing or wrong token (Authorization: Bearer <token>)"
+UNAUTHORIZED = f"missing or wrong token (Authorization: Bearer <token>; {TOKEN_HELP})"
 FOLLOW_POLL = 0.25
 
 Scope = MutableMapping[str, Any]
@@ -168,7 +168,8 @@ async def heartbeat(agent: Agent) -> None:
 def create_app(agent: Agent, events: EventLog) -> FastAPI:
     """The ASGI application of ``agent``, whose task events ``events`` records."""
     token = agent.config.token
-    bearer = HTTPBearer(auto_error=False, description="The agent's `token`, when it has one.")
+    bearer = HTTPBearer(auto_error=False, description="The agent's `token`: the configured one, else the one "
+                                                       "it keeps in `<data_dir>/agent.token`.")
 
     async def authorize(request: Request,
                         _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:

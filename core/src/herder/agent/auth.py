@@ -28,6 +28,10 @@ from herder.agent.samesite import origin_refusal
 TOKEN_PROTOCOL = "herder.token."
 """The prefix of the subprotocol offer that carries the token (base64url, without padding)."""
 
+TOKEN_FILE_HELP = "as root on the agent's host, the herder command line reads it from <data_dir>/agent.token"
+TOKEN_HELP = f"{TOKEN_FILE_HELP}; or set HERDER_TOKEN"
+"""Where a client refused for want of the token finds it (:mod:`herder.agent.credential`)."""
+
 
 def token_matches(token: str, authorization: bytes | str | None) -> bool:
     """Whether an ``Authorization`` header carries ``token`` as its bearer token (constant-time)."""
@@ -68,6 +72,6 @@ def websocket_refusal(scope: MutableMapping[str, Any], token: str, *,
         offered = _offered_token(offered_protocols(headers))
         if offered is None or not hmac.compare_digest(offered, token.encode("utf-8")):
             return 401, (f"missing or wrong token (Authorization: Bearer <token>, or the subprotocol "
-                         f"{TOKEN_PROTOCOL}<base64url token>)")
+                         f"{TOKEN_PROTOCOL}<base64url token>; {TOKEN_HELP})")
     foreign = origin_refusal(scope)
     return None if foreign is None else (403, f"a WebSocket: {foreign}")

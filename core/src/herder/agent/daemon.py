@@ -21,7 +21,7 @@ from typing import Literal
 import uvicorn
 
 from herder import app
-from herder.agent import connections, exec_ws, nomad
+from herder.agent import connections, credential, exec_ws, nomad
 from herder.agent.api import ASGIApp, asgi
 from herder.agent.events import EventLog, log_health
 from herder.client.config import Config, TlsConfig, parse_bind
@@ -78,8 +78,10 @@ def is_loopback(host: str) -> bool:
 
 def check_exposure(config: Config, bind: str | None = None) -> tuple[str, int]:
     """Where to listen (``bind``, by default the configuration's, parsed), refusing a
-    bind beyond loopback without a token: whoever reaches the agent could run jobs on
-    this host as root. (With a token, every route needs it.)
+    bind beyond loopback without a configured token: whoever reaches the agent could run
+    jobs on this host as root. (With a token, every route needs it. The one the agent makes
+    itself, :mod:`herder.agent.credential`, is for this host's root; ``[agent]
+    insecure_no_token`` is for loopback alone.)
 
     :raises ConfigError: the bind is malformed, or open without a token.
     """
@@ -92,7 +94,9 @@ def check_exposure(config: Config, bind: str | None = None) -> tuple[str, int]:
         return host, port
     if not config.token:
         raise ConfigError(f"refusing to listen on {bind} without a token: whoever can reach it could run "
-                          "jobs on this host; set token in the configuration, or bind to 127.0.0.1")
+                          "jobs on this host; set token in the configuration, or bind to 127.0.0.1"
+                          + (" ([agent] insecure_no_token is for loopback alone)"
+                             if config.agent.insecure_no_token else ""))
     if config.tls.cert_file is None:
         log.warning("listening on %s without TLS: the token crosses the network in the clear "
                     "(set [tls] cert_file and key_file)", bind)
@@ -204,13 +208,15 @@ def run(config: Config, *, drain: bool = False) -> int:
     unless ``drain``. Returns the exit code.
 
     Whether the agent may listen where it is told, and with what certificate,
-    is settled before anything is bound or started.
+    is settled before anything is bound or started; then the token every request
+    needs (:mod:`herder.agent.credential`).
     """
     nomad_bind = config.nomad_api.bind
     try:
         host, port = check_exposure(config)
         nomad_address = check_exposure(config, nomad_bind) if nomad_bind else None
         tls = tls_context(config.tls)
+        config = credential.with_token(config)
     except ConfigError as exc:
         log.error("%s", exc)
         return 1

@@ -1,10 +1,14 @@
 """``herder job ...`` and ``herder alloc ...``: the command line against a running agent.
 
 The agent is at ``HERDER_ADDR`` (default ``http://127.0.0.1:4646``) and
-``HERDER_TOKEN`` is its bearer token. An ``https://`` agent's certificate is
-verified against ``HERDER_CACERT`` (a CA bundle) if set, else the system's
-store; ``HERDER_SKIP_VERIFY=true`` skips that (tests only: the token then goes
-to whoever answers). Every failure to talk to it is one clear line on stderr
+``HERDER_TOKEN`` is its bearer token. Without ``HERDER_TOKEN`` (or with it
+empty), a loopback agent's token is found on this host: the one ``--config``
+sets or keeps in its data dir, else the one in the agent's default data dir,
+which only the agent's user (root) can read
+(:func:`herder.credential.cli_token`). An ``https://`` agent's
+certificate is verified against ``HERDER_CACERT`` (a CA bundle) if set, else
+the system's store; ``HERDER_SKIP_VERIFY=true`` skips that (tests only: the
+token then goes to whoever answers). Every failure to talk to it is one clear line on stderr
 and exit 1, never a traceback.
 
 This is the command line's HTTP client, on the standard library's
@@ -19,6 +23,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import http.client
+import ipaddress
 import json
 import os
 import ssl
@@ -34,6 +39,7 @@ from herder.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
     EXIT_OK,
+    F,
     event_line,
     fail,
     invalid,
@@ -42,7 +48,8 @@ from herder.cli.common import (
     say,
     variable_options,
 )
-from herder.errors import JobError
+from herder.credential import cli_token
+from herder.errors import ConfigError, JobError
 from herder.model import MAX_PAYLOAD
 
 DEFAULT_ADDR = "http://127.0.0.1:4646"
@@ -75,7 +82,7 @@ class Agent:
         self.https = url.scheme == "https"
         # A CA bundle that is named is loaded whatever the address: a wrong one is said at once.
         self.tls = tls_verify() if self.https or os.environ.get("HERDER_CACERT") else None
-        token = os.environ.get("HERDER_TOKEN", "")
+        token = os.environ.get("HERDER_TOKEN") or local_token(self.host)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def _send(self, method: str, path: str, params: dict[str, Any] | None, body: Any,
@@ -118,7 +125,7 @@ class Agent:
         except (ValueError, AttributeError):
             message, errors = text[:200].decode("utf-8", "replace"), []
         if status == 401:
-            fail(f"the agent at {self.addr} refused the request: {message} (is HERDER_TOKEN right?)")
+            fail(f"the agent at {self.addr} refused the request: {message}")
         if errors and message == "invalid job":
             invalid("the job is invalid", errors)
         fail((message or f"HTTP {status}") + "".join(f"\n  * {e}" for e in errors))
@@ -160,6 +167,40 @@ class Agent:
         https = " (https:// if it serves TLS)" if self.addr.startswith("http://") else ""
         fail(f"cannot reach the herder agent at {self.addr} ({exc or type(exc).__name__}); "
              f"is `herder agent` running, and is HERDER_ADDR right{https}?")
+
+
+CONFIG = "herder.config"
+"""Where ``--config`` is kept in the command's context (:func:`config_option`)."""
+
+
+def config_option(func: F) -> F:
+    """``--config``: the agent's configuration, in which the command finds its token."""
+    def remember(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+        ctx.meta[CONFIG] = value
+
+    return click.option("--config", type=click.Path(path_type=Path, dir_okay=False), expose_value=False,
+                        callback=remember, help="The agent's configuration (TOML), whose token to send "
+                                                "when HERDER_TOKEN is not set.")(func)
+
+
+def local_token(host: str) -> str:
+    """The token of the agent of this host (``""`` if not readable), for an agent at ``host`` on loopback:
+    a token found on this host is never sent elsewhere."""
+    if host != "localhost" and not _is_loopback_address(host):
+        return ""
+
+    context = click.get_current_context(silent=True)
+    try:
+        return cli_token(context.meta.get(CONFIG) if context is not None else None)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_INVALID)
+
+
+def _is_loopback_address(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def tls_verify() -> ssl.SSLContext:
@@ -205,6 +246,7 @@ def job() -> None:
 @click.option("--detach", is_flag=True, help="Return once the job is placed, without following its events.")
 @click.option("--allow-file-outside", is_flag=True,
               help="Let file() in the job file read outside the job file's directory.")
+@config_option
 def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], detach: bool,
             allow_file_outside: bool) -> None:
     """Submit the job in FILE; show its events until every task runs, or one fails.
@@ -274,6 +316,7 @@ def _settled(agent: Agent, ids: set[str], until_done: bool) -> str | None:
 
 @job.command("stop")
 @click.argument("name")
+@config_option
 def job_stop(name: str) -> None:
     """Stop every task of job NAME gracefully."""
     stopped = Agent().request("DELETE", f"/v1/jobs/{name}")
@@ -292,6 +335,7 @@ def job_stop(name: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the agent's JSON answer (the child job).")
 @click.argument("name")
 @click.argument("payload_file", required=False, type=click.File("rb"), metavar="[PAYLOAD_FILE | -]")
+@config_option
 def job_dispatch(meta: dict[str, str], as_json: bool, name: str, payload_file: BinaryIO | None) -> None:
     """Dispatch the parameterized job NAME: run a child of it with the meta given and
     the payload in PAYLOAD_FILE (- reads stdin). Prints the child's name."""
@@ -313,6 +357,7 @@ def periodic() -> None:
 
 @periodic.command("force")
 @click.argument("name")
+@config_option
 def periodic_force(name: str) -> None:
     """Launch a child of periodic job NAME now, even while another runs (prohibit_overlap)."""
     child = Agent().request("POST", f"/v1/jobs/{name}/periodic/force")
@@ -333,6 +378,7 @@ def _schedule(periodic: dict[str, Any]) -> str:
 @job.command("status")
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the agent's JSON (documented in docs/agent.md).")
+@config_option
 def job_status(name: str | None, as_json: bool) -> None:
     """The jobs on the agent, or one job with its allocations."""
     agent = Agent()
@@ -397,6 +443,7 @@ def alloc() -> None:
 @click.option("-stats", "--stats", "with_stats", is_flag=True,
               help="Also each running task's resource usage: memory and CPU (with --json: only that).")
 @click.option("--json", "as_json", is_flag=True, help="Print the agent's JSON (documented in docs/agent.md).")
+@config_option
 def alloc_status(alloc_id: str, with_stats: bool, as_json: bool) -> None:
     """An allocation: its tasks' states, ports, service checks and recent events (and usage, with -stats)."""
     agent = Agent()
@@ -430,6 +477,7 @@ def alloc_status(alloc_id: str, with_stats: bool, as_json: bool) -> None:
 @click.option("--tail", "tail", type=click.IntRange(min=0), help="Only the last N bytes.")
 @click.argument("alloc_id")
 @click.argument("task")
+@config_option
 def alloc_logs(follow: bool, stderr: bool, tail: int | None, alloc_id: str, task: str) -> None:
     """The output of TASK in allocation ALLOC_ID."""
     params: dict[str, Any] = {"stream": "stderr" if stderr else "stdout", "follow": str(follow).lower()}
@@ -477,6 +525,7 @@ _BOOLEANS = {"true": True, "1": True, "t": True, "false": False, "0": False, "f"
               help="Seconds the command may run, without -i and -t only.")
 @click.argument("alloc_id")
 @click.argument("args", nargs=-1, required=True, type=click.UNPROCESSED, metavar="[TASK] CMD...")
+@config_option
 def alloc_exec(stdin: bool, tty: bool | None, timeout: float, alloc_id: str, args: tuple[str, ...]) -> None:
     """Run CMD inside TASK (which may be left out when the allocation has one task); exit with its code.
 
@@ -525,6 +574,7 @@ def _task_and_command(status: dict[str, Any], args: tuple[str, ...]) -> tuple[st
 @click.option("-s", "--signal", "sig", default="SIGTERM", show_default=True, help="The signal to send.")
 @click.argument("alloc_id")
 @click.argument("task", required=False)
+@config_option
 def alloc_signal(sig: str, alloc_id: str, task: str | None) -> None:
     """Send a signal to TASK, or to every running task of the allocation."""
     say(Agent().request("POST", f"/v1/allocations/{alloc_id}/signal",
@@ -534,6 +584,7 @@ def alloc_signal(sig: str, alloc_id: str, task: str | None) -> None:
 @alloc.command("restart")
 @click.argument("alloc_id")
 @click.argument("task", required=False)
+@config_option
 def alloc_restart(alloc_id: str, task: str | None) -> None:
     """Restart TASK, or every running task of the allocation (not counted against the restart policy)."""
     say(Agent().request("POST", f"/v1/allocations/{alloc_id}/restart",
@@ -549,6 +600,7 @@ def system() -> None:
 
 
 @system.command("gc")
+@config_option
 def system_gc() -> None:
     """Collect finished allocations and jobs now, as the agent does every [client] gc_interval."""
     say(Agent().request("PUT", "/v1/system/gc")["message"])

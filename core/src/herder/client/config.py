@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from herder.client.ports import DEFAULT_MAX_PORT, DEFAULT_MIN_PORT, parse_reserved
+from herder.credential import default_data_dir
 from herder.errors import ConfigError
 from herder.sdk.durations import parse_duration
 from herder.services import check_backend
@@ -60,10 +61,16 @@ class NomadApiConfig:
 
 @dataclass(frozen=True)
 class AgentConfig:
-    """``[agent]``: how the agent's listeners may be reached. ``allowed_hosts``: names, besides loopback
-    and the bind address, that a request's ``Host`` may give (herder.agent.samesite)."""
+    """``[agent]``: how the agent's listeners may be reached.
+
+    - ``allowed_hosts``: names, besides loopback and the bind address, that a request's ``Host`` may
+      give (herder.agent.samesite).
+    - ``insecure_no_token``: a loopback agent without a ``token`` takes requests without one (by
+      default it makes one: :mod:`herder.agent.credential`).
+    """
 
     allowed_hosts: frozenset[str] = frozenset()
+    insecure_no_token: bool = False
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
@@ -130,20 +137,12 @@ class Config:
         object.__setattr__(self, "data_dir", Path(self.data_dir).expanduser().absolute())
 
 
-def default_data_dir(agent: bool = False) -> Path:
-    """``/var/lib/herder`` for the agent as root, else ``$XDG_DATA_HOME/herder``."""
-    if agent and os.geteuid() == 0:
-        return Path("/var/lib/herder")
-    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg) / "herder"
-
-
 # The keys each table may have ("" is the top level); [plugin.NAME] tables are the plugins' own.
 _KEYS: dict[str, set[str]] = {
     "": {"data_dir", "bind", "token", "tls", "ports", "services", "consul", "plugins", "plugin", "node_name",
          "datacenter", "client", "nomad_api", "telemetry", "agent"},
     "nomad_api": {"bind"},
-    "agent": {"allowed_hosts"},
+    "agent": {"allowed_hosts", "insecure_no_token"},
     "telemetry": {"collection_interval"},
     "tls": {"cert_file", "key_file"},
     "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside", "gc_interval",
@@ -244,14 +243,14 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
         plugin={str(name): dict(table) for name, table in plugin.items()},
         client=_client(raw),
         nomad_api=_nomad_api(_table(raw, "nomad_api")),
-        # Host names are case-insensitive; a request's is compared lowercased.
-        agent=AgentConfig(frozenset(name.lower() for name in _names(_table(raw, "agent"), "allowed_hosts", (),
-                                                                     "agent"))),
+        agent=_agent(_table(raw, "agent")),
         telemetry=_telemetry(_table(raw, "telemetry")),
         node_name=str(raw.get("node_name", os.uname().nodename)),
         datacenter=str(raw.get("datacenter", "dc1")),
         source=source.absolute() if source is not None else None,
     )
+    if config.token and config.agent.insecure_no_token:
+        raise ConfigError("[agent] insecure_no_token = true with a token: choose one")
     if not 0 < config.ports.min <= config.ports.max <= 65535:
         raise ConfigError("ports.min and ports.max must satisfy 0 < min <= max <= 65535")
     check_backend(config.services_backend)
@@ -268,6 +267,14 @@ def _nomad_api(table: dict[str, Any]) -> NomadApiConfig:
         except ValueError as exc:
             raise ConfigError(f"[nomad_api] {exc}") from None
     return NomadApiConfig(bind)
+
+
+def _agent(table: dict[str, Any]) -> AgentConfig:
+    insecure = table.get("insecure_no_token", False)
+    if not isinstance(insecure, bool):
+        raise ConfigError("[agent] insecure_no_token must be true or false")
+    # Host names are case-insensitive; a request's is compared lowercased.
+    return AgentConfig(frozenset(name.lower() for name in _names(table, "allowed_hosts", (), "agent")), insecure)
 
 
 def _telemetry(table: dict[str, Any]) -> TelemetryConfig:

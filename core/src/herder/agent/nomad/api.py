@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from herder import app
 from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
+from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
 from herder.agent.nomad import models
 from herder.agent.nomad.ledger import Ledger
@@ -92,7 +93,8 @@ class NomadGuard(Guard):
         return carries_token(self.token, headers)
 
     def refusal(self) -> ASGIApp:
-        return PlainTextResponse("Permission denied", status_code=403)
+        return PlainTextResponse(f"Permission denied: missing or wrong token (X-Nomad-Token; {TOKEN_FILE_HELP}; "
+                                 "or set NOMAD_TOKEN)", status_code=403)
 
 
 def asgi(agent: Agent, events: EventLog, address: str) -> ASGIApp:
