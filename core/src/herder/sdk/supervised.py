@@ -70,9 +70,10 @@ class SupervisedProcess:
 
     @classmethod
     def spawn(cls, task: Task, ctx: TaskContext, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path,
-              user: str | None = None, host_paths: bool = False, default_signal: int = signal.SIGINT,
-              network: DriverNetwork | None = None) -> SupervisedProcess:
-        """Start ``argv`` for ``task`` through ``ctx.supervisor``.
+              user: str | None = None, groups: Sequence[int] = (), host_paths: bool = False,
+              default_signal: int = signal.SIGINT, network: DriverNetwork | None = None) -> SupervisedProcess:
+        """Start ``argv`` for ``task`` through ``ctx.supervisor``, as ``user`` when given: with its
+        groups, and the group ids ``groups`` besides (the group of a device it needs, say).
 
         Its output goes to the task's log files (``task.logs`` says how they
         rotate). If herder goes away without stopping it, the supervisor stops
@@ -97,10 +98,10 @@ class SupervisedProcess:
         stop_signal = parse_signal(task.kill_signal) if task.kill_signal else default_signal
         try:
             info = supervisor.spawn(
-                id, argv, env=env, cwd=cwd, user=user, logs_dir=ctx.task_dir.logs_dir, task=ctx.task_name,
-                max_files=task.logs.max_files, max_file_size=task.logs.max_file_size, stop_signal=stop_signal,
-                kill_timeout=task.kill_timeout, output_paths=ctx.output_paths, on_unsafe_log=_reporter(ctx),
-                on_logs_dropped=functools.partial(_report_dropped, ctx),
+                id, argv, env=env, cwd=cwd, user=user, groups=groups, logs_dir=ctx.task_dir.logs_dir,
+                task=ctx.task_name, max_files=task.logs.max_files, max_file_size=task.logs.max_file_size,
+                stop_signal=stop_signal, kill_timeout=task.kill_timeout, output_paths=ctx.output_paths,
+                on_unsafe_log=_reporter(ctx), on_logs_dropped=functools.partial(_report_dropped, ctx),
             )
         except SupervisorUnavailable as err:
             _abandon(supervisor, id)
