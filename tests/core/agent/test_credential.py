@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from herder.agent.credential import agent_token, with_token
-from herder.cli.remote import local_token
+from herder.cli.client import local_token
 from herder.client.config import AgentConfig, Config, load_config
 from herder.credential import TOKEN_FILE, cli_token, default_data_dir, read_token
 from herder.errors import ConfigError

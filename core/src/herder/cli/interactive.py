@@ -27,15 +27,15 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from herder.cli.client import CONNECT_TIMEOUT, AgentClient
 from herder.cli.common import fail
-from herder.cli.remote import CONNECT_TIMEOUT, Agent
 
 INPUT_CHUNK = 16 << 10
 """The most stdin bytes in one frame."""
 MAX_FRAME = 1 << 20
 
 
-def run(agent: Agent, alloc_id: str, task: str, command: list[str], *, stdin: bool, tty: bool) -> int:
+def run(agent: AgentClient, alloc_id: str, task: str, command: list[str], *, stdin: bool, tty: bool) -> int:
     """Run ``command`` in ``task`` through the WebSocket; its exit code."""
     url = agent.websocket_url(f"/v1/allocations/{alloc_id}/exec",
                               {"task": task, "command": json.dumps(command), "tty": str(tty).lower()})

@@ -73,5 +73,5 @@ def main() -> None:
 def _state_error(exc: Exception) -> bool:
     """Whether ``exc`` is the state database failing. Only a command that opened the state can have
     raised one, and only it has imported the state module: a command that did not is not made to."""
-    store = sys.modules.get("herder.state.store")
+    store = sys.modules.get("herder.state.database")
     return store is not None and isinstance(exc, store.StateError)

@@ -11,7 +11,7 @@ the system's store; ``HERDER_SKIP_VERIFY=true`` skips that (tests only: the
 token then goes to whoever answers). Every failure to talk to it is one clear line on stderr
 and exit 1, never a traceback.
 
-This is the command line's HTTP client, on the standard library's
+Their HTTP client (:mod:`herder.cli.client`) is on the standard library's
 :mod:`http.client`: these commands start in tens of milliseconds, so they
 import neither the agent nor an HTTP library's own imports (httpx alone takes
 longer than all of this). Only ``job run`` loads the job parser, to read its
@@ -21,20 +21,15 @@ file.
 from __future__ import annotations
 
 import base64
-import contextlib
-import http.client
-import ipaddress
 import json
-import os
-import ssl
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn
-from urllib.parse import quote, urlencode, urlsplit
+from typing import Any, BinaryIO
 
 import click
 
+from herder.cli.client import CONFIG, READ_TIMEOUT, AgentClient
 from herder.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -48,129 +43,8 @@ from herder.cli.common import (
     say,
     variable_options,
 )
-from herder.credential import cli_token
-from herder.errors import ConfigError, JobError
+from herder.errors import JobError
 from herder.model import MAX_PAYLOAD
-
-DEFAULT_ADDR = "http://127.0.0.1:4646"
-CONNECT_TIMEOUT = 5.0
-READ_TIMEOUT: float | None = 30.0
-"""Seconds to connect, and to wait for each read of an answer (None: a followed stream waits for ever)."""
-CHUNK = 64 << 10
-
-
-class Agent:
-    """An HTTP client of the agent at ``HERDER_ADDR`` that turns every failure into a message.
-
-    Each request has a connection of its own: the agent is near, and no
-    connection is left half-read by a stream that stopped early.
-    """
-
-    def __init__(self) -> None:
-        addr = os.environ.get("HERDER_ADDR") or DEFAULT_ADDR
-        self.addr = addr if "://" in addr else "http://" + addr
-        try:
-            url = urlsplit(self.addr)
-            port = url.port
-        except ValueError:  # a port that is not a number, or out of range
-            port = -1
-        if url.scheme not in ("http", "https") or not url.hostname or port == -1:
-            fail(f"HERDER_ADDR {addr}: expected a URL such as {DEFAULT_ADDR}")
-        self.host = url.hostname
-        self.port = port or (443 if url.scheme == "https" else 80)
-        self.prefix = url.path.rstrip("/")
-        self.https = url.scheme == "https"
-        # A CA bundle that is named is loaded whatever the address: a wrong one is said at once.
-        self.tls = tls_verify() if self.https or os.environ.get("HERDER_CACERT") else None
-        token = os.environ.get("HERDER_TOKEN") or local_token(self.host)
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
-
-    def _send(self, method: str, path: str, params: dict[str, Any] | None, body: Any,
-              read_timeout: float | None) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        target = quote(self.prefix + path, safe="/:@") + (f"?{urlencode(params)}" if params else "")
-        headers = dict(self.headers)
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        connection = (http.client.HTTPSConnection(self.host, self.port, timeout=CONNECT_TIMEOUT, context=self.tls)
-                      if self.https else
-                      http.client.HTTPConnection(self.host, self.port, timeout=CONNECT_TIMEOUT))
-        try:
-            connection.connect()
-            assert connection.sock is not None
-            connection.sock.settimeout(read_timeout)
-            connection.request(method, target, body=data, headers=headers)
-            response = connection.getresponse()
-        except (OSError, http.client.HTTPException) as exc:
-            connection.close()
-            self.unreachable(exc)
-        if not 200 <= response.status < 300:
-            with contextlib.closing(connection):
-                self._refused(response)
-        return connection, response
-
-    def _refused(self, response: http.client.HTTPResponse) -> NoReturn:
-        try:
-            text = response.read()
-        except (OSError, http.client.HTTPException) as exc:
-            self.unreachable(exc)
-        self.refused(response.status, text)
-
-    def refused(self, status: int, text: bytes) -> NoReturn:
-        """Say why the agent answered ``status`` (with the API's JSON error ``text``), and exit."""
-        try:
-            body = json.loads(text)
-            message, errors = str(body.get("error", "")), [str(e) for e in body.get("errors", [])]
-        except (ValueError, AttributeError):
-            message, errors = text[:200].decode("utf-8", "replace"), []
-        if status == 401:
-            fail(f"the agent at {self.addr} refused the request: {message}")
-        if errors and message == "invalid job":
-            invalid("the job is invalid", errors)
-        fail((message or f"HTTP {status}") + "".join(f"\n  * {e}" for e in errors))
-
-    def request(self, method: str, path: str, *, json_body: Any = None,
-                read_timeout: float | None = READ_TIMEOUT) -> Any:
-        """The JSON answer to ``method path`` (with ``json_body``)."""
-        connection, response = self._send(method, path, None, json_body, read_timeout)
-        with contextlib.closing(connection):
-            try:
-                return json.loads(response.read())
-            except (OSError, http.client.HTTPException) as exc:
-                self.unreachable(exc)
-
-    def stream(self, path: str, params: dict[str, Any], read_timeout: float | None = READ_TIMEOUT) -> Iterator[bytes]:
-        """The body of ``GET path?params`` as it comes."""
-        connection, response = self._send("GET", path, params, None, read_timeout)
-        with contextlib.closing(connection):
-            try:
-                while chunk := response.read1(CHUNK):
-                    yield chunk
-            except (OSError, http.client.HTTPException) as exc:
-                self.unreachable(exc)
-
-    def websocket_url(self, path: str, params: dict[str, str]) -> str:
-        """The ``ws://`` (``wss://``) URL of ``path?params`` on the agent."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return (f"{'wss' if self.https else 'ws'}://{host}:{self.port}"
-                f"{quote(self.prefix + path, safe='/:@')}?{urlencode(params)}")
-
-    def unreachable(self, exc: BaseException) -> NoReturn:
-        if isinstance(exc, TimeoutError):
-            fail(f"the agent at {self.addr} did not answer in time: {exc}")
-        if isinstance(exc, ssl.SSLCertVerificationError):
-            fail(f"the certificate of the agent at {self.addr} is not trusted ({exc.verify_message}); "
-                 "set HERDER_CACERT to the CA bundle that signed it")
-        if isinstance(exc, ssl.SSLError):
-            fail(f"no TLS with the agent at {self.addr} ({exc.reason or exc}); does it serve HTTPS?")
-        https = " (https:// if it serves TLS)" if self.addr.startswith("http://") else ""
-        fail(f"cannot reach the herder agent at {self.addr} ({exc or type(exc).__name__}); "
-             f"is `herder agent` running, and is HERDER_ADDR right{https}?")
-
-
-CONFIG = "herder.config"
-"""Where ``--config`` is kept in the command's context (:func:`config_option`)."""
 
 
 def config_option(func: F) -> F:
@@ -183,42 +57,7 @@ def config_option(func: F) -> F:
                                                 "when HERDER_TOKEN is not set.")(func)
 
 
-def local_token(host: str) -> str:
-    """The token of the agent of this host (``""`` if not readable), for an agent at ``host`` on loopback:
-    a token found on this host is never sent elsewhere."""
-    if host != "localhost" and not _is_loopback_address(host):
-        return ""
-
-    context = click.get_current_context(silent=True)
-    try:
-        return cli_token(context.meta.get(CONFIG) if context is not None else None)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_INVALID)
-
-
-def _is_loopback_address(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def tls_verify() -> ssl.SSLContext:
-    """How an https agent's certificate is verified: against HERDER_CACERT, else the system's store."""
-    if os.environ.get("HERDER_SKIP_VERIFY", "").lower() in ("1", "true", "yes"):
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        return context
-    cacert = os.environ.get("HERDER_CACERT") or None
-    try:
-        return ssl.create_default_context(cafile=cacert)
-    except OSError as exc:  # ssl.SSLError is one
-        fail(f"HERDER_CACERT {cacert}: cannot load a CA bundle: "
-             f"{exc.strerror or exc}")
-
-
-def events(agent: Agent, alloc_ids: set[str]) -> Iterator[dict[str, Any]]:
+def events(agent: AgentClient, alloc_ids: set[str]) -> Iterator[dict[str, Any]]:
     """The task events of ``alloc_ids`` as they come (the agent keeps the recent ones)."""
     buffer = b""
     for chunk in agent.stream("/v1/events", {"follow": "true"}, read_timeout=None):
@@ -265,7 +104,7 @@ def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
     for warning in job.warnings:
         say(f"Warning: {warning}")
     body = {"job": json.loads(source.text), "source": source.source, "lines": job.lines}
-    agent = Agent()
+    agent = AgentClient()
     submitted = agent.request("POST", "/v1/jobs", json_body=body)
     for warning in submitted.get("warnings", []):
         if warning not in job.warnings:
@@ -303,7 +142,7 @@ def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
     sys.exit(EXIT_FAILED if state == "failed" else EXIT_OK)
 
 
-def _settled(agent: Agent, ids: set[str], until_done: bool) -> str | None:
+def _settled(agent: AgentClient, ids: set[str], until_done: bool) -> str | None:
     """"failed" if a task failed; else "complete" once every task is dead (``until_done``)
     or "running" once every task has started; None before."""
     tasks = [t for alloc_id in ids for t in agent.request("GET", f"/v1/allocations/{alloc_id}")["tasks"].values()]
@@ -319,7 +158,7 @@ def _settled(agent: Agent, ids: set[str], until_done: bool) -> str | None:
 @config_option
 def job_stop(name: str) -> None:
     """Stop every task of job NAME gracefully."""
-    stopped = Agent().request("DELETE", f"/v1/jobs/{name}")
+    stopped = AgentClient().request("DELETE", f"/v1/jobs/{name}")
     if stopped.get("periodic") is not None:
         running = [c["name"] for c in stopped["children"] if c["status"] == "running"]
         say(f"Job {name}: no more launches; stopping {len(running)} running child job(s)")
@@ -340,7 +179,7 @@ def job_dispatch(meta: dict[str, str], as_json: bool, name: str, payload_file: B
     """Dispatch the parameterized job NAME: run a child of it with the meta given and
     the payload in PAYLOAD_FILE (- reads stdin). Prints the child's name."""
     payload = read_payload(payload_file, MAX_PAYLOAD)
-    dispatched = Agent().request("POST", f"/v1/jobs/{name}/dispatch", json_body={
+    dispatched = AgentClient().request("POST", f"/v1/jobs/{name}/dispatch", json_body={
         "meta": meta, "payload": base64.b64encode(payload).decode("ascii")})
     if as_json:
         click.echo(json.dumps(dispatched, indent=2))
@@ -360,7 +199,7 @@ def periodic() -> None:
 @config_option
 def periodic_force(name: str) -> None:
     """Launch a child of periodic job NAME now, even while another runs (prohibit_overlap)."""
-    child = Agent().request("POST", f"/v1/jobs/{name}/periodic/force")
+    child = AgentClient().request("POST", f"/v1/jobs/{name}/periodic/force")
     say(f"Job {name}: launched {child['name']}")
     for alloc in child["allocations"]:
         say(f"Allocation {alloc['id'][:8]} ({alloc['name']}) placed")
@@ -381,7 +220,7 @@ def _schedule(periodic: dict[str, Any]) -> str:
 @config_option
 def job_status(name: str | None, as_json: bool) -> None:
     """The jobs on the agent, or one job with its allocations."""
-    agent = Agent()
+    agent = AgentClient()
     found = [agent.request("GET", f"/v1/jobs/{name}")] if name else agent.request("GET", "/v1/jobs")["jobs"]
     if as_json:
         click.echo(json.dumps(found[0] if name else {"jobs": found}, indent=2))
@@ -446,7 +285,7 @@ def alloc() -> None:
 @config_option
 def alloc_status(alloc_id: str, with_stats: bool, as_json: bool) -> None:
     """An allocation: its tasks' states, ports, service checks and recent events (and usage, with -stats)."""
-    agent = Agent()
+    agent = AgentClient()
     if with_stats and as_json:
         click.echo(json.dumps(agent.request("GET", f"/v1/allocations/{alloc_id}/stats"), indent=2))
         return
@@ -485,7 +324,7 @@ def alloc_logs(follow: bool, stderr: bool, tail: int | None, alloc_id: str, task
         params |= {"origin": "end", "offset": tail}
     out = sys.stdout.buffer
     try:
-        for chunk in Agent().stream(f"/v1/allocations/{alloc_id}/logs/{task}", params,
+        for chunk in AgentClient().stream(f"/v1/allocations/{alloc_id}/logs/{task}", params,
                                     None if follow else READ_TIMEOUT):
             out.write(chunk)
             out.flush()
@@ -534,7 +373,7 @@ def alloc_exec(stdin: bool, tty: bool | None, timeout: float, alloc_id: str, arg
     With -i=false and -t=false it runs without input for at most --timeout seconds, and its output is
     printed when it ends.
     """
-    agent = Agent()
+    agent = AgentClient()
     status = agent.request("GET", f"/v1/allocations/{alloc_id}")
     task, command = _task_and_command(status, args)
     if tty is None:
@@ -577,7 +416,7 @@ def _task_and_command(status: dict[str, Any], args: tuple[str, ...]) -> tuple[st
 @config_option
 def alloc_signal(sig: str, alloc_id: str, task: str | None) -> None:
     """Send a signal to TASK, or to every running task of the allocation."""
-    say(Agent().request("POST", f"/v1/allocations/{alloc_id}/signal",
+    say(AgentClient().request("POST", f"/v1/allocations/{alloc_id}/signal",
                         json_body={"task": task, "signal": sig})["message"])
 
 
@@ -587,7 +426,7 @@ def alloc_signal(sig: str, alloc_id: str, task: str | None) -> None:
 @config_option
 def alloc_restart(alloc_id: str, task: str | None) -> None:
     """Restart TASK, or every running task of the allocation (not counted against the restart policy)."""
-    say(Agent().request("POST", f"/v1/allocations/{alloc_id}/restart",
+    say(AgentClient().request("POST", f"/v1/allocations/{alloc_id}/restart",
                         json_body={"task": task, "reason": "Restart requested from the command line"})["message"])
 
 
@@ -603,4 +442,4 @@ def system() -> None:
 @config_option
 def system_gc() -> None:
     """Collect finished allocations and jobs now, as the agent does every [client] gc_interval."""
-    say(Agent().request("PUT", "/v1/system/gc")["message"])
+    say(AgentClient().request("PUT", "/v1/system/gc")["message"])

@@ -2,10 +2,13 @@
 
 A low layer: it knows records and SQL, not runners or drivers.
 :class:`Store` opens ``<data_dir>/state.db``; the records are what it stores.
+Its commit engine is :mod:`herder.state.database`, its tables'
+statements :mod:`herder.state.tables`.
 """
 
 from __future__ import annotations
 
+from herder.state.database import BUSY_TIMEOUT, StateError
 from herder.state.records import (
     LIVE_STATUSES,
     AllocRecord,
@@ -20,7 +23,8 @@ from herder.state.records import (
     TaskState,
     job_id,
 )
-from herder.state.store import BUSY_TIMEOUT, EVENTS_KEPT, StateError, Store
+from herder.state.store import Store
+from herder.state.tables.events import EVENTS_KEPT
 
 __all__ = [
     "BUSY_TIMEOUT",

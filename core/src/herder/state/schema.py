@@ -2,7 +2,7 @@
 
 The schema version is SQLite's ``PRAGMA user_version``: the number of
 migrations applied. ``MIGRATIONS[n]`` takes a database from version ``n`` to
-``n + 1``; :class:`~herder.state.store.Store` runs the missing ones in order,
+``n + 1``; :class:`~herder.state.database.Database` runs the missing ones in order,
 all in one transaction, so a database is never left half-migrated. Append new
 migrations; never change one that has shipped.
 
