@@ -242,6 +242,57 @@ def test_a_template_bomb_fails_the_task_with_a_clear_error(agent: AgentProcess, 
         assert http.get("/v1/health").status_code == 200
 
 
+SPARSE_SIBLING = textwrap.dedent("""
+    job "sparse" {
+      type = "batch"
+      group "g" {
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+        task "maker" {
+          driver = "raw_exec"
+          config {
+            command = "/bin/sh"
+            args    = ["-c", "cd \\"$NOMAD_ALLOC_DIR/data\\" && truncate -s 1536M .big && mv .big big && exec sleep 600"]
+          }
+        }
+        task "reader" {
+          driver = "raw_exec"
+          config {
+            command = "/bin/true"
+          }
+          template {
+            data        = "{{ file \\"alloc/data/big\\" | len }}"
+            destination = "local/size.txt"
+          }
+        }
+      }
+    }
+""")
+
+
+def peak_memory(pid: int) -> int:
+    """The most memory the process ``pid`` has held (VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+def test_a_huge_sparse_file_from_a_sibling_is_refused_by_template_file_unread(agent: AgentProcess) -> None:
+    submitted = agent.submit(SPARSE_SIBLING)
+    alloc_id = submitted["allocations"][0]["id"]
+    status = agent.wait_task(alloc_id, "reader", "dead", timeout=60)
+    assert status["failed"]
+    messages = " | ".join(event["message"] for event in status["events"])
+    assert "file(alloc/data/big)" in messages and "larger than the limit of 1048576 bytes" in messages, messages
+    assert agent.proc is not None
+    assert peak_memory(agent.proc.pid) < 512 << 20  # the file is 1.5 GiB: it was never read into memory
+    with agent.http() as http:
+        assert http.get("/v1/health").status_code == 200
+
+
 @pytest.mark.parametrize("body", [
     '{"job": {"name": "deep", "meta": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}}",
     json.dumps({"text": '{"job": ' + "[" * 100_000 + "]" * 100_000 + "}", "format": "json"}),
