@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from herder.errors import JobError
-from herder.jobspec import load_job_text
+from herder.jobspec import load, load_job_text
 from tests.support.agent import AgentProcess
 
 REFUSED = "file() is not available to jobs submitted to the agent: use `herder job run`, which reads files on your side"
@@ -166,7 +166,7 @@ BOMB_PROBE = """
 import json, resource, sys, time, tracemalloc
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # a regression fails here, not on the machine
 from herder.errors import JobError
-from herder.jobspec import load_job_text
+from herder.jobspec import load, load_job_text
 tracemalloc.start()
 start = time.monotonic()
 try:
@@ -219,6 +219,47 @@ def test_an_amplifying_function_is_refused(expression: str, message: str) -> Non
         load_job_text(batch_job("fmt", 'command = "/bin/true"', f"meta {{ x = {expression} }}"), "hcl", "j.hcl")
     assert message in caught.value.errors[0], caught.value.errors
     assert time.monotonic() - started < 30
+
+
+def meta_job(entries: int) -> str:
+    meta = "".join(f'    key_{i:06d} = "value number {i} of the meta block"\n' for i in range(entries))
+    return batch_job("big", 'command = "/bin/true"', f"meta {{\n{meta}}}")
+
+
+def test_sixty_thousand_meta_entries_are_read_whole() -> None:
+    job = load_job_text(meta_job(60_000), "hcl", "big.hcl")  # in time: bench/hcl_scaling.py measures it
+    meta = job.groups[0].tasks[0].meta
+    assert len(meta) == 60_000
+    assert meta["key_059999"] == "value number 59999 of the meta block"
+
+
+SLOW_STEPS = """
+locals {
+  spaces = join("", [for i in range(100): format("%10000s", "")])
+}
+job "slow" {
+  meta {
+    matches = length([for i in range(20000): length(regexall("[^x]+y", local.spaces))])
+  }
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_slow_evaluation_of_few_steps_is_refused_by_its_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 60,000 steps, each a scan of a megabyte: the step counter sees nothing wrong, the clock does.
+    monkeypatch.setattr(load, "MAX_SECONDS", 0.5)
+    with pytest.raises(JobError) as caught:
+        load_job_text(SLOW_STEPS, "hcl", "slow.hcl")
+    assert caught.value.errors == ["slow.hcl: reading the job (parse and evaluation) takes more than 0.5 s "
+                                   "of CPU time (its limit)"]
 
 
 NESTED_TEMPLATES = "".join(

@@ -26,7 +26,7 @@ from herder.jobspec.variables import apply_variables
 from herder.model import Job
 
 MAX_SECONDS = 10.0
-"""The longest one job's reading may take, parse and evaluation together (wall clock)."""
+"""The longest one job's reading may take, parse and evaluation together (CPU seconds, :mod:`herder.deadline`)."""
 
 
 def load_job(path: Path, variables: Mapping[str, str] | None = None, *, allow_file_outside: bool = False) -> Job:

@@ -55,7 +55,7 @@ MAX_STEPS = 1_000_000
 """The most actions, text pieces and loop iterations one render may execute; every 1,024th
 looks at the render's deadline (:mod:`herder.deadline`) too."""
 MAX_SECONDS = 5.0
-"""The longest one render may take, parse and execution together (wall clock)."""
+"""The longest one render may take, parse and execution together (CPU seconds, :mod:`herder.deadline`)."""
 _MAX_FMT_NUMBER = 1_000_000
 """Go's ``fmt`` refuses a width or precision beyond this (its ``tooLarge``)."""
 
