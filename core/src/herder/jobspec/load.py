@@ -25,7 +25,7 @@ from herder.jobspec.validate import validate_job_document
 from herder.jobspec.variables import apply_variables
 from herder.model import Job
 
-MAX_SECONDS = 10.0
+MAX_SECONDS = 20.0
 """The longest one job's reading may take, parse and evaluation together (CPU seconds, :mod:`herder.deadline`)."""
 
 
