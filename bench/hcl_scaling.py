@@ -2,8 +2,9 @@
 
     python bench/hcl_scaling.py [--baseline-src PATH] [--no-record]
 
-A batch job of one raw_exec task whose task has a ``meta`` block of N entries (``key_000001 = "value number 1 of the meta
-block"``, about 50 bytes each) is read by ``load_job_text``, as ``herder
+A batch job of one raw_exec task whose task has a ``meta`` block of N
+entries (``key_000001 = "value number 1 of the meta block"``, about 50
+bytes each) is read by ``load_job_text``, as ``herder
 validate`` and the agent read a job: parse, variables, the schema, the built
 job. Each case runs in a fresh process; reported: the CPU time of the read
 (the process's, so that other work on the host does not count), the time on
@@ -76,7 +77,7 @@ def measure(entries: int, fmt: str, src: Path) -> dict[str, float]:
 
 
 def row(label: str, entries: int, fmt: str, result: dict[str, float], base: dict[str, float] | None) -> str:
-    ratio = f"{result['cpu'] / base['cpu']:.0f}×" if base else ""
+    ratio = f"{result['cpu'] / base['cpu']:.0f}x" if base else ""
     return (f"| {label} | {fmt} | {entries:,} | {result['cpu']:.2f} s | {result['wall']:.2f} s | {ratio} | "
             f"{result['peak'] / 2**20:.0f} MiB | {result['floor'] / 2**20:.0f} MiB |")
 
@@ -104,9 +105,9 @@ def main() -> None:
         print(rows[-1], flush=True)
     load_after = os.getloadavg()
     body = (f"Load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; after: "
-            f"{', '.join(f'{x:.2f}' for x in load_after)}. Each case a fresh process; \"× 600\" is the CPU time "
-            "against the same side's 600-entry job (linear: at most 150× for 60,000).\n\n"
-            "| code | format | meta entries | CPU | wall | × 600 | peak RSS | RSS before reading |\n"
+            f"{', '.join(f'{x:.2f}' for x in load_after)}. Each case a fresh process; \"x 600\" is the CPU time "
+            "against the same side's 600-entry job (linear: at most 150x for 60,000).\n\n"
+            "| code | format | meta entries | CPU | wall | x 600 | peak RSS | RSS before reading |\n"
             "|---|---|---:|---:|---:|---:|---:|---:|\n" + "\n".join(rows))
     print(body)
     if not args.no_record:

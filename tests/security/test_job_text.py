@@ -295,7 +295,7 @@ SPARSE_SIBLING = textwrap.dedent("""
           driver = "raw_exec"
           config {
             command = "/bin/sh"
-            args    = ["-c", "cd \\"$NOMAD_ALLOC_DIR/data\\" && truncate -s 1536M .big && mv .big big && exec sleep 600"]
+            args = ["-c", "cd \\"$NOMAD_ALLOC_DIR/data\\" && truncate -s 1536M .big && mv .big big && exec sleep 600"]
           }
         }
         task "reader" {
