@@ -12,8 +12,8 @@ call :func:`check`, and once the deadline passes it raises
 The clock is the thread's CPU time: the work is all computation, and on a
 quiet host it is the time on the wall; on a loaded one a job the quiet host
 reads in 3 s must not be refused because the thread waited for a core (a
-60,000-attribute job took 3 s of CPU and 15 s on the wall with 26 runnable
-processes per core).
+60,000-attribute job took 9 s of CPU and 103 s on the wall at a load average
+of 23 on 2 cores).
 """
 
 from __future__ import annotations
