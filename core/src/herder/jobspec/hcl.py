@@ -238,12 +238,15 @@ def _describe_syntax_error(exc: UnexpectedInput) -> str:
 
 
 def _line(rule: Any) -> int | None:
-    """The line a rule starts on: lark's position of the rule, which python-hcl2 keeps as ``_meta``.
+    """The line a rule starts on: lark's position of the rule, as python-hcl2 hands it back to lark.
 
-    Not ``rule.to_lark().meta`` (the same object): that rebuilds the rule's
-    whole subtree, once for each block enclosing an attribute.
+    ``to_lark()`` rebuilds the rule's whole subtree: a block's line is its
+    type's (the identifier it starts with), so that a block of 60,000
+    attributes is not rebuilt for each block around it.
     """
-    return getattr(rule._meta, "line", None)
+    if isinstance(rule, BlockRule):
+        rule = rule.labels[0]
+    return getattr(rule.to_lark().meta, "line", None)
 
 
 def _read_body(body: BodyRule, problems: list[str]) -> list[_Attribute | _Block]:
