@@ -82,6 +82,7 @@ key_file = "~/agent-key.pem"
     ("[telemetry]\ncollection_interval = '0s'", "[telemetry] collection_interval must be longer than 0s"),
     ("[telemetry]\ncollection_interval = 'now'", "[telemetry] collection_interval 'now' is not a duration"),
     ("[telemetry]\nprometheus_metrics = true", "unknown key(s) at [telemetry]: prometheus_metrics"),
+    ("[agent]\nallowed_hosts = 'herder.example.com'", "[agent] allowed_hosts must be a list of names"),
 ])
 def test_mistakes_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -102,6 +103,12 @@ user_checked_drivers = ["exec", "raw_exec"]
 """))
     assert config.client == ClientConfig(max_kill_timeout=120.0, user_denylist=frozenset(),
                                          user_checked_drivers=frozenset({"exec", "raw_exec"}))
+
+
+def test_the_allowed_hosts(tmp_path: Path) -> None:
+    assert load_config(None, data_dir=tmp_path).agent.allowed_hosts == frozenset()
+    config = load_config(write(tmp_path, '[agent]\nallowed_hosts = ["Herder.example.com", "10.0.0.5"]'))
+    assert config.agent.allowed_hosts == frozenset({"herder.example.com", "10.0.0.5"})
 
 
 def test_the_collection_interval(tmp_path: Path) -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from herder_docker.config import DOCKER_DEFAULT_CAPS, PluginConfig
+
 from .helpers import IMAGE, Docker, DockerJobs, containers_of, docker_job, job_name, sh
 
 
@@ -23,7 +26,8 @@ def test_nomad_1x_keys_reach_the_container(jobs: DockerJobs, docker_client: Dock
     job["job"]["groups"][0]["tasks"][0]["resources"]["memory_max"] = 128
     run, wait, container = started_container(jobs, docker_client, job)
     host = container.attrs["HostConfig"]
-    assert host["CapAdd"] == ["NET_BIND_SERVICE"] and host["CapDrop"] == ["MKNOD"]
+    # cap_drop, and net_raw: Docker gives it, Nomad's allow_caps leaves it out
+    assert host["CapAdd"] == ["NET_BIND_SERVICE"] and host["CapDrop"] == ["MKNOD", "NET_RAW"]
     assert host["ExtraHosts"] == ["db.internal:10.0.0.7"]
     assert host["Init"] is True
     assert host["Ulimits"] == [{"Name": "nofile", "Soft": 1024, "Hard": 2048}]
@@ -73,6 +77,26 @@ def test_cap_add_beyond_allow_caps_and_sysctl_are_refused_unless_allowed(jobs: D
                                                           sysctl={"net.core.somaxconn": "512"}), type="batch"),
                        plugin={"docker": {"allow_sysctl": True}})
     assert allowed.status == "complete", allowed.types()
+
+
+@pytest.mark.parametrize(("allow_caps", "add", "drop", "expected"), [
+    (None, [], [], ([], ["NET_RAW"])),
+    (None, ["cap_chown"], ["CAP_MKNOD", "mknod"], (["CHOWN"], ["MKNOD", "NET_RAW"])),
+    (["chown", "net_raw"], [], [], ([], sorted(cap.upper() for cap in DOCKER_DEFAULT_CAPS
+                                                if cap not in ("chown", "net_raw")))),
+    (["all"], ["sys_admin"], [], (["SYS_ADMIN"], [])),
+    (None, [], ["all"], ([], ["ALL"])),
+], ids=["default", "names", "narrow", "all", "drop-all"])
+def test_capabilities_are_docker_defaults_less_what_allow_caps_leaves_out(
+    allow_caps: list[str] | None, add: list[str], drop: list[str], expected: tuple[list[str], list[str]],
+) -> None:
+    config = PluginConfig.from_mapping({} if allow_caps is None else {"allow_caps": allow_caps})
+    assert config.capabilities(add, drop) == expected
+
+
+def test_allow_caps_must_be_a_list() -> None:
+    with pytest.raises(ValueError, match="allow_caps must be a list"):
+        PluginConfig.from_mapping({"allow_caps": "net_raw"})
 
 
 def test_ignored_keys_are_named_in_a_driver_event(jobs: DockerJobs) -> None:

@@ -19,7 +19,7 @@ import pytest
 from tests.support.processes import wait_until_gone
 from tests.support.require import require, require_driver
 
-from .helpers import BUSYBOX, Guest, build_guest, kernels
+from .helpers import BUSYBOX, Guest, build_guest, kernels, readable_cache, readable_tmp
 
 
 @pytest.fixture(scope="session")
@@ -30,11 +30,18 @@ def qemu_driver() -> str:
 
 
 @pytest.fixture(scope="session")
-def guest(qemu_driver: str, tmp_path_factory: pytest.TempPathFactory) -> Guest:
+def guest(qemu_driver: str) -> Guest:
     """The test guest, built once per test run (every xdist worker shares it)."""
     require("qemu", bool(kernels()), "no kernel in /boot (Debian: linux-image-amd64)")
     require("qemu", BUSYBOX.is_file(), f"no {BUSYBOX} (Debian: busybox-static)")
-    return build_guest(tmp_path_factory.getbasetemp().parent / "herder-qemu-guest")
+    return build_guest(readable_cache())
+
+
+@pytest.fixture
+def readable_dir() -> Iterator[Path]:
+    """A directory QEMU, as ``nobody``, may read, for the test (see :func:`readable_tmp`)."""
+    with readable_tmp() as directory:
+        yield directory
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,11 @@
-"""``[plugin.qemu]`` args_allowlist, without QEMU: which of a task's ``args`` are refused."""
+"""``[plugin.qemu]`` args_allowlist and a task's paths, without QEMU: which ``args`` and paths are refused."""
 
 from __future__ import annotations
 
 import pytest
-from herder_qemu.config import PluginConfig
+from herder_qemu.config import TASK_SCHEMA, PluginConfig, TaskConfig
+
+from herder.jobspec.task_config import validate_config
 
 
 def test_without_an_allowlist_every_argument_is_refused() -> None:
@@ -28,3 +30,21 @@ def test_each_option_must_be_in_the_allowlist(args: tuple[str, ...], refused: li
 def test_a_bad_allowlist_is_refused(allowlist: object) -> None:
     with pytest.raises(ValueError, match=r"\[plugin.qemu\] args_allowlist must be a list of QEMU options"):
         PluginConfig.from_mapping({"args_allowlist": allowlist})
+
+
+@pytest.mark.parametrize(("config", "key", "refused"), [
+    ({"image_path": "local/a,b.img"}, "image_path", "a comma"),
+    ({"kernel": "local/vmlinuz,/etc/shadow"}, "kernel", "a comma"),
+    ({"kernel": "local/k", "initrd": "local/x,/etc/shadow"}, "initrd", "a comma"),
+    ({"kernel": "local/k", "initrd": "local/x /etc/shadow"}, "initrd", "a space"),  # a multiboot module's arguments
+])
+def test_paths_holding_qemus_separators_are_refused(config: dict[str, str], key: str, refused: str) -> None:
+    [problem] = validate_config("task t", config, TASK_SCHEMA)
+    assert problem.startswith(f"task t.config.{key}: must not hold ") and refused in problem, problem
+    with pytest.raises(ValueError, match=rf"config\.{key}: '{config[key]}' must not hold .*{refused}"):
+        TaskConfig.from_mapping(config)
+
+
+def test_a_space_is_fine_in_a_disk_images_path() -> None:
+    assert validate_config("task t", {"image_path": "local/my disk.img"}, TASK_SCHEMA) == []
+    assert TaskConfig.from_mapping({"image_path": "local/my disk.img"}).image_path == "local/my disk.img"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import socket
-import struct
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from herder.testing.plugin import HarnessFactory
 from tests.support.http import read_url
 from tests.support.waiting import wait_for
 
-from .helpers import APPEND, ARGS_ALLOWLIST, DEBUG_EXIT, Guest
+from .helpers import APPEND, ARGS_ALLOWLIST, DEBUG_EXIT, Guest, boot_sector
 
 POWER_OFF = b"guest: power button pressed, powering off"
 DISK_LINE = b"herder-disk: booted"
@@ -55,7 +54,7 @@ def test_serves_http_through_its_port_sees_its_memory_and_powers_off_gracefully(
     memory = re.search(rb"MemTotal: (\d+) kB", run.output())
     assert memory is not None, run.output()
     assert 100 * 1024 < int(memory[1]) <= 160 * 1024, f"the guest of a 160 MB task sees {memory[0]!r}"
-    assert (run.ctx.task_dir.dir / SOCKET).is_socket()
+    assert (run.ctx.task_dir.secrets_dir / SOCKET).is_socket()
 
     started = time.monotonic()
     run.kill()
@@ -65,7 +64,7 @@ def test_serves_http_through_its_port_sees_its_memory_and_powers_off_gracefully(
     assert elapsed < 30, f"the guest took {elapsed:.1f}s to power off: it was killed"
     assert POWER_OFF in run.output(), run.output()[-2000:]
     run.cleanup()
-    assert not (run.ctx.task_dir.dir / SOCKET).exists()
+    assert not (run.ctx.task_dir.secrets_dir / SOCKET).exists()
 
 
 @pytest.mark.slow
@@ -85,25 +84,10 @@ def test_forwards_udp_and_without_graceful_shutdown_qemu_gets_the_kill_signal(ha
     assert b"terminating on signal 15" in run.output("stderr")
 
 
-def boot_sector(text: bytes, exit_value: int) -> bytes:
-    """A disk whose boot sector writes ``text`` to the first serial port and ends QEMU with
-    ``2 * exit_value + 1`` through isa-debug-exit: 16-bit code SeaBIOS loads at 0x7c00."""
-    message_at = 0x7C00 + 25
-    code = (b"\xfa\x31\xc0\x8e\xd8\xfc"                      # cli; xor ax, ax; mov ds, ax; cld
-            + b"\xbe" + struct.pack("<H", message_at)        # mov si, message
-            + b"\xba\xf8\x03"                                # mov dx, 0x3f8
-            + b"\xac\x84\xc0\x74\x03\xee\xeb\xf8"            # next: lodsb; test al, al; jz done; out dx, al; jmp next
-            + b"\xb0" + bytes([exit_value]) + b"\xe6\xf4"    # done: mov al, exit_value; out 0xf4, al
-            + b"\xf4")                                       # hlt
-    assert len(code) == 25
-    sector = code + text + b"\r\n\0"
-    return sector.ljust(510, b"\0") + b"\x55\xaa" + b"\0" * (1024 * 1024 - 512)
-
-
 @pytest.mark.parametrize("where", ["task_dir", "image_paths"])
-def test_boots_a_raw_disk_image(guest: Guest, driver_harness: HarnessFactory, tmp_path: Path, where: str) -> None:
-    images = tmp_path / "images"
-    images.mkdir()
+def test_boots_a_raw_disk_image(guest: Guest, driver_harness: HarnessFactory, readable_dir: Path,
+                                where: str) -> None:
+    images = readable_dir
     harness = driver_harness("qemu", {"image_paths": [str(images)], "args_allowlist": ARGS_ALLOWLIST})
     image = "local/disk.img" if where == "task_dir" else str(images / "disk.img")
     run = harness.task({"image_path": image, "args": ["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]})

@@ -162,10 +162,11 @@ def test_a_raw_exec_task_as_nobody_writes_alloc_data_through_a_traversable_data_
     assert mode(data_dir) == 0o711
 
 
+@pytest.mark.parametrize("user", ["", "nobody"], ids=["default-user", "user-nobody"])
 def test_an_exec_task_as_nobody_writes_alloc_data_with_the_data_dir_kept_private(
-        herder: Herder, tmp_path: Path) -> None:
+        herder: Herder, tmp_path: Path, user: str) -> None:
     require_driver("exec")
-    data_dir = run_as_nobody(herder, tmp_path, "exec")  # exec's default user is nobody
+    data_dir = run_as_nobody(herder, tmp_path, "exec", user=user)  # exec's default user is nobody
     # runc (root) makes the bind mounts: the container's user never walks the host's path to them,
     # here not even to pytest's 0700 temporary directory above the data dir
     assert mode(data_dir) == 0o700

@@ -125,7 +125,8 @@ def test_a_root_container_on_the_host_network_cannot_reach_the_supervisor(
     with Supervisor(data_dir) as supervisor:  # the agent's supervisor runs, as it does beside any task
         supervisor.connect()
         run = jobs.run(docker_job(job_name("socket-attack"), config, type="batch"),
-                       plugin={"docker": {"volumes_enabled": True}}, timeout=120)
+                       plugin={"docker": {"volumes_enabled": True, "allow_host_network": True}},
+                       timeout=120)
     logs = run.runner.allocs[0].tasks[0].ctx.task_dir.logs_dir
     assert run.status == "complete", [p.read_text() for p in logs.iterdir()]
     output = (logs / "t.stdout.0").read_text()

@@ -1,4 +1,4 @@
-"""``[client] user_denylist``: a job author asks exec or java to run the task as root, and so would
+"""``[client] user_denylist``: a job author asks exec, java or qemu to run the task as root, and so would
 get root on the host. The job fails placement, naming the user and the setting; an operator who
 empties the list allows it."""
 
@@ -14,6 +14,7 @@ from tests.support.require import require_driver
 CONFIGS = {
     "exec": 'command = "/bin/sh"\n        args = ["-c", "id -u"]',
     "java": 'jar_path = "local/app.jar"',
+    "qemu": 'image_path = "local/disk.img"',
 }
 
 
@@ -34,7 +35,7 @@ job "as-root" {{
 """
 
 
-@pytest.mark.parametrize("driver", ["exec", "java"])
+@pytest.mark.parametrize("driver", ["exec", "java", "qemu"])
 def test_a_denied_user_fails_placement(driver: str, tmp_path: Path) -> None:
     require_driver(driver)
     agent = AgentProcess(tmp_path).start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import ssl
 import subprocess
@@ -22,16 +23,18 @@ class AgentProcess:
 
     Tasks outlive the agent by design, so :meth:`shutdown` drains it: every
     task is stopped before the agent exits. With ``tls`` it serves HTTPS with
-    that certificate, and the test's clients trust that CA only.
+    that certificate, and the test's clients trust that CA only. With ``nofile`` the agent may
+    open at most that many files (soft and hard ``RLIMIT_NOFILE``), as under a tight service manager.
     """
 
     def __init__(self, root: Path, *, token: str = "", host: str = "127.0.0.1", extra: str = "",
-                 raw_exec: bool = True, tls: Certificates | None = None) -> None:
+                 raw_exec: bool = True, tls: Certificates | None = None, nofile: int | None = None) -> None:
         self.root = root
         self.data_dir = root / "data"
         self.token = token
         self.host = host
         self.tls = tls
+        self.nofile = nofile
         self.config = root / "agent.toml"
         self.port = 0
         lines = [f'data_dir = "{self.data_dir}"', f'token = "{token}"', "[ports]", "min = 2000", "max = 12000"]
@@ -68,12 +71,16 @@ class AgentProcess:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", "herder", "agent", "--config", str(self.config),
                      "--bind", f"{self.host}:{self.port}", *args],
-                    stdout=log, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                    stdout=log, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    preexec_fn=None if self.nofile is None else self._limit_files)
             if self._wait_up(timeout):
                 return self
             if fixed or "cannot listen" not in self.log.read_text()[seen:]:
                 break  # not a port someone took meanwhile
         raise AssertionError(f"the agent did not start:\n{self.log.read_text()}")
+
+    def _limit_files(self) -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def _wait_up(self, timeout: float) -> bool:
         proc = self.proc

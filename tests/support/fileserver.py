@@ -2,7 +2,8 @@
 
 Files are served from a mapping of URL paths to bytes; the server records every
 request (path and headers), can fail a path a number of times first (HTTP
-503), can insist on a header, redirect a path, run a test's callback before it
+503), can insist on a header (HTTP 401 without it, asking for Basic
+credentials, git repositories included), redirect a path, run a test's callback before it
 sends a body (so a test acts at a known point of a download, without
 sleeping), and trickle a body one byte at a time. With ``tls`` (a certificate
 and its key, as :func:`tests.support.tls.make_certificates` makes them) it serves HTTPS. With ``git_root``,
@@ -57,7 +58,18 @@ class FileServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 owner.requests.append((self.path, dict(self.headers)))
-                self.git_backend()
+                if self.authorized():
+                    self.git_backend()
+
+            def authorized(self) -> bool:
+                """Whether the request has the required headers; if not, it is answered 401."""
+                if all(self.headers.get(k) == v for k, v in owner.required_headers.items()):
+                    return True
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="files"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return False
 
             def git_backend(self) -> None:
                 """Run ``git http-backend`` as the CGI program it is."""
@@ -86,14 +98,14 @@ class FileServer:
                 path = self.path.split("?")[0]
                 owner.requests.append((self.path, dict(self.headers)))
                 if owner.git_root is not None and path.startswith("/git/"):
-                    self.git_backend()
+                    if self.authorized():
+                        self.git_backend()
                     return
                 if owner.failures.get(path, 0) > 0:
                     owner.failures[path] -= 1
                     self.send_error(503, "try again")
                     return
-                if any(self.headers.get(k) != v for k, v in owner.required_headers.items()):
-                    self.send_error(401, "missing header")
+                if not self.authorized():
                     return
                 if path in owner.redirects:
                     self.send_response(302)

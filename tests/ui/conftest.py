@@ -7,6 +7,7 @@ log), so the suite's check that no process outlives its test covers them too.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import shutil
 from collections.abc import Iterator
@@ -36,8 +37,9 @@ def require_selenium() -> None:
         pytest.skip(reason, allow_module_level=True)
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[WebDriver]:
+@contextlib.contextmanager
+def chromium(folder: Path, *arguments: str) -> Iterator[WebDriver]:
+    """Headless Chromium with its profile and its driver's log under ``folder``, and ``arguments`` besides."""
     missing = [path for path in (CHROMIUM, CHROMEDRIVER) if shutil.which(path) is None]
     require("chromium", not missing, f"no {' nor '.join(missing)} (apt-get install chromium chromium-driver)")
     from selenium import webdriver
@@ -47,15 +49,21 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox",  # as root, Chromium runs only without its sandbox
                      "--disable-dev-shm-usage", "--window-size=1280,1000", "--no-first-run",
-                     f"--user-data-dir={tmp_path / 'chromium'}"):
+                     f"--user-data-dir={folder / 'chromium'}", *arguments):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for CSP violations
-    service = Service(CHROMEDRIVER, service_args=[f"--log-path={tmp_path / 'chromedriver.log'}"])
+    service = Service(CHROMEDRIVER, service_args=[f"--log-path={folder / 'chromedriver.log'}"])
     driver = webdriver.Chrome(options=options, service=service)
     try:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    with chromium(tmp_path) as driver:
+        yield driver
 
 
 @pytest.fixture

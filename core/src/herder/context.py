@@ -89,6 +89,9 @@ class TaskContext:
     """When another program collects the task's output (Nomad's log FIFOs), its stdout
     and stderr files: supervised processes write there instead of the rotating files,
     and ``stdout`` / ``stderr`` are these files."""
+    stopping: threading.Event = field(default_factory=threading.Event, repr=False)
+    """Set once the task is being stopped for good: a hook that waits or downloads in
+    ``herder_task_prestart`` ends what it does at once and raises."""
 
     def emit_event(self, type: str, message: str = "", **details: Any) -> None:
         """Record a task event (drivers use type ``Driver`` for progress)."""

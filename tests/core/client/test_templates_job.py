@@ -67,7 +67,8 @@ def test_change_mode_restart_restarts_the_task_with_the_new_file(data_dir: Path)
         replace(directory / "local/source.txt", "two")
         run.wait_for("Restart Signal", "t")
         wait_for(lambda: seen.read_text() == "value=one\nvalue=two\n")
-        assert run.types("t").count("Started") == 2
+        # The new process may write before its Started event is recorded: wait for the event.
+        wait_for(lambda: run.types("t").count("Started") == 2)
     finally:
         run.runner.stop()
         wait()

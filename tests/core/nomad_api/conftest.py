@@ -20,10 +20,10 @@ from tests.support.require import require
 class NomadAgent(AgentProcess):
     """An agent whose ``[nomad_api]`` listens on a free port of its own."""
 
-    def __init__(self, root: Path, *, token: str = "") -> None:
+    def __init__(self, root: Path, *, token: str = "", extra: str = "") -> None:
         self.nomad_port = free_ports(1, low=2000, high=12000)[0]
         root.mkdir(parents=True, exist_ok=True)
-        super().__init__(root, token=token, extra=f'[nomad_api]\nbind = "127.0.0.1:{self.nomad_port}"\n')
+        super().__init__(root, token=token, extra=f'[nomad_api]\nbind = "127.0.0.1:{self.nomad_port}"\n{extra}')
 
     @property
     def nomad_url(self) -> str:

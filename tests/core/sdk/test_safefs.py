@@ -11,6 +11,7 @@ import pytest
 
 from herder.sdk import (
     UnsafePathError,
+    give_tree,
     open_beneath,
     open_dir,
     open_file,
@@ -134,6 +135,20 @@ def test_write_atomic_sets_owner(base: Path) -> None:
         write_atomic(root, "owned", b"x", mode=0o600, owner=(65534, 65534))
     st = (base / "root" / "owned").stat()
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65534, 0o600)
+
+
+def test_give_tree_changes_links_and_no_file_with_another_name(base: Path) -> None:
+    """A link in the tree is given, not what it points at; a hard link to a host file is left alone."""
+    if os.geteuid() != 0:
+        pytest.skip("changing a file's owner needs root")
+    local = base / "root" / "local"
+    (local / "conf" / "app.conf").write_text("x")
+    (local / "to-host").symlink_to(base / "host" / "secret")
+    os.link(base / "host" / "secret", local / "hard")
+    give_tree(local, (65534, 65534))
+    for path in (local, local / "conf", local / "conf" / "app.conf", local / "to-host"):
+        assert (path.lstat().st_uid, path.lstat().st_gid) == (65534, 65534), path
+    assert (base / "host" / "secret").stat().st_uid == 0
 
 
 @pytest.mark.parametrize("name", ["a/b", "..", ""])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import threading
 import time
@@ -259,6 +260,23 @@ def test_output_can_go_straight_to_files_another_program_reads(connect: Callable
         os.close(reader)
     assert stderr.read_bytes() == b"earlier\nerr\n"
     assert log_files(logs_dir, "web", "stdout") == []
+
+
+def test_a_users_process_has_its_groups_and_those_asked_for(connect: Callable[..., Supervisor], spawn: Spawn,
+                                                            logs_dir: Path) -> None:
+    """As qemu's, given /dev/kvm's group: not root's groups, the user's and the one asked for."""
+    if os.geteuid() != 0:
+        pytest.skip("running a process as another user needs root")
+    nobody = pwd.getpwnam("nobody")
+    supervisor = connect()
+    spawn(supervisor, "t1", ["sh", "-c", "id -u; id -G"], user="nobody", groups=[4242, nobody.pw_gid])
+    assert supervisor.wait("t1", timeout=30) == ExitInfo(0, 0)
+    supervisor.forget("t1")
+    uid, groups = (logs_dir / "web.stdout.0").read_text().splitlines()
+    assert uid == str(nobody.pw_uid)
+    assert sorted(map(int, groups.split())) == sorted({*os.getgrouplist("nobody", nobody.pw_gid), 4242})
+    with pytest.raises(SupervisorError, match=r"bad request: groups is \['kvm'\]"):
+        spawn(supervisor, "t2", ["true"], user="nobody", groups=["kvm"])
 
 
 def test_a_fifo_nobody_reads_is_refused_at_once(connect: Callable[..., Supervisor], spawn: Spawn,

@@ -29,6 +29,7 @@ from herder import app
 from herder.agent import exec_ws, metrics, models, ui
 from herder.agent.auth import token_matches, websocket_refusal
 from herder.agent.events import EventLog, sse
+from herder.agent.samesite import Hosts, SameSite
 from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.logtail import LogTail
@@ -85,7 +86,8 @@ class Guard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A WebSocket of the UI's (its terminal) carries the session cookie, not the token: the UI checks the
         # session and the Origin itself (herder.agent.ui.client.StreamForwarder), then hands it to the API's route
-        # with the token, where websocket_refusal runs as for any other. Every other WebSocket is checked here.
+        # with the token, where websocket_refusal runs as for any other. Every other WebSocket is checked here
+        # (its Host, as every request's, in front: herder.agent.samesite).
         if (scope["type"] == "websocket" and not ui.serves(scope["path"])
                 and (refusal := websocket_refusal(scope, self.token, authorized=self.authorized))):
             await _error(*refusal, headers={"WWW-Authenticate": "Bearer"} if refusal[0] == 401 else None)(
@@ -140,9 +142,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": models.Error, "description": text} for status, text in (
         (400, "Invalid request (an invalid job lists each problem with its path)"),
         (401, "Missing or wrong token"),
+        (403, "A request of another site, or for a Host that does not name the agent"),
         (404, "Not found"),
         (409, "Conflict with the current state"),
         (413, "Request body too large"),
+        (415, "A body not sent as application/json"),
         (422, "Malformed request"),
     )}
 
@@ -404,8 +408,9 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
 
 
 def asgi(agent: Agent, events: EventLog) -> ASGIApp:
-    """The application with its guard in front."""
-    return Guard(create_app(agent, events), agent.config.token)
+    """The application with its guards in front: the same site's requests only, then the token."""
+    config = agent.config
+    return SameSite(Guard(create_app(agent, events), config.token), Hosts.of(config, config.bind), _error)
 
 
 # -- shapes ------------------------------------------------------------------

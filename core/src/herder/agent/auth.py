@@ -9,10 +9,10 @@ sends no header a page could choose except the subprotocols it offers. So:
   subprotocol offer ``herder.token.<base64url(T) without padding>``;
 - an ``Origin`` (which a browser always sends, and a page cannot forge) must
   be the agent's own: a page of another site cannot drive the agent
-  (cross-site WebSocket hijacking), even with no token configured;
-- without a token (the agent then listens on loopback alone), the ``Host``
-  must name loopback literally, so that a site whose name was made to
-  resolve to 127.0.0.1 (DNS rebinding) is not the agent's "own" origin.
+  (cross-site WebSocket hijacking), even with no token configured.
+
+Its ``Host`` must name the agent, as every request's must (DNS rebinding):
+:class:`herder.agent.samesite.SameSite` checks it in front of both listeners.
 """
 
 from __future__ import annotations
@@ -20,14 +20,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import ipaddress
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
+from herder.agent.samesite import origin_refusal
+
 TOKEN_PROTOCOL = "herder.token."
 """The prefix of the subprotocol offer that carries the token (base64url, without padding)."""
-
-_LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
 
 def token_matches(token: str, authorization: bytes | str | None) -> bool:
@@ -70,23 +69,5 @@ def websocket_refusal(scope: MutableMapping[str, Any], token: str, *,
         if offered is None or not hmac.compare_digest(offered, token.encode("utf-8")):
             return 401, (f"missing or wrong token (Authorization: Bearer <token>, or the subprotocol "
                          f"{TOKEN_PROTOCOL}<base64url token>)")
-    host = headers.get(b"host", b"").decode("latin-1").lower()
-    if not token and not _names_loopback(host):
-        return 403, f"Host {host!r} is not a loopback address, and the agent has no token"
-    origin = headers.get(b"origin")
-    if origin is not None:
-        own = f"{'https' if scope.get('scheme') in ('wss', 'https') else 'http'}://{host}"
-        if origin.decode("latin-1").lower().rstrip("/") != own:
-            return 403, f"a WebSocket from origin {origin.decode('latin-1')!r} (the agent's own is {own})"
-    return None
-
-
-def _names_loopback(host: str) -> bool:
-    """Whether a ``Host`` header (``name[:port]``, ``[v6][:port]``) names loopback without a lookup."""
-    name = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0]
-    if name in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    foreign = origin_refusal(scope)
+    return None if foreign is None else (403, f"a WebSocket: {foreign}")

@@ -6,10 +6,12 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import os
 import signal
 import socket
 import ssl
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -19,7 +21,7 @@ from typing import Literal
 import uvicorn
 
 from herder import app
-from herder.agent import exec_ws, nomad
+from herder.agent import connections, exec_ws, nomad
 from herder.agent.api import ASGIApp, asgi
 from herder.agent.events import EventLog, log_health
 from herder.client.config import Config, TlsConfig, parse_bind
@@ -29,6 +31,9 @@ log = logging.getLogger("herder.agent")
 
 SHUTDOWN_GRACE = 3
 """Seconds open requests (a followed log, the event stream) get to finish when the agent stops."""
+ABANDON_AFTER = 2
+"""Seconds, after the grace, that requests cancelled then and the threads they ran in get to end
+before the agent exits without them."""
 
 KEEP_ALIVE = 100
 """Seconds an idle kept-alive connection stays open. Longer than the clients keep one idle
@@ -110,7 +115,7 @@ def tls_context(tls: TlsConfig) -> ssl.SSLContext | None:
     return context
 
 
-def listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int, backlog: int = connections.BACKLOG) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -122,9 +127,17 @@ def listen(host: str, port: int) -> socket.socket:
     except OSError:
         sock.close()
         raise
-    sock.listen(1024)
+    sock.listen(backlog)
     sock.set_inheritable(False)
     return sock
+
+
+class _CancelledAtStop(logging.Filter):
+    """Drops uvicorn's traceback for each request it cancels once the stop's grace is over: it has
+    said how many it cancels, and a stop amid many requests (followed logs) would log one each."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
 
 
 class _Server(uvicorn.Server):
@@ -135,15 +148,55 @@ class _Server(uvicorn.Server):
     def capture_signals(self) -> Iterator[None]:
         yield
 
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's graceful shutdown, after which the connections still open are closed: uvicorn
+        cancels their requests but leaves them open."""
+        await super().shutdown(sockets)
+        for connection in list(self.server_state.connections):
+            connection.transport.abort()
 
-def serve(servers: list[tuple[_Server, socket.socket]]) -> None:
-    """Run every server on its socket, in one event loop, until all have stopped."""
+
+def serve(servers: list[tuple[_Server, socket.socket]], tally: connections.Tally) -> None:
+    """Run every server on its socket, in one event loop, until all have stopped; what the
+    connections' bounds dropped is counted in ``tally``.
+
+    The loop is closed without waiting on what cannot end: a request cancelled after the grace but
+    still waiting on a worker thread (a job being parsed, a command being run) is left behind, and
+    :func:`run` decides about its thread.
+    """
 
     async def every() -> None:
-        await asyncio.gather(*(each.serve(sockets=[each_sock]) for each, each_sock in servers))
+        asyncio.get_running_loop().set_exception_handler(tally.exception_handler)
+        try:
+            await asyncio.gather(*(each.serve(sockets=[each_sock]) for each, each_sock in servers))
+        finally:
+            tally.report()
 
-    with asyncio.Runner(loop_factory=servers[0][0].config.get_loop_factory()) as runner:
-        runner.run(every())
+    loop = (servers[0][0].config.get_loop_factory() or asyncio.new_event_loop)()
+    try:
+        loop.run_until_complete(every())
+        if left := asyncio.all_tasks(loop):
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.wait(left, timeout=ABANDON_AFTER))
+    finally:
+        loop.close()  # the default executor is shut down, not waited for
+
+
+def _exit_past_threads(code: int) -> None:
+    """Exit with ``code`` at once if threads a request ran in are still busy a while after the agent
+    has stopped and closed its state: the interpreter would wait for them at exit (a pool's workers
+    are joined then), for as long as they take."""
+    deadline = time.monotonic() + ABANDON_AFTER
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    busy = [t.name for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon and
+            t.is_alive()]
+    if busy:
+        log.warning("exiting without waiting for %d busy thread(s): %s", len(busy), ", ".join(sorted(set(busy))))
+        logging.shutdown()
+        os._exit(code)
 
 
 def run(config: Config, *, drain: bool = False) -> int:
@@ -161,13 +214,14 @@ def run(config: Config, *, drain: bool = False) -> int:
     except ConfigError as exc:
         log.error("%s", exc)
         return 1
+    limit, backlog = connections.budget(connections.raise_descriptor_limit(), 2 if nomad_address else 1)
     try:
-        sock = listen(host, port)
+        sock = listen(host, port, backlog)
     except OSError as exc:
         log.error("cannot listen on %s: %s", config.bind, exc)
         return 1
     try:
-        nomad_sock = listen(*nomad_address) if nomad_address else None
+        nomad_sock = listen(*nomad_address, backlog) if nomad_address else None
     except OSError as exc:
         log.error("cannot listen on %s ([nomad_api] bind): %s", nomad_bind, exc)
         sock.close()
@@ -178,10 +232,15 @@ def run(config: Config, *, drain: bool = False) -> int:
     events = EventLog()
     agent = app.Agent(config, hooks, on_event=events.record, on_health=log_health, on_collected=events.forget)
 
+    tally = connections.Tally()
+    logging.getLogger("uvicorn.error").addFilter(_CancelledAtStop())
+    logging.getLogger("uvicorn.error").addFilter(tally)
+
     def server(application: ASGIApp, lifespan: Literal["on", "off"]) -> _Server:
+        bounded = connections.protocol(connections.Limits(limit, tally))
         return _Server(uvicorn.Config(application, log_config=None, access_log=False, lifespan=lifespan,
                                       timeout_graceful_shutdown=SHUTDOWN_GRACE, timeout_keep_alive=KEEP_ALIVE,
-                                      ws_max_size=exec_ws.MAX_FRAME,
+                                      http=bounded, backlog=backlog, ws_max_size=exec_ws.MAX_FRAME,
                                       ssl_context_factory=None if tls is None else lambda _config, _default: tls))
 
     servers = [(server(asgi(agent, events), "on"), sock)]
@@ -199,11 +258,11 @@ def run(config: Config, *, drain: bool = False) -> int:
     signal.signal(signal.SIGTERM, stop)
     try:
         restored = agent.start(address=sock.getsockname()[:2])
-        log.info("agent %s listening on %s, data dir %s, %d allocation(s) reattached", agent.version, config.bind,
-                 config.data_dir, len(restored))
+        log.info("agent %s listening on %s (at most %d connections), data dir %s, %d allocation(s) reattached",
+                 agent.version, config.bind, limit, config.data_dir, len(restored))
         if nomad_sock is not None:
             log.info("Nomad-compatible API listening on %s", nomad_bind)
-        serve(servers)
+        serve(servers, tally)
         if drain or agent.draining:
             started = time.monotonic()
             agent.drain()
@@ -213,4 +272,5 @@ def run(config: Config, *, drain: bool = False) -> int:
         for _, each_sock in servers:
             each_sock.close()
     log.info("agent stopped")
+    _exit_past_threads(0)
     return 0

@@ -58,6 +58,14 @@ class NomadApiConfig:
     bind: str = ""
 
 
+@dataclass(frozen=True)
+class AgentConfig:
+    """``[agent]``: how the agent's listeners may be reached. ``allowed_hosts``: names, besides loopback
+    and the bind address, that a request's ``Host`` may give (herder.agent.samesite)."""
+
+    allowed_hosts: frozenset[str] = frozenset()
+
+
 def parse_bind(bind: str) -> tuple[str, int]:
     """``host:port`` (``[v6]:port``) -> host and port; :class:`ValueError` if malformed."""
     host, sep, port = bind.rpartition(":")
@@ -109,6 +117,7 @@ class Config:
     plugin: dict[str, dict[str, Any]] = field(default_factory=dict)
     client: ClientConfig = field(default_factory=ClientConfig)
     nomad_api: NomadApiConfig = field(default_factory=NomadApiConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     node_name: str = field(default_factory=lambda: os.uname().nodename)
     datacenter: str = "dc1"
@@ -132,8 +141,9 @@ def default_data_dir(agent: bool = False) -> Path:
 # The keys each table may have ("" is the top level); [plugin.NAME] tables are the plugins' own.
 _KEYS: dict[str, set[str]] = {
     "": {"data_dir", "bind", "token", "tls", "ports", "services", "consul", "plugins", "plugin", "node_name",
-         "datacenter", "client", "nomad_api", "telemetry"},
+         "datacenter", "client", "nomad_api", "telemetry", "agent"},
     "nomad_api": {"bind"},
+    "agent": {"allowed_hosts"},
     "telemetry": {"collection_interval"},
     "tls": {"cert_file", "key_file"},
     "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside", "gc_interval",
@@ -165,10 +175,10 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(str(exc)) from None
 
 
-def _names(table: dict[str, Any], key: str, default: tuple[str, ...]) -> frozenset[str]:
+def _names(table: dict[str, Any], key: str, default: tuple[str, ...], where: str = "client") -> frozenset[str]:
     value = table.get(key, list(default))
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-        raise ConfigError(f"[client] {key} must be a list of names, not {value!r}")
+        raise ConfigError(f"[{where}] {key} must be a list of names, not {value!r}")
     return frozenset(value)
 
 
@@ -234,6 +244,9 @@ def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tu
         plugin={str(name): dict(table) for name, table in plugin.items()},
         client=_client(raw),
         nomad_api=_nomad_api(_table(raw, "nomad_api")),
+        # Host names are case-insensitive; a request's is compared lowercased.
+        agent=AgentConfig(frozenset(name.lower() for name in _names(_table(raw, "agent"), "allowed_hosts", (),
+                                                                     "agent"))),
         telemetry=_telemetry(_table(raw, "telemetry")),
         node_name=str(raw.get("node_name", os.uname().nodename)),
         datacenter=str(raw.get("datacenter", "dc1")),

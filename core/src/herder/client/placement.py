@@ -22,7 +22,6 @@ from herder.client.node import Node
 from herder.client.ports import PortAllocator
 from herder.client.taskdir import (
     alloc_dir_path,
-    allow_traversal,
     build_alloc_dir,
     build_task_dir,
     task_dir_paths,
@@ -139,10 +138,7 @@ class Placement:
               created: Sequence[tuple[str, str]], make_dirs: bool) -> PlacedTask:
         alloc = placed.alloc
         if make_dirs:
-            owner = task_owner(task.user)
-            if owner is not None and owner[0] != 0:
-                allow_traversal(self.data_dir)  # its process reaches its task dir by the host's path
-            task_dir = build_task_dir(alloc.dir, task.name, owner)
+            task_dir = build_task_dir(alloc.dir, task.name, task_owner(task.user))
         else:
             task_dir = task_dir_paths(alloc.dir, task.name)
 

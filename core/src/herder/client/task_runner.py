@@ -157,7 +157,7 @@ class TaskRunner:
         self._recover = recover
         self._lock = threading.RLock()
         self._handle: TaskHandle | None = None
-        self._kill_requested = threading.Event()
+        self._kill_requested = self.ctx.stopping  # what a prestart hook that waits gives up on
         self._hurry = threading.Event()  # a second kill: no wait of the lifecycle is waited out
         self._lifecycle = TaskLifecycle(hooks, self.task, self.ctx, make_lookup=placed.make_lookup,
                                         interrupt=self._hurry, kill_details=capped)
@@ -410,6 +410,8 @@ class TaskRunner:
             # driver failing; a lifecycle plugin failing is the task's setup failing.
             kind = events.DRIVER_FAILURE if lifecycle.step.who == "driver" else events.SETUP_FAILURE
             self.emit(kind, self.hooks.describe_failure(lifecycle.step.hook, exc), recoverable=recoverable)
+            if self._kill_requested.is_set():  # a hook stopped by the kill: nothing to restart
+                return None
             return self._after_start_error(recoverable)
         if self._kill_requested.is_set():
             return None

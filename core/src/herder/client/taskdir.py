@@ -22,7 +22,7 @@ each other's files; ``alloc/logs`` is herder's (0755). A task's ``local``
 (0755), ``secrets`` (0700) and ``tmp`` (1777) belong to the task's user when
 it has one this host knows. ``allocs`` and each allocation directory are
 0711: not listable by other users even where the data dir must be
-traversable (:func:`allow_traversal`).
+traversable (:func:`herder.sdk.paths.allow_traversal`).
 
 An allocation directory is removed (:func:`remove_alloc_dir`, by the garbage
 collector) through directory descriptors too (:func:`~herder.sdk.safefs.remove_tree`):
@@ -40,14 +40,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from herder.context import TaskDir
-from herder.sdk.paths import ALLOC_SHARED
+from herder.sdk.paths import ALLOC_SHARED, TRAVERSABLE_DATA_DIR_MODE
 from herder.sdk.safefs import UnsafePathError, make_dir, open_beneath, remove_tree, safe_root
 
 Owner = tuple[int, int]
 """A ``(uid, gid)``."""
 
 DATA_DIR_MODE = 0o700
-TRAVERSABLE_DATA_DIR_MODE = 0o711
 ALLOCS_MODE = 0o711
 SHARED_DIRS = {"data": 0o1777, "logs": 0o755, "tmp": 0o1777}
 TASK_DIRS = {"local": 0o755, "secrets": 0o700, "tmp": 0o1777}
@@ -72,25 +71,13 @@ def task_owner(user: str) -> Owner | None:
 def make_data_dir(data_dir: Path) -> None:
     """Create the data dir 0700 (its parents as usual); an existing one is made 0700 unless 0700 or 0711.
 
-    0711 is kept: :func:`allow_traversal` set it for a task that needs it, and
-    a restored allocation may still run one.
+    0711 is kept: :func:`~herder.sdk.paths.allow_traversal` set it for a task's process that
+    needs it, and a restored allocation may still run one.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     with safe_root(data_dir) as fd:
         if os.fstat(fd).st_mode & 0o7777 not in (DATA_DIR_MODE, TRAVERSABLE_DATA_DIR_MODE):
             os.fchmod(fd, DATA_DIR_MODE)
-
-
-def allow_traversal(data_dir: Path) -> None:
-    """Make the data dir 0711: other users may pass through it to a path they know, not list it.
-
-    Needed by a task that runs as a user of the host on the host's paths
-    (``raw_exec`` with ``user``): its process opens ``$NOMAD_TASK_DIR/...``
-    as that user. Drivers that mount the task's directories (exec, docker)
-    do not need it: their mounts are made by root.
-    """
-    with safe_root(data_dir) as fd:
-        os.fchmod(fd, TRAVERSABLE_DATA_DIR_MODE)
 
 
 def alloc_dir_path(data_dir: Path, alloc_id: str) -> Path:

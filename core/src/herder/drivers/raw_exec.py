@@ -55,7 +55,7 @@ class RawExecDriver:
         argv = [task.config["command"], *task.config.get("args", [])]
         user = TaskUser.lookup(task.user) if task.user else None
         return SupervisedProcess.spawn(task, ctx, argv, env=self._environment(ctx, user), cwd=ctx.task_dir.dir,
-                                       user=task.user or None)
+                                       user=task.user or None, host_paths=True)
 
     @hookimpl
     def herder_task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:

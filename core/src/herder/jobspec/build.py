@@ -36,6 +36,7 @@ from herder.model import (
     Template,
 )
 from herder.sdk.durations import format_duration, parse_duration
+from herder.sdk.redact import redact_url
 
 _SERVICE_RESTART: dict[str, Any] = {"attempts": 2, "interval": 30 * 60.0, "delay": 15.0, "mode": "fail"}
 _BATCH_RESTART: dict[str, Any] = {"attempts": 3, "interval": 24 * 3600.0, "delay": 15.0, "mode": "fail"}
@@ -412,12 +413,12 @@ class _Builder:
         if getter.lower() == "git":
             self.git_artifact(url, options, spec.get("mode", "any"), path)
         elif getter:
-            self.problem((*path, "source"), f"{source!r}: herder does not fetch go-getter's {getter}:: sources "
-                                            f"(it fetches {', '.join(ARTIFACT_SCHEMES)} and git::)")
+            self.problem((*path, "source"), f"{redact_url(source)!r}: herder does not fetch go-getter's {getter}:: "
+                                            f"sources (it fetches {', '.join(ARTIFACT_SCHEMES)} and git::)")
         else:
             scheme = source.split("://", 1)[0].lower() if "://" in source else "file"
             if scheme not in ARTIFACT_SCHEMES:
-                self.problem((*path, "source"), f"{source!r}: herder fetches artifacts over "
+                self.problem((*path, "source"), f"{redact_url(source)!r}: herder fetches artifacts over "
                                                 f"{', '.join(ARTIFACT_SCHEMES)} and git:: only")
             for key in sorted(set(options) - {"checksum", "archive"}):
                 self.problem((*path, "options", key), "unknown option (herder knows checksum and archive, and "
@@ -442,7 +443,7 @@ class _Builder:
         """Check a ``git::URL`` source (``url`` without ``git::``) and go-getter's git options."""
         scheme = url.split("://", 1)[0] if "://" in url else url.split("::", 1)[0] if "::" in url else ""
         if "${" not in scheme and scheme.lower() not in GIT_SCHEMES:
-            self.problem((*path, "source"), f"'git::{url}': git sources are fetched over "
+            self.problem((*path, "source"), f"{redact_url(f'git::{url}')!r}: git sources are fetched over "
                                             f"{', '.join(f'{s}://' for s in GIT_SCHEMES)} only")
         for key in sorted(set(options) - set(GIT_OPTIONS)):
             self.problem((*path, "options", key), f"unknown option of a git:: source (herder knows "

@@ -23,11 +23,14 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
   descriptors without following links (:mod:`herder.sdk.safefs`):
   :func:`safe_root`, :func:`open_beneath`, :func:`open_dir`,
   :func:`open_file`, :func:`read_file`, :func:`write_atomic`,
-  :func:`set_mode`, :class:`UnsafePathError`.
+  :func:`set_mode`, :func:`give_tree`, :class:`UnsafePathError`.
 - Resource usage as :class:`herder.TaskStats`: :func:`process_stats` of a
   tree of processes (``/proc``), :func:`cgroup_stats` of a cgroup; where the
   host mounts its cgroups: :func:`cgroup_mounts`.
 - :func:`parse_duration`, :func:`format_duration`, :func:`parse_signal`.
+- Credentials out of what is shown: :func:`redact_url` (a URL's password and
+  ``sshkey`` as ``redacted``, as go-getter's ``RedactURL``), :func:`secrets_of`
+  and :func:`redact` (every form of them out of a text).
 """
 
 from __future__ import annotations
@@ -45,8 +48,10 @@ from herder.sdk.env import (
 from herder.sdk.exec_session import ExecProcess
 from herder.sdk.paths import locate_in_task_dir, resolve_in_task_dir
 from herder.sdk.process import exit_result, kill_group, kill_session, run_capped
+from herder.sdk.redact import redact, redact_url, secrets_of
 from herder.sdk.safefs import (
     UnsafePathError,
+    give_tree,
     open_beneath,
     open_dir,
     open_file,
@@ -72,6 +77,7 @@ __all__ = [
     "exit_result",
     "format_duration",
     "get_var",
+    "give_tree",
     "inherited_environment",
     "kill_group",
     "kill_session",
@@ -83,9 +89,12 @@ __all__ = [
     "parse_signal",
     "process_stats",
     "read_file",
+    "redact",
+    "redact_url",
     "resolve_in_task_dir",
     "run_capped",
     "safe_root",
+    "secrets_of",
     "set_mode",
     "set_port_vars",
     "set_task_dirs",

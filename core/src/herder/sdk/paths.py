@@ -1,14 +1,18 @@
-"""Job-file paths inside a task directory: never outside it."""
+"""Job-file paths inside a task directory: never outside it; and the data dir a task's process passes through."""
 
 from __future__ import annotations
 
+import os
 import posixpath
 from pathlib import Path, PurePosixPath
 
 from herder.context import TaskDir
+from herder.sdk.safefs import safe_root
 
 ALLOC_SHARED = "alloc"
 """The name of the shared allocation directory, and of its view inside each task directory."""
+TRAVERSABLE_DATA_DIR_MODE = 0o711
+"""The data dir's mode once a task's process must pass through it (it is 0700 until then)."""
 
 
 def resolve_in_task_dir(task_dir: TaskDir, relative: str) -> Path:
@@ -67,3 +71,18 @@ def locate_in_task_dir(task_dir: TaskDir, relative: str) -> tuple[Path, str]:
     if normal.parts[:1] == ("..",):
         raise ValueError(f"path {relative!r} escapes the task directory")
     return task_dir.dir, "/".join(normal.parts)
+
+
+def allow_traversal(data_dir: Path) -> None:
+    """Make the data dir 0711: other users may pass through it to a path they know, not list it.
+
+    Needed by a process that runs as another user of the host than herder's
+    on the host's paths (raw_exec, a JVM without isolation): it opens
+    ``$NOMAD_TASK_DIR/...`` as that user. :class:`herder.sdk.SupervisedProcess`
+    calls it for such a process (``host_paths``). A task whose directories
+    are mounted into it (exec, an isolated JVM, docker, rkt) does not need
+    it: root makes the mounts, and the task's user never walks the host's
+    path to them.
+    """
+    with safe_root(data_dir) as fd:
+        os.fchmod(fd, TRAVERSABLE_DATA_DIR_MODE)

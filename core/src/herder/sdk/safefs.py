@@ -71,7 +71,13 @@ def _explain(dir_fd: int, name: str, shown: str, expected: str) -> UnsafePathErr
         return UnsafePathError(shown, f"not {expected} (it changed while being opened)")
     if stat.S_ISLNK(mode):
         return UnsafePathError(shown, "a link")
+    if _KINDS[expected](mode):  # what it must be now, so not when it was opened: swapped in between
+        return UnsafePathError(shown, f"a link or not {expected} when opened, swapped since")
     return UnsafePathError(shown, f"not {expected}")
+
+
+_KINDS = {"a directory": stat.S_ISDIR, "a regular file": stat.S_ISREG}
+"""What :func:`_explain` may expect a name to be, and how its mode says so."""
 
 
 def open_root(path: Path | str) -> int:
@@ -252,6 +258,27 @@ def set_mode(fd: int, mode: int, owner: tuple[int, int] | None = None) -> None:
     if owner is not None:
         os.fchown(fd, *owner)
     os.fchmod(fd, mode)
+
+
+def give_tree(root: Path | str, owner: tuple[int, int]) -> None:
+    """Give ``root`` and everything in it to ``owner`` (``(uid, gid)``): a task's own directory, to the
+    user the task runs as.
+
+    The task can write this tree (on a restart, it already did): a directory
+    swapped for a link while it is walked must not lead root's ``chown`` out of
+    it. :func:`os.fwalk` opens each directory relative to its parent's
+    descriptor and checks it is the one listed; each entry is changed relative
+    to that descriptor, never through a path, and a link itself, not its target.
+    A file with more than one name is left as it is: its other name may be a
+    host file's (a hard link the task made where the kernel allows it).
+    """
+    os.chown(root, *owner, follow_symlinks=False)
+    for _, dirs, files, dir_fd in os.fwalk(root):
+        for name in (*dirs, *files):
+            with suppress(FileNotFoundError):  # removed by the task meanwhile
+                found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                if stat.S_ISDIR(found.st_mode) or found.st_nlink == 1:
+                    os.chown(name, *owner, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def write_atomic(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import pwd
 import secrets
 import select
 import signal
@@ -27,6 +28,7 @@ from herder.context import TaskContext
 from herder.errors import DriverError, RecoverableError
 from herder.model import Task
 from herder.objects import DriverNetwork, ExitResult, TaskStats, parse_signal
+from herder.sdk.paths import allow_traversal
 from herder.sdk.stats import process_stats
 from herder.supervisor import ProcInfo, Supervisor, SupervisorError, SupervisorUnavailable
 from herder.supervisor.proctree import Cgroup, ProcessTree, SessionTree
@@ -68,27 +70,38 @@ class SupervisedProcess:
 
     @classmethod
     def spawn(cls, task: Task, ctx: TaskContext, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path,
-              user: str | None = None, default_signal: int = signal.SIGINT,
-              network: DriverNetwork | None = None) -> SupervisedProcess:
-        """Start ``argv`` for ``task`` through ``ctx.supervisor``.
+              user: str | None = None, groups: Sequence[int] = (), host_paths: bool = False,
+              default_signal: int = signal.SIGINT, network: DriverNetwork | None = None) -> SupervisedProcess:
+        """Start ``argv`` for ``task`` through ``ctx.supervisor``, as ``user`` when given: with its
+        groups, and the group ids ``groups`` besides (the group of a device it needs, say).
 
         Its output goes to the task's log files (``task.logs`` says how they
         rotate). If herder goes away without stopping it, the supervisor stops
         it with the task's ``kill_signal`` (else ``default_signal``) and
         ``kill_timeout`` when the session asked for that.
 
+        ``host_paths``: the process opens the task's files by their paths on
+        the host (``$NOMAD_TASK_DIR/...``, a JVM's ``-jar``), as raw_exec's
+        and a plain JVM's do. Run so as another ``user`` than herder's, it
+        must pass through herder's data dir, which is made 0711 first. A
+        program given only paths relative to its working directory (QEMU)
+        leaves the data dir 0700.
+
         :raises DriverError: when it cannot start (no such command, bad ``cwd``, unknown user, ...).
         :raises RecoverableError: when the supervisor cannot be reached.
         """
         supervisor = _supervisor_of(ctx)
+        if (host_paths and user and _another_user(user)
+                and ctx.task_dir.dir.absolute().is_relative_to(supervisor.data_dir)):
+            allow_traversal(supervisor.data_dir)
         id = f"{ctx.alloc_id}.{ctx.task_name}.{secrets.token_hex(4)}"
         stop_signal = parse_signal(task.kill_signal) if task.kill_signal else default_signal
         try:
             info = supervisor.spawn(
-                id, argv, env=env, cwd=cwd, user=user, logs_dir=ctx.task_dir.logs_dir, task=ctx.task_name,
-                max_files=task.logs.max_files, max_file_size=task.logs.max_file_size, stop_signal=stop_signal,
-                kill_timeout=task.kill_timeout, output_paths=ctx.output_paths, on_unsafe_log=_reporter(ctx),
-                on_logs_dropped=functools.partial(_report_dropped, ctx),
+                id, argv, env=env, cwd=cwd, user=user, groups=groups, logs_dir=ctx.task_dir.logs_dir,
+                task=ctx.task_name, max_files=task.logs.max_files, max_file_size=task.logs.max_file_size,
+                stop_signal=stop_signal, kill_timeout=task.kill_timeout, output_paths=ctx.output_paths,
+                on_unsafe_log=_reporter(ctx), on_logs_dropped=functools.partial(_report_dropped, ctx),
             )
         except SupervisorUnavailable as err:
             _abandon(supervisor, id)
@@ -224,6 +237,15 @@ class SupervisedProcess:
                     with contextlib.suppress(SupervisorError):  # the next supervisor will not know it either
                         self._supervisor.forget(self.id)
             return self._result
+
+
+def _another_user(user: str) -> bool:
+    """Whether ``user`` is an account of the host other than herder's own (an unknown one is refused
+    by the supervisor: it does not matter here)."""
+    try:
+        return pwd.getpwnam(user).pw_uid != os.geteuid()
+    except KeyError:
+        return False
 
 
 def _supervisor_of(ctx: TaskContext) -> Supervisor:

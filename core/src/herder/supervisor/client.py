@@ -176,11 +176,13 @@ class Supervisor:
         self._connection()
 
     def spawn(self, id: str, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | str | None,
-              user: str | None = None, logs_dir: Path, task: str, max_files: int, max_file_size: int,
-              stop_signal: int, kill_timeout: float, output_paths: Sequence[Path] | None = None,
+              user: str | None = None, groups: Sequence[int] = (), logs_dir: Path, task: str, max_files: int,
+              max_file_size: int, stop_signal: int, kill_timeout: float, output_paths: Sequence[Path] | None = None,
               on_unsafe_log: Callable[[str], None] | None = None,
               on_logs_dropped: Callable[[Dropped], None] | None = None) -> ProcInfo:
         """Start ``argv`` as process ``id`` (unique in the supervisor), owned by this client.
+
+        As ``user`` (with its groups, and the group ids ``groups`` besides) when given.
 
         It leads its own process group, in a cgroup of its own where the
         supervisor has one to give; its stdout and stderr go to
@@ -207,7 +209,8 @@ class Supervisor:
         try:
             reply = self._request(
                 "spawn", claim=id, id=id, argv=list(argv), env=dict(env), cwd=None if cwd is None else str(cwd),
-                user=user or None, stop_signal=int(stop_signal), kill_timeout=float(kill_timeout), logs=logs,
+                user=user or None, groups=list(groups), stop_signal=int(stop_signal),
+                kill_timeout=float(kill_timeout), logs=logs,
             )
         except SupervisorError:
             self._stop_listening_to_logs(id)

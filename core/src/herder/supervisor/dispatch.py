@@ -88,6 +88,7 @@ class Dispatcher:
         command = Command(
             id=id, argv=_command(message, "spawn")["argv"], env=_field(message, "env", dict),
             cwd=_field(message, "cwd", str, optional=True), user=_field(message, "user", str, optional=True),
+            groups=_groups(message),
             stop_signal=_signal_field(message, "stop_signal"),
             kill_timeout=float(_field(message, "kill_timeout", (int, float))),
         )
@@ -151,6 +152,14 @@ def _field(message: dict[str, Any], name: str, kind: type | tuple[type, ...], op
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise Refused(f"bad request: {name} is {value!r}")
     return value
+
+
+def _groups(message: dict[str, Any]) -> tuple[int, ...]:
+    """A spawn's ``groups``: group ids (none if not given)."""
+    groups = _field(message, "groups", list, optional=True) or []
+    if not all(isinstance(gid, int) and not isinstance(gid, bool) and gid >= 0 for gid in groups):
+        raise Refused(f"bad request: groups is {groups!r}")
+    return tuple(groups)
 
 
 def _signal_field(message: dict[str, Any], name: str = "signal") -> int:

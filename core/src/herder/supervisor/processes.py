@@ -77,6 +77,8 @@ class Command(NamedTuple):
     env: dict[str, str]
     cwd: str | None
     user: str | None
+    groups: tuple[int, ...]
+    """Supplementary groups beyond ``user``'s own (a device's group, say), when the supervisor is root."""
     stop_signal: int
     """What stops it when its session is lost."""
     kill_timeout: float
@@ -241,7 +243,7 @@ class Processes:
                 popen = subprocess.Popen(
                     command.argv, env=command.env, cwd=command.cwd, stdin=self._devnull, stdout=stdout,
                     stderr=stderr, start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit,
-                    **_identity(command.user),
+                    **_identity(command.user, command.groups),
                 )
         except _START_ERRORS as err:
             self._release(tree)
@@ -423,8 +425,9 @@ def _close(fds: list[int], files: list[RotatingFile]) -> None:
         file.close()
 
 
-def _identity(user: str | None) -> dict[str, Any]:
-    """Popen arguments that run a process as ``user``: its uid and, when we are root, its groups.
+def _identity(user: str | None, groups: Sequence[int] = ()) -> dict[str, Any]:
+    """Popen arguments that run a process as ``user``: its uid and, when we are root, its groups and
+    ``groups`` besides.
 
     Switching only the uid would leave a task started by root in root's groups.
     """
@@ -433,8 +436,9 @@ def _identity(user: str | None) -> dict[str, Any]:
     if os.geteuid() != 0:
         return {"user": user}
     entry = pwd.getpwnam(user)
+    own = os.getgrouplist(entry.pw_name, entry.pw_gid)
     return {"user": entry.pw_uid, "group": entry.pw_gid,
-            "extra_groups": os.getgrouplist(entry.pw_name, entry.pw_gid)}
+            "extra_groups": [*own, *(gid for gid in groups if gid not in own)]}
 
 
 def _raise_fd_limit() -> Callable[[], None] | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +84,16 @@ DEFAULT_ALLOW_CAPS = (
     "audit_write", "chown", "dac_override", "fowner", "fsetid", "kill", "mknod", "net_bind_service",
     "setfcap", "setgid", "setpcap", "setuid", "sys_chroot",
 )
-"""Nomad's default ``allow_caps``: the capabilities a task may add with ``cap_add``."""
+"""Nomad's default ``allow_caps``: the capabilities a container may have (Docker's defaults but ``net_raw``)."""
+DOCKER_DEFAULT_CAPS = (*DEFAULT_ALLOW_CAPS, "net_raw")
+"""The capabilities Docker gives a container unless told otherwise, as Nomad counts them.
+
+``net_raw`` lets a container open raw and packet sockets: on the host's network it could read
+the traffic of every process of the host (an API token on loopback, say), on a bridge forge
+its neighbours' packets. Nomad 1.1 took it out of ``allow_caps``'s default, and so has herder.
+"""
+HOST_NETWORK = "host"
+CONTAINER_NETWORK_PREFIX = "container:"
 
 
 @dataclass(frozen=True)
@@ -100,14 +109,20 @@ class PluginConfig:
     timeout: float = 60.0
     allow_caps: tuple[str, ...] = DEFAULT_ALLOW_CAPS
     allow_sysctl: bool = False
+    allow_host_network: bool = False
+    allow_container_network: bool = False
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PluginConfig:
         known = {"endpoint", "cleanup_image", "cleanup_image_delay", "volumes_enabled", "allow_privileged",
-                 "pull_timeout", "timeout", "allow_caps", "allow_sysctl"}
+                 "pull_timeout", "timeout", "allow_caps", "allow_sysctl", "allow_host_network",
+                 "allow_container_network"}
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"unknown [plugin.docker] key(s): {', '.join(unknown)}")
+        allow_caps = raw.get("allow_caps", DEFAULT_ALLOW_CAPS)
+        if not isinstance(allow_caps, list | tuple):
+            raise ValueError(f"[plugin.docker] allow_caps must be a list of capability names, not {allow_caps!r}")
         return cls(
             endpoint=str(raw.get("endpoint") or os.environ.get("DOCKER_HOST") or DEFAULT_ENDPOINT),
             cleanup_image=bool(raw.get("cleanup_image", True)),
@@ -116,14 +131,51 @@ class PluginConfig:
             allow_privileged=bool(raw.get("allow_privileged", False)),
             pull_timeout=parse_duration(raw.get("pull_timeout", "5m")),
             timeout=parse_duration(raw.get("timeout", "60s")),
-            allow_caps=tuple(capability(cap) for cap in raw.get("allow_caps", DEFAULT_ALLOW_CAPS)),
+            allow_caps=tuple(capability(cap) for cap in allow_caps),
             allow_sysctl=bool(raw.get("allow_sysctl", False)),
+            allow_host_network=bool(raw.get("allow_host_network", False)),
+            allow_container_network=bool(raw.get("allow_container_network", False)),
         )
+
+    def capabilities(self, add: Sequence[str], drop: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The container's ``cap_add`` and ``cap_drop``, as Nomad's docker driver computes them:
+        ``add`` as asked, and dropped what ``drop`` asks for plus each of Docker's default
+        capabilities ``allow_caps`` leaves out (``all`` in ``allow_caps`` allows every one).
+
+        :raises ValueError: ``add`` asks for a capability ``allow_caps`` does not allow.
+        """
+        allowed = set(self.allow_caps)
+        refused = [cap for cap in add if "all" not in allowed and capability(cap) not in allowed]
+        if refused:
+            raise ValueError(f"cap_add: {', '.join(refused)} not allowed: see [plugin.docker] allow_caps")
+        dropped = {capability(cap) for cap in drop}
+        if "all" in dropped:
+            return _docker_names(add), ["ALL"]
+        if "all" not in allowed:
+            dropped |= set(DOCKER_DEFAULT_CAPS) - allowed
+        return _docker_names(add), _docker_names(dropped)
+
+    def network_mode_refusal(self, mode: str) -> str | None:
+        """Why ``network_mode`` is refused by this configuration, or None: the host's network
+        and another container's are each allowed only where the operator says so."""
+        if mode == HOST_NETWORK and not self.allow_host_network:
+            return ('config.network_mode = "host" is not allowed: a container on the host\'s network reaches '
+                    "every service the host listens on, loopback included; "
+                    "set [plugin.docker] allow_host_network = true")
+        if mode.startswith(CONTAINER_NETWORK_PREFIX) and not self.allow_container_network:
+            return (f"config.network_mode = \"{mode}\" is not allowed: it joins another container's network, "
+                    "which may be another allocation's; set [plugin.docker] allow_container_network = true")
+        return None
 
 
 def capability(name: str) -> str:
     """A capability as Nomad compares them: lower case, without ``CAP_``."""
-    return str(name).lower().removeprefix("cap_")
+    return str(name).strip().lower().removeprefix("cap_")
+
+
+def _docker_names(caps: Iterable[str]) -> list[str]:
+    """Capabilities as Docker's API takes them (``NET_RAW``), sorted, each once."""
+    return sorted({capability(cap).upper() for cap in caps})
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from herder import (
     hookimpl,
 )
 from herder.sdk import resolve_in_task_dir, set_task_dirs, set_var
-from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, capability, image_ref
+from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, image_ref
 from herder_docker.handle import LOG_DRIVER, ContainerOutput, DockerHandle
 from herder_docker.images import Images, auth_refused
 from herder_docker.session import DockerExecSession
@@ -118,6 +118,9 @@ class DockerDriver:
             raise DriverError("volumes are not allowed: set [plugin.docker] volumes_enabled = true")
         if config.privileged and not self.config.allow_privileged:
             raise DriverError("privileged containers are not allowed: set [plugin.docker] allow_privileged = true")
+        refusal = self.config.network_mode_refusal(config.network_mode)
+        if refusal:
+            raise DriverError(refusal)
         self._check_nomad_keys(config, ctx)
         set_task_dirs(ctx.env, TASK_DIRS["alloc_dir"], TASK_DIRS["local_dir"], TASK_DIRS["secrets_dir"])
         for port in ctx.ports:
@@ -154,10 +157,10 @@ class DockerDriver:
         if unknown:
             known = ", ".join(sorted(labels)) or "none"
             raise DriverError(f"ports: {', '.join(unknown)} not a port of the task's network (ports: {known})")
-        allowed = set(self.config.allow_caps)
-        refused = [cap for cap in config.cap_add if "all" not in allowed and capability(cap) not in allowed]
-        if refused:
-            raise DriverError(f"cap_add: {', '.join(refused)} not allowed: see [plugin.docker] allow_caps")
+        try:
+            self.config.capabilities(config.cap_add, config.cap_drop)
+        except ValueError as exc:
+            raise DriverError(str(exc)) from None
         if config.sysctl and not self.config.allow_sysctl:
             raise DriverError("sysctl is not allowed: set [plugin.docker] allow_sysctl = true")
         if any(mount.get("type", "volume") != "tmpfs" for mount in config.mount) and not self.config.volumes_enabled:
@@ -292,10 +295,13 @@ class DockerDriver:
         options: dict[str, Any] = {}
         if config.mount:
             options["mounts"] = [self._mount(mount, ctx) for mount in config.mount]
-        if config.cap_add:
-            options["cap_add"] = list(config.cap_add)
-        if config.cap_drop:
-            options["cap_drop"] = list(config.cap_drop)
+        # Docker's default capabilities less those allow_caps leaves out (net_raw by default), as Nomad's;
+        # prestart refused a cap_add allow_caps does not allow.
+        add, drop = self.config.capabilities(config.cap_add, config.cap_drop)
+        if add:
+            options["cap_add"] = add
+        if drop:
+            options["cap_drop"] = drop
         if config.extra_hosts:
             options["extra_hosts"] = dict(host.split(":", 1) for host in config.extra_hosts)
         if config.init:

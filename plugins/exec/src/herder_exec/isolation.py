@@ -40,7 +40,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from herder import DriverError, ExecResult, ExecSession, Fingerprint, RecoverableError, Task, TaskContext
-from herder.sdk import ExecProcess, SupervisedProcess, kill_session, run_capped, set_task_dirs
+from herder.sdk import ExecProcess, SupervisedProcess, give_tree, kill_session, run_capped, set_task_dirs
 from herder_exec import bundle, cgroups
 from herder_exec.config import PluginConfig
 from herder_exec.handle import ExecHandle
@@ -239,7 +239,7 @@ class Isolation:
         where = ctx.task_dir.dir / BUNDLE_DIR
         self._remove(runc, container, cgroup)  # a container of an earlier run a crash left behind
         for field in OWNED_DIRS:
-            _chown_tree(getattr(ctx.task_dir, field), user)
+            give_tree(getattr(ctx.task_dir, field), (user.uid, user.gid))
         ctx.created.add("container", container)
         ctx.created.add("cgroup", cgroup.relative)
         ctx.created.add("bundle", str(where))
@@ -396,22 +396,6 @@ def check_data_dir(ctx: TaskContext, read_only: Sequence[Path] = ()) -> None:
     shown = str(data_dir) if resolved == str(data_dir) else f"{data_dir} ({resolved})"
     raise DriverError(f"the data dir {shown} is under {bound}, which exec binds into every task: "
                       "move the data dir")
-
-
-def _chown_tree(root: Path, user: bundle.User) -> None:
-    """Give ``root`` and everything in it to the task's user, so that it can write /local and read /secrets.
-
-    The task can write this tree (on a restart, it already did): a directory
-    swapped for a link while it is walked must not lead root's ``chown`` out of
-    it. :func:`os.fwalk` opens each directory relative to its parent's
-    descriptor and checks it is the one listed; each entry is changed relative
-    to that descriptor, never through a path.
-    """
-    os.chown(root, user.uid, user.gid, follow_symlinks=False)
-    for _, dirs, files, dir_fd in os.fwalk(root):
-        for name in (*dirs, *files):
-            with contextlib.suppress(FileNotFoundError):  # removed by the task meanwhile
-                os.chown(name, user.uid, user.gid, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def _isolated(handle: object) -> ExecHandle:

@@ -172,7 +172,7 @@ class JavaDriver:
             work_dir = self._path(ctx, "work_dir", config.work_dir, str, None) if config.work_dir else None
             handle = SupervisedProcess.spawn(task, ctx, [argv[0], *tmp, *argv[1:]], env=self._environment(task, ctx),
                                              cwd=Path(work_dir) if work_dir else ctx.task_dir.dir,
-                                             user=task.user or None, default_signal=DEFAULT_SIGNAL)
+                                             user=task.user or None, host_paths=True, default_signal=DEFAULT_SIGNAL)
         ctx.emit_event("Driver", DESCRIPTIONS[mode], isolation=mode)
         return JavaHandle(handle, mode)
 

@@ -11,15 +11,30 @@ DEFAULT_EMULATOR = "qemu-system-x86_64"
 ACCELERATORS = ("tcg", "kvm")
 DRIVE_INTERFACES = ("ide", "scsi", "sd", "mtd", "floppy", "pflash", "virtio", "none")
 
-_PATH = {"type": "string", "minLength": 1}
+SEPARATORS = {"image_path": ",", "kernel": ",", "initrd": ", \t\n"}
+"""What QEMU reads as the end of a path in each value it is given: ``,`` ends an option's value (and,
+in ``-initrd`` for a multiboot kernel, one module's file: ``local/x,/etc/shadow`` is two modules); a
+blank ends a multiboot module's file name, its arguments follow. A path holding one is refused, so
+that no part of it becomes a path herder did not check."""
+
+
+def _path_schema(key: str) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "pattern": f"^[^{SEPARATORS[key]}]*$",
+            "errorMessage": f"must not hold {_shown(SEPARATORS[key])}: QEMU splits a path there"}
+
+
+def _shown(characters: str) -> str:
+    names = {",": "a comma", " ": "a space", "\t": "a tab", "\n": "a newline"}
+    return " or ".join(names[character] for character in characters)
+
 
 TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "image_path": _PATH,
+        "image_path": _path_schema("image_path"),
         "drive_interface": {"enum": list(DRIVE_INTERFACES)},
-        "kernel": _PATH,
-        "initrd": _PATH,
+        "kernel": _path_schema("kernel"),
+        "initrd": _path_schema("initrd"),
         "append": {"type": "string"},
         "accelerator": {"enum": list(ACCELERATORS)},
         "port_map": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 65535}},
@@ -98,9 +113,15 @@ class TaskConfig:
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> TaskConfig:
-        """:raises ValueError: what the schema cannot say (both a disk image and a kernel)."""
+        """:raises ValueError: what the schema cannot say (both a disk image and a kernel), or a path holding
+            a separator once interpolated (the schema saw the job's text)."""
         if raw.get("image_path") and raw.get("kernel"):
             raise ValueError("config.image_path and config.kernel: give a disk image or a kernel, not both")
+        for key, separators in SEPARATORS.items():
+            value = str(raw.get(key, ""))
+            if any(character in value for character in separators):
+                raise ValueError(f"config.{key}: {value!r} must not hold {_shown(separators)}: QEMU splits a "
+                                 f"path there")
         return cls(
             image_path=str(raw.get("image_path", "")), drive_interface=str(raw.get("drive_interface", "ide")),
             kernel=str(raw.get("kernel", "")), initrd=str(raw.get("initrd", "")), append=str(raw.get("append", "")),

@@ -1,12 +1,17 @@
 """The qemu driver: a virtual machine as a task, QEMU's process supervised like any task process.
 
 QEMU runs in the foreground through :class:`herder.sdk.SupervisedProcess`,
-in the task directory: the guest's first serial port is QEMU's stdout, so
-the console is the task's log; the task's ports are forwarded into the
-guest by QEMU's user-mode network (``hostfwd``, tcp and udp); QEMU's
-machine protocol (QMP) listens on ``qmp.sock`` in the task directory, for
-the graceful power-off. The guest outlives herder with QEMU, and is
-reattached through the supervisor.
+in the task directory, as the task's user (default ``nobody``, never root):
+the guest's first serial port is QEMU's stdout, so the console is the task's
+log; the task's ports are forwarded into the guest by QEMU's user-mode
+network (``hostfwd``, tcp and udp); QEMU's machine protocol (QMP) listens on
+``secrets/qmp.sock``, for the graceful power-off. The guest outlives herder
+with QEMU, and is reattached through the supervisor.
+
+QEMU as the task's user cannot pass through herder's data dir (0700): it
+reaches its files by paths relative to the task directory, its working
+directory (the supervisor enters it before giving up root), and the task's
+own directories are given to its user at each start, as exec does.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from herder import DriverError, Fingerprint, RecoverableError, Task, TaskContext, TaskHandle, hookimpl
-from herder.sdk import SupervisedProcess, resolve_in_task_dir, set_port_vars
-from herder_qemu import kvm
+from herder.sdk import SupervisedProcess, TaskUser, give_tree, resolve_in_task_dir, set_port_vars, set_task_dirs
+from herder_qemu import images, kvm
 from herder_qemu.config import TASK_SCHEMA, PluginConfig, TaskConfig
 from herder_qemu.handle import QemuHandle
 from herder_qemu.qmp import SOCKET, Qmp, QmpError
@@ -35,8 +40,11 @@ STARTUP_TIMEOUT = 10.0
 STARTUP_POLL = 0.05
 MONITOR = "monitor"
 """``ctx.created`` kind: the QMP socket, removed by cleanup."""
+DEFAULT_USER = "nobody"
+"""Whom QEMU runs as when the task names no ``user`` (as exec's tasks)."""
+OWN_DIRS = ("local_dir", "secrets_dir", "tmp_dir")
+"""The task's own directories, given to QEMU's user at each start (the shared alloc dir is every task's)."""
 NIC = "virtio-net-pci"
-QCOW2_MAGIC = b"QFI\xfb"
 FORWARDING_FAILED = "Could not set up host forwarding rule"
 
 _VERSION = re.compile(r"version\s+(\d+(?:\.\d+)+)")
@@ -130,42 +138,57 @@ class QemuDriver:
             works, why = self.kvm()
             if not works:
                 raise DriverError(f"{_path(ctx, 'accelerator')}: kvm does not work on this host: {why}")
+            self._kvm_groups(ctx, task_user(task))
         for port in ctx.ports:
             set_port_vars(ctx.env, port.label, _guest_port(config, port.label, port.to, port.value))
+        # As QEMU reaches them from the task directory: args = ["-serial", "file:${NOMAD_TASK_DIR}/serial.log"].
+        set_task_dirs(ctx.env, *(_relative(ctx, directory) for directory in (
+            ctx.task_dir.alloc_dir, ctx.task_dir.local_dir, ctx.task_dir.secrets_dir)))
 
     @hookimpl
     def herder_task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
         config = self._task_config(task, ctx)
-        monitor = ctx.task_dir.dir / SOCKET
+        user = task_user(task)
+        if user is not None:
+            for field in OWN_DIRS:
+                give_tree(getattr(ctx.task_dir, field), (user.uid, user.gid))
+        monitor = ctx.task_dir.secrets_dir / SOCKET
         monitor.unlink(missing_ok=True)  # left by a QEMU that was killed
         ctx.created.add(MONITOR, str(monitor))
-        argv = self.argv(task, ctx, config)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **ctx.env, "TMPDIR": str(ctx.task_dir.tmp_dir)}
-        proc = SupervisedProcess.spawn(task, ctx, argv, env=env, cwd=ctx.task_dir.dir)
+        argv = self.argv(task, ctx, config, user)
+        groups = self._kvm_groups(ctx, user) if config.accelerator == "kvm" else ()
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **ctx.env,
+               "TMPDIR": _relative(ctx, ctx.task_dir.tmp_dir)}  # a shared image's throwaway overlay goes there
+        proc = SupervisedProcess.spawn(task, ctx, argv, env=env, cwd=ctx.task_dir.dir,
+                                       user=user.name if user else None, groups=groups)
         handle = QemuHandle(proc, monitor, config.graceful_shutdown)
         self._await_machine(handle, ctx)
         return handle
 
-    def argv(self, task: Task, ctx: TaskContext, config: TaskConfig) -> list[str]:
-        """QEMU's command line for the task (run in the task directory)."""
+    def argv(self, task: Task, ctx: TaskContext, config: TaskConfig, user: TaskUser | None) -> list[str]:
+        """QEMU's command line for the task (run in the task directory, as ``user``).
+
+        :raises DriverError: a boot file is not there, or a qcow2 image names another file.
+        """
         machine = f"type=pc,accel={config.accelerator}"
         argv = [self.emulator(), "-name", _option(f"{ctx.alloc_name}.{ctx.task_name}"), "-machine", machine,
                 *(("-cpu", "host") if config.accelerator == "kvm" else ()),
                 "-m", f"{task.resources.memory}M",
                 "-display", "none", "-serial", "stdio", "-monitor", "none",
-                "-qmp", f"unix:{SOCKET},server=on,wait=off"]
-        images = self._images(config, ctx)
+                "-qmp", f"unix:{_relative(ctx, ctx.task_dir.secrets_dir / SOCKET)},server=on,wait=off"]
+        boot = self._images(config, ctx)
         if config.image_path:
-            image, shared = images["image_path"]
-            with image.open("rb") as file:
-                kind = "qcow2" if file.read(4) == QCOW2_MAGIC else "raw"
-            # An image outside the task directory may be shared: the guest writes to a throwaway overlay.
-            drive = f"file={_option(image)},format={kind},if={config.drive_interface}"
+            path, shared = boot["image_path"]
+            image = _seen(ctx, path, shared)
+            kind = self._format(ctx, image, path, user)
+            # The file protocol named, so that no part of the name is read as another (nbd:, json:); an image
+            # outside the task directory may be shared: the guest writes to a throwaway overlay.
+            drive = f"file.driver=file,file.filename={_option(image)},format={kind},if={config.drive_interface}"
             argv += ["-drive", drive + (",snapshot=on" if shared else "")]
         else:
-            argv += ["-kernel", str(images["kernel"][0])]
+            argv += ["-kernel", _seen(ctx, *boot["kernel"])]
             if config.initrd:
-                argv += ["-initrd", str(images["initrd"][0])]
+                argv += ["-initrd", _seen(ctx, *boot["initrd"])]
             if config.append:
                 argv += ["-append", config.append]
         forwards = "".join(
@@ -174,6 +197,35 @@ class QemuDriver:
             for port in ctx.ports for protocol in ("tcp", "udp"))
         argv += ["-netdev", f"user,id=user.0{forwards}", "-device", f"{NIC},netdev=user.0"]
         return [*argv, *config.args]
+
+    def _format(self, ctx: TaskContext, image: str, path: Path, user: TaskUser | None) -> str:
+        """The image's format, pinned for QEMU: qcow2 (its header checked to name no other file) or raw.
+
+        :raises DriverError: it is not a regular file, names another file, or cannot be inspected.
+        """
+        try:
+            kind = images.image_format(path)
+            if kind == "qcow2":
+                qemu_img = images.find_qemu_img(self.emulator())
+                if qemu_img is None:
+                    raise ValueError("qemu-img not found (Debian: qemu-utils): herder reads a qcow2 image's header "
+                                     "before QEMU opens it")
+                images.check_qcow2(qemu_img, image, cwd=ctx.task_dir.dir, user=user)
+        except ValueError as exc:
+            raise DriverError(f"{_path(ctx, 'image_path')}: {exc}") from None
+        return kind
+
+    def _kvm_groups(self, ctx: TaskContext, user: TaskUser | None) -> tuple[int, ...]:
+        """The group that opens ``/dev/kvm`` to QEMU's user, if it needs one.
+
+        :raises DriverError: only root could open it.
+        """
+        if user is None:
+            return ()
+        try:
+            return kvm.device_groups(user.uid, user.groups)
+        except (OSError, ValueError) as exc:
+            raise DriverError(f"{_path(ctx, 'accelerator')}: {exc}") from None
 
     def _await_machine(self, handle: QemuHandle, ctx: TaskContext) -> None:
         """Wait until QEMU's monitor answers (the machine is set up) or QEMU exits.
@@ -260,6 +312,27 @@ class QemuDriver:
 
 def _path(ctx: TaskContext, key: str) -> str:
     return f"job.group[{ctx.group_name}].task[{ctx.task_name}].config.{key}"
+
+
+def task_user(task: Task) -> TaskUser | None:
+    """Whom QEMU runs as: the task's ``user``, else ``nobody``; None when herder is not root and the task
+    names no user (QEMU then runs as herder's own user, which is not root either).
+
+    :raises DriverError: no such user on this host.
+    """
+    name = task.user or (DEFAULT_USER if os.geteuid() == 0 else "")
+    return TaskUser.lookup(name) if name else None
+
+
+def _relative(ctx: TaskContext, path: Path) -> str:
+    """A path of the task directory as QEMU, in it, reaches it (``local``, ``../alloc``)."""
+    return os.path.relpath(path, ctx.task_dir.dir)
+
+
+def _seen(ctx: TaskContext, path: Path, shared: bool) -> str:
+    """A boot file as QEMU is given it: one of ``image_paths`` as it is, one of the task's (resolved: its
+    links followed and checked) relative to the task directory."""
+    return str(path) if shared else os.path.relpath(path, ctx.task_dir.dir.resolve())
 
 
 def _guest_port(config: TaskConfig, label: str, to: int | None, host_port: int) -> int:

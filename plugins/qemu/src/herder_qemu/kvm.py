@@ -21,6 +21,7 @@ import ctypes
 import fcntl
 import mmap
 import os
+import stat
 import struct
 import subprocess
 import sys
@@ -93,6 +94,23 @@ def probe(timeout: float = PROBE_TIMEOUT, *, skip_precheck: bool = False) -> tup
     output = (done.stdout + done.stderr).strip().splitlines()
     message = output[-1] if output else f"exit code {done.returncode}"
     return done.returncode == 0, message
+
+
+def device_groups(uid: int, groups: tuple[int, ...], device: Path = DEVICE) -> tuple[int, ...]:
+    """The group QEMU, running as ``uid`` in ``groups``, must be given to open ``device`` read-write:
+    none if it can already, else the device's group (``kvm``), never root's.
+
+    :raises ValueError: only root could open it.
+    """
+    info = os.stat(device)
+    mode = info.st_mode
+    if (mode & 0o006 == 0o006 or (info.st_uid == uid and mode & 0o600 == 0o600)
+            or (info.st_gid in groups and mode & 0o060 == 0o060)):
+        return ()
+    if info.st_gid != 0 and mode & 0o060 == 0o060:
+        return (info.st_gid,)
+    raise ValueError(f"{device} is open to root only (mode {stat.filemode(mode)}, group {info.st_gid}): QEMU does "
+                     f"not run as root; give {device} a group of its own (kvm, as Debian's udev rules do)")
 
 
 def _sregs_long_mode(raw: bytearray) -> None:

@@ -29,6 +29,7 @@ from herder.agent.events import EventLog
 from herder.agent.nomad import models
 from herder.agent.nomad.ledger import Ledger
 from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
+from herder.agent.samesite import Hosts, SameSite
 from herder.app import Agent, Conflict, NotFound
 from herder.client.logtail import LogTail
 from herder.errors import DispatchError, JobError, PlacementError
@@ -53,10 +54,12 @@ MAX_WAIT = 600.0
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"description": text, "content": {"text/plain": {"schema": {"type": "string"}}}} for status, text in (
         (400, "Invalid request (an invalid job lists each problem with its path)"),
-        (403, "Missing or wrong token: Permission denied"),
+        (403, "Missing or wrong token, a request of another site or for a Host that does not name the agent: "
+              "Permission denied"),
         (404, "Not found (job not found, alloc not found, ...)"),
         (409, "Conflict with the current state"),
         (413, "Request body too large"),
+        (415, "A body sent as another type than JSON"),
     )}
 """Nomad's errors: a status and a plain-text message (documented for the OpenAPI document)."""
 
@@ -93,8 +96,16 @@ class NomadGuard(Guard):
 
 
 def asgi(agent: Agent, events: EventLog, address: str) -> ASGIApp:
-    """The Nomad-compatible application of ``agent`` listening at ``address`` (``host:port``), guarded."""
-    return NomadGuard(create_app(agent, events, address), agent.config.token)
+    """The Nomad-compatible application of ``agent`` listening at ``address`` (``host:port``), guarded as
+    herder's: the same site's requests only (whose JSON Nomad's clients send without a Content-Type),
+    then the token."""
+    guarded = NomadGuard(create_app(agent, events, address), agent.config.token)
+    return SameSite(guarded, Hosts.of(agent.config, address), refuse, untyped_json=True)
+
+
+def refuse(status: int, message: str) -> ASGIApp:
+    """A request :class:`SameSite` refuses, answered as Nomad answers a refusal: plain text."""
+    return PlainTextResponse(f"Permission denied: {message}" if status == 403 else message, status_code=status)
 
 
 def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
@@ -487,7 +498,8 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
 async def decode(request: Request, model: type[Body]) -> Body:
     """The request's JSON body as ``model``: Nomad's clients send JSON without saying so
-    (no ``Content-Type``); an empty body is an empty object."""
+    (no ``Content-Type``; a body of another type was refused in front, :mod:`herder.agent.samesite`);
+    an empty body is an empty object."""
     raw = await request.body()
     try:
         return model.model_validate(json.loads(raw) if raw.strip() else {})

@@ -79,8 +79,8 @@ class StreamForwarder:
     a followed log. The WebSocket ``/ui/ws/allocations/{id}/exec?query`` likewise becomes the API's
     ``/v1/allocations/{id}/exec?query`` (:mod:`herder.agent.exec_ws`), for a signed-in session whose
     handshake comes from the UI's own origin. The token is added here; the session cookie does not go on
-    to the API, whose own checks of a WebSocket (``Origin``, a loopback ``Host`` without a token) then run
-    as for any client."""
+    to the API, whose own checks of a WebSocket (the token, ``Origin``) then run as for any client (its
+    ``Host`` was checked in front of the UI, :mod:`herder.agent.samesite`)."""
 
     def __init__(self, api: ASGIApp, token: str, mount: str) -> None:
         self.api = api

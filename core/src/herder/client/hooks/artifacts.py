@@ -24,6 +24,15 @@ timeout between two reads, so a server trickling bytes cannot hold a task's
 start forever; redirects are followed by hand, at most :data:`MAX_REDIRECTS`,
 and never from https to http.
 
+Credentials a source carries (a URL's password, go-getter's ``sshkey``) are
+shown nowhere: events and errors name the source as :func:`herder.sdk.redact.redact_url`
+shows it, and any trace of a secret in what a fetcher said is replaced by
+``redacted``. An http(s) download's credentials stay in herder's process
+(httpx makes its ``Authorization`` header); git is given them by
+:mod:`.git` without a command line. A task being stopped
+(``ctx.stopping``) ends its download at once: git's processes are killed,
+the HTTP response closed.
+
 A failed download emits ``Failed Artifact Download`` and raises
 :class:`herder.RecoverableError`, so the start is retried under the restart
 policy; what retrying cannot fix (an unsafe archive, a source outside the
@@ -42,7 +51,10 @@ import posixpath
 import shutil
 import stat
 import tempfile
+import threading
 import time
+from collections.abc import Coroutine
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -68,12 +80,14 @@ from herder.jobspec.build import GIT_OPTIONS, GIT_SCHEMES
 from herder.model import Artifact, Task
 from herder.sdk.durations import format_duration, parse_duration
 from herder.sdk.paths import ALLOC_SHARED, locate_in_task_dir
+from herder.sdk.redact import redact, redact_url, secrets_of
 from herder.sdk.safefs import UnsafePathError, open_beneath, safe_root
 
 FETCHED = "artifact"
 """The ``ctx.created`` kind noting an artifact already in place."""
 
 PROGRESS_INTERVAL = 0.5  # seconds between two progress events of one download
+STOP_POLL = 0.2  # seconds between two checks of whether an HTTP download's task is being stopped
 MAX_REDIRECTS = 10
 """Redirects one download follows, as Go's HTTP client (go-getter's) does."""
 _CHUNK = 1 << 16
@@ -216,11 +230,16 @@ class ArtifactsPlugin:
             return
         ctx.emit_event(events.DOWNLOADING_ARTIFACTS, "Client is downloading artifacts")
         for index, artifact in pending:
+            shown = redact_url(artifact.source)
             try:
+                if ctx.stopping.is_set():
+                    raise ArtifactError("the task is being stopped")
                 self.fetch(artifact, ctx)
             except ArtifactError as exc:
-                message = f"artifact {index} ({artifact.source}): {exc}"
-                ctx.emit_event(events.FAILED_ARTIFACT_DOWNLOAD, message, source=artifact.source,
+                if ctx.stopping.is_set():  # not a failure of the download: no event, nothing to retry
+                    raise RecoverableError(f"stopped while downloading artifact {index} ({shown})") from None
+                message = f"artifact {index} ({shown}): {redact(str(exc), artifact_secrets(artifact))}"
+                ctx.emit_event(events.FAILED_ARTIFACT_DOWNLOAD, message, source=shown,
                                recoverable=exc.recoverable)
                 if exc.recoverable:
                     raise RecoverableError(message) from None
@@ -230,7 +249,8 @@ class ArtifactsPlugin:
     def fetch(self, artifact: Artifact, ctx: TaskContext) -> None:
         """Fetch one artifact into place.
 
-        :raises ArtifactError: nothing of it was put in place.
+        :raises ArtifactError: nothing of it was put in place (its message may quote the
+            source's credentials: show it through :func:`artifact_secrets`).
         """
         source = _source(artifact)
         fetcher = self.fetchers.get(source.scheme)
@@ -298,6 +318,7 @@ class ArtifactsPlugin:
             unpacked=Limits(max_size=self.config.max_unpacked_size, max_files=self.config.max_files),
             deadline=time.monotonic() + self.config.download_timeout,
             known_hosts=self.config.ssh_known_hosts,
+            stop=ctx.stopping,
         )
         progress = _Progress(ctx, source.name, None, unit="objects")
 
@@ -330,6 +351,13 @@ class ArtifactsPlugin:
 
 _FILE = "file"
 """The name of a mode ``file`` artifact in its staging directory."""
+
+
+def artifact_secrets(artifact: Artifact) -> tuple[str, ...]:
+    """What must never be shown of ``artifact``: its source's secrets (:func:`~herder.sdk.redact.secrets_of`)
+    and an ``sshkey`` given in its ``options``."""
+    key = artifact.options.get("sshkey", "")
+    return (*secrets_of(artifact.source), *((key,) if key else ()))
 
 
 def _place(artifact: Artifact, root: int, destination: str, out: int) -> None:
@@ -390,8 +418,10 @@ class HttpFetcher:
     httpx's timeouts bound each connect and read, not a whole exchange: the
     download runs as a coroutine under :func:`asyncio.timeout`, which cancels
     whatever it waits for (connecting, the headers, the next bytes) once the
-    deadline has passed. Redirects are followed here rather than by httpx, to
-    refuse one from https to http and count them.
+    deadline has passed, or once the task is being stopped (the response is
+    then closed on the way out). Redirects are followed here rather than by
+    httpx, to refuse one from https to http and count them (httpx drops the
+    ``Authorization`` header of a redirect to another origin).
     """
 
     def __init__(self, config: ArtifactsConfig) -> None:
@@ -399,11 +429,11 @@ class HttpFetcher:
 
     def fetch(self, source: _Source, headers: dict[str, str], target: Path, ctx: TaskContext) -> None:
         try:
-            asyncio.run(self._fetch(source, headers, target, ctx))
+            asyncio.run(_until_stopped(ctx.stopping, self._fetch(source, headers, target, ctx)))
         except TimeoutError:
             raise ArtifactError(f"GET {source.url}: not done within {format_duration(self.config.download_timeout)} "
                                 f"([plugin.artifacts] download_timeout)") from None
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise ArtifactError(f"GET {source.url}: {type(exc).__name__}: {exc}") from None
 
     async def _fetch(self, source: _Source, headers: dict[str, str], target: Path, ctx: TaskContext) -> None:
@@ -440,6 +470,22 @@ class HttpFetcher:
         progress.report(final=True)
         if total is not None and progress.current != total:
             raise ArtifactError(f"{source.name}: got {progress.current} of {total} bytes")
+
+
+async def _until_stopped(stop: threading.Event, download: Coroutine[Any, Any, None]) -> None:
+    """Await ``download``, cancelled as soon as ``stop`` is set.
+
+    :raises ArtifactError: ``stop`` was set.
+    """
+    task = asyncio.ensure_future(download)
+    while not stop.is_set():
+        done, _ = await asyncio.wait({task}, timeout=STOP_POLL)
+        if done:
+            return task.result()
+    task.cancel()
+    with suppress(asyncio.CancelledError):
+        await task
+    raise ArtifactError("the task is being stopped")
 
 
 def _redirect(previous: httpx.Request, following: httpx.Request) -> httpx.Request:

@@ -19,9 +19,20 @@ the destination, limits on bytes and members). The archive is made of the
 tree, not the commit, so ``export-subst`` attributes expand nothing. ``.git``
 is not part of the result.
 
+Credentials never reach git's command line, where every user of the host
+reads them (``/proc/<pid>/cmdline``, ``ps``), nor the repository's files: the
+user information of an http(s) source is taken out of the URL git is given
+(and every URL git prints, in errors or in ``FETCH_HEAD``) and handed over by
+a credential helper, a shell function in git's configuration that prints
+variables of git's environment (``/proc/<pid>/environ`` is readable only by
+the process's owner, root) and answers only for the source's own protocol,
+host and port, so a redirect elsewhere gets nothing. The job's ssh key is a
+0600 file of the staging directory, named in ``GIT_SSH_COMMAND``. git runs
+with no ``GIT_TRACE*`` variable, which could print a request's headers.
+
 Every git process runs in a process group of its own, killed when the
-artifact's deadline passes or when the fetched repository grows over the
-download limit.
+artifact's deadline passes, when the fetched repository grows over the
+download limit, or when the task is being stopped (:attr:`GitLimits.stop`).
 """
 
 from __future__ import annotations
@@ -37,8 +48,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from herder.client.hooks.archives import Limits, unpack_tar_stream
 from herder.errors import HerderError
@@ -48,6 +60,15 @@ PROGRESS_POLL = 0.5  # seconds between two progress reports of a fetch
 _PROGRESS = re.compile(rb"Receiving objects:\s+\d+% \((\d+)/(\d+)\)")
 _STDERR_KEPT = 4096
 _ABBREVIATED = re.compile(r"[0-9a-fA-F]{4,39}")
+CREDENTIAL_HELPER = (
+    '!f() { test "$1" = get || return 0; '
+    'while IFS= read -r line && test -n "$line"; do case "$line" in '
+    'protocol=*) protocol=${line#protocol=} ;; host=*) host=${line#host=} ;; esac; done; '
+    'test "$protocol://$host" = "$HERDER_GIT_ORIGIN" || return 0; '
+    "printf 'username=%s\\npassword=%s\\n' \"$HERDER_GIT_USERNAME\" \"$HERDER_GIT_PASSWORD\"; }; f"
+)
+"""git's ``credential.helper``: the source's user and password from git's environment, for the
+source's origin only (git gives a helper its question on stdin: ``protocol=``, ``host=``, ...)."""
 
 
 class GitError(HerderError):
@@ -72,12 +93,14 @@ class GitSource:
 @dataclass(frozen=True)
 class GitLimits:
     """What one fetch may cost: bytes of the fetched repository, the unpacked tree's
-    :class:`~.archives.Limits`, and the monotonic time by which all of it is done."""
+    :class:`~.archives.Limits`, the monotonic time by which all of it is done, and the
+    event that ends it at once (the task is being stopped)."""
 
     max_download_size: int
     unpacked: Limits
     deadline: float
     known_hosts: Path
+    stop: threading.Event = field(default_factory=threading.Event)
 
 
 Progress = Callable[[int, int], None]
@@ -98,16 +121,16 @@ def fetch_tree(source: GitSource, work: Path, out: Path, limits: GitLimits, prog
         fetch.append(f"--depth={source.depth}")
     if source.ref and _ABBREVIATED.fullmatch(source.ref) and not source.depth:
         # An abbreviated commit cannot be asked for by name: fetch every branch and tag, find it here.
-        git.fetch(*fetch, "--", source.url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
+        git.fetch(*fetch, "--", git.url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
                   progress=progress)
         wanted = source.ref
     else:
-        git.fetch(*fetch, "--", source.url, source.ref or "HEAD", progress=progress)
+        git.fetch(*fetch, "--", git.url, source.ref or "HEAD", progress=progress)
         wanted = "FETCH_HEAD"
     tree = git.output("--git-dir", str(git.repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
                       f"{wanted}^{{tree}}")
     if not tree:
-        raise GitError(f"{source.url}: no commit {source.ref!r}", recoverable=False)
+        raise GitError(f"{git.url}: no commit {source.ref!r}", recoverable=False)
     with git.process("--git-dir", str(git.repo), "archive", "--format=tar", tree, stdout=True) as archive:
         assert archive.stdout is not None
         unpack_tar_stream(archive.stdout, out, limits.unpacked)
@@ -133,11 +156,38 @@ def ssh_command(key: Path | None, known_hosts: Path) -> str:
                                                     for arg in ("-o", f"{name}={value}"))])
 
 
+def without_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without its user information, and the variables :data:`CREDENTIAL_HELPER` reads
+    to give it to git (none when ``url`` has none). An ssh source keeps its user, which is no
+    secret, and may not have a password: ssh would never use it (the job gives a key).
+
+    :raises GitError: the user information cannot be handed over as it is written.
+    """
+    parts = urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return url, {}
+    user, colon, password = userinfo.partition(":")
+    if parts.scheme == "ssh":
+        if colon:
+            raise GitError("an ssh source takes a key (options.sshkey), not a password in its URL",
+                           recoverable=False)
+        return url, {}
+    username, password = unquote(user), unquote(password)
+    if any(c in value for value in (username, password) for c in "\0\n"):
+        raise GitError("the source's user or password holds a line break or a NUL, which git cannot be given",
+                       recoverable=False)
+    clean = urlunsplit(parts._replace(netloc=host))
+    return clean, {"HERDER_GIT_ORIGIN": f"{parts.scheme}://{host}", "HERDER_GIT_USERNAME": username,
+                   "HERDER_GIT_PASSWORD": password}
+
+
 class _Git:
     """git processes for one fetch, with its private environment and configuration."""
 
     def __init__(self, source: GitSource, work: Path, limits: GitLimits) -> None:
         self.source, self.limits, self.work = source, limits, work
+        self.url, credentials = without_credentials(source.url)
         self.repo = work / "repo.git"
         home = work / "home"
         home.mkdir(mode=0o700)
@@ -149,6 +199,7 @@ class _Git:
             "GIT_CONFIG_GLOBAL": "/dev/null",
             "GIT_TERMINAL_PROMPT": "0",
             "GIT_SSH_COMMAND": ssh_command(self._key(source, work), limits.known_hosts),
+            **credentials,
         }
         # The certificate authorities herder's own HTTPS downloads trust (OpenSSL's variables, which httpx reads).
         for openssl, git in (("SSL_CERT_FILE", "GIT_SSL_CAINFO"), ("SSL_CERT_DIR", "GIT_SSL_CAPATH")):
@@ -156,7 +207,8 @@ class _Git:
                 self.env[git] = os.environ[openssl]
         self.config = [
             "protocol.allow=never", f"protocol.{source.scheme}.allow=always",
-            "core.hooksPath=/dev/null", "core.fsmonitor=false", "credential.helper=",
+            "core.hooksPath=/dev/null", "core.fsmonitor=false",
+            "credential.helper=", *([f"credential.helper={CREDENTIAL_HELPER}"] if credentials else []),
             "submodule.recurse=false", "fetch.recurseSubmodules=false",
             "fetch.unpackLimit=1",  # one pack, received by index-pack, which reports progress
             "tar.umask=022",  # files 0644, executables 0755 (git archive's default leaves them group-writable)
@@ -238,12 +290,14 @@ class _Git:
         if proc.stopped is not None:
             raise proc.stopped
         if check and proc.returncode != 0:
-            raise GitError(f"git {args[2] if args[0] == '--git-dir' else args[0]} {self.source.url}: "
+            raise GitError(f"git {args[2] if args[0] == '--git-dir' else args[0]} {self.url}: "
                            f"{proc.last_error() or f'exit status {proc.returncode}'}")
 
     def _watch(self, proc: _Process, watch: bool) -> None:
         while not proc.done.wait(WATCH_INTERVAL):
-            if time.monotonic() > self.limits.deadline:
+            if self.limits.stop.is_set():
+                proc.stop(GitError("the task is being stopped"))
+            elif time.monotonic() > self.limits.deadline:
                 proc.stop(GitError("not done within the artifact's deadline ([plugin.artifacts] download_timeout)"))
             elif watch and _size(self.repo) > self.limits.max_download_size:
                 proc.stop(self._too_big())
