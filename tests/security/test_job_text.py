@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from herder.errors import JobError
-from herder.jobspec import load_job_text
+from herder.jobspec import load, load_job_text
 from tests.support.agent import AgentProcess
 
 REFUSED = "file() is not available to jobs submitted to the agent: use `herder job run`, which reads files on your side"
@@ -166,7 +166,7 @@ BOMB_PROBE = """
 import json, resource, sys, time, tracemalloc
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # a regression fails here, not on the machine
 from herder.errors import JobError
-from herder.jobspec import load_job_text
+from herder.jobspec import load, load_job_text
 tracemalloc.start()
 start = time.monotonic()
 try:
@@ -221,6 +221,47 @@ def test_an_amplifying_function_is_refused(expression: str, message: str) -> Non
     assert time.monotonic() - started < 30
 
 
+def meta_job(entries: int) -> str:
+    meta = "".join(f'    key_{i:06d} = "value number {i} of the meta block"\n' for i in range(entries))
+    return batch_job("big", 'command = "/bin/true"', f"meta {{\n{meta}}}")
+
+
+def test_sixty_thousand_meta_entries_are_read_whole() -> None:
+    job = load_job_text(meta_job(60_000), "hcl", "big.hcl")  # in time: bench/hcl_scaling.py measures it
+    meta = job.groups[0].tasks[0].meta
+    assert len(meta) == 60_000
+    assert meta["key_059999"] == "value number 59999 of the meta block"
+
+
+SLOW_STEPS = """
+locals {
+  spaces = join("", [for i in range(100): format("%10000s", "")])
+}
+job "slow" {
+  meta {
+    matches = length(flatten([for i in range(1024): [for j in range(8): length(regexall("[^x]+y", local.spaces))]]))
+  }
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_slow_evaluation_of_few_steps_is_refused_by_its_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 8,192 scans of a megabyte in about 40,000 steps: the step counter sees nothing wrong, the clock does.
+    monkeypatch.setattr(load, "MAX_SECONDS", 0.5)
+    with pytest.raises(JobError) as caught:
+        load_job_text(SLOW_STEPS, "hcl", "slow.hcl")
+    assert caught.value.errors == ["slow.hcl: reading the job (parse and evaluation) takes more than 0.5 s "
+                                   "of CPU time (its limit)"]
+
+
 NESTED_TEMPLATES = "".join(
     f'{{{{define "t{n}"}}}}{{{{template "t{n - 1}" .}}}}{{{{template "t{n - 1}" .}}}}{{{{end}}}}' for n in range(1, 60)
 )
@@ -238,6 +279,57 @@ def test_a_template_bomb_fails_the_task_with_a_clear_error(agent: AgentProcess, 
     assert status["failed"]
     messages = " | ".join(event["message"] for event in status["events"])
     assert "local/bomb.conf" in messages and "template output exceeds 1048576 bytes" in messages, messages
+    with agent.http() as http:
+        assert http.get("/v1/health").status_code == 200
+
+
+SPARSE_SIBLING = textwrap.dedent("""
+    job "sparse" {
+      type = "batch"
+      group "g" {
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+        task "maker" {
+          driver = "raw_exec"
+          config {
+            command = "/bin/sh"
+            args = ["-c", "cd \\"$NOMAD_ALLOC_DIR/data\\" && truncate -s 1536M .big && mv .big big && exec sleep 600"]
+          }
+        }
+        task "reader" {
+          driver = "raw_exec"
+          config {
+            command = "/bin/true"
+          }
+          template {
+            data        = "{{ file \\"alloc/data/big\\" | len }}"
+            destination = "local/size.txt"
+          }
+        }
+      }
+    }
+""")
+
+
+def peak_memory(pid: int) -> int:
+    """The most memory the process ``pid`` has held (VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+def test_a_huge_sparse_file_from_a_sibling_is_refused_by_template_file_unread(agent: AgentProcess) -> None:
+    submitted = agent.submit(SPARSE_SIBLING)
+    alloc_id = submitted["allocations"][0]["id"]
+    status = agent.wait_task(alloc_id, "reader", "dead", timeout=60)
+    assert status["failed"]
+    messages = " | ".join(event["message"] for event in status["events"])
+    assert "file(alloc/data/big)" in messages and "larger than the limit of 1048576 bytes" in messages, messages
+    assert agent.proc is not None
+    assert peak_memory(agent.proc.pid) < 512 << 20  # the file is 1.5 GiB: it was never read into memory
     with agent.http() as http:
         assert http.get("/v1/health").status_code == 200
 

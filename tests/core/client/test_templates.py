@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from herder.client.hooks import templates
 from herder.client.hooks.template_sources import CatalogService, ServiceEntry
 from herder.client.hooks.templates import (
     TemplateRenderError,
@@ -225,6 +226,22 @@ def test_a_source_or_file_through_a_link_is_not_read(plugin: TemplatesPlugin, co
     with pytest.raises(TemplateRenderError, match=r"file\(local/app.tpl\): local/app.tpl: a link"):
         prestart(plugin, context, Template(destination="local/b", data='{{ file "local/app.tpl" }}'))
     assert not (context.task_dir / "local/a").exists() and not (context.task_dir / "local/b").exists()
+
+
+def test_a_source_over_the_output_bound_is_refused_unread(plugin: TemplatesPlugin, context: Context) -> None:
+    with (context.task_dir / "local/app.tpl").open("wb") as source:
+        source.truncate((1 << 20) + 1)
+    with pytest.raises(TemplateRenderError, match=r"source\(local/app.tpl\): .* larger than the limit of 1048576"):
+        prestart(plugin, context, Template(destination="local/a", source="local/app.tpl"))
+
+
+def test_a_slow_render_of_few_steps_is_refused_by_its_time_limit(plugin: TemplatesPlugin, context: Context,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(templates, "MAX_SECONDS", 0.2)
+    scans = '{{ $s := printf "%900000s" "" }}{{ range 5000 }}{{ regexMatch "[^x]+y" $s }}{{ end }}'
+    with pytest.raises(TemplateRenderError, match="template local/x: rendering the template takes more than "
+                                                  r"0.2 s of CPU time \(its limit\)"):
+        prestart(plugin, context, Template(destination="local/x", data=scans))
 
 
 def test_a_link_at_the_destination_is_replaced_not_written_through(plugin: TemplatesPlugin, context: Context,

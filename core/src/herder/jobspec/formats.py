@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from herder import deadline
 from herder.errors import JobError
 from herder.jobspec.hcl import parse_hcl
 from herder.jobspec.paths import Path as DocPath
@@ -69,8 +70,16 @@ def _parse_json(text: str, source: str) -> Any:
         raise JobError([f"{source}: invalid JSON: {exc}"]) from None
 
 
+class _TimedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, looking at the clock at each node it composes."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        deadline.check()
+        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+
+
 def _parse_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
-    loader = yaml.SafeLoader(text)
+    loader = _TimedLoader(text)
     try:
         node = loader.get_single_node()
         if node is not None:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from herder import deadline
 from herder.jobspec.files import REFUSED, JobFileError, JobFiles
 from herder.jobspec.goregexp import RegexpError, groups, matches, replace_all
 
@@ -35,7 +36,8 @@ functions that multiply their input build anything, and on every result."""
 MAX_WIDTH = 10_000
 """The largest width or precision of a ``format`` verb."""
 MAX_STEPS = 1_000_000
-"""The most expression nodes one job's evaluation may visit (``for`` loops included)."""
+"""The most expression nodes one job's evaluation may visit (``for`` loops included);
+every 1,024th looks at the job's deadline (:mod:`herder.deadline`) too."""
 
 
 class HclSyntaxError(Exception):
@@ -189,6 +191,8 @@ class Evaluator:
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise Exhausted(f"the job's expressions take more than {MAX_STEPS} steps to evaluate")
+        if not self.steps & 1023:
+            deadline.check()
         if isinstance(node, Literal):
             return node.value
         if isinstance(node, Template):

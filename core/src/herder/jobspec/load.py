@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from herder.deadline import TimeLimitExceeded, time_limit
 from herder.errors import JobError
 from herder.jobspec.build import build_job
 from herder.jobspec.files import JobFiles
@@ -23,6 +24,9 @@ from herder.jobspec.stanzas import drop_connect_gateways, drop_unimplemented, ho
 from herder.jobspec.validate import validate_job_document
 from herder.jobspec.variables import apply_variables
 from herder.model import Job
+
+MAX_SECONDS = 20.0
+"""The longest one job's reading may take, parse and evaluation together (CPU seconds, :mod:`herder.deadline`)."""
 
 
 def load_job(path: Path, variables: Mapping[str, str] | None = None, *, allow_file_outside: bool = False) -> Job:
@@ -56,7 +60,10 @@ def evaluate_job_text(text: str, fmt: str, source_name: str = "<job>", variables
     job run`` submits it, so that the agent never reads the user's files.
     """
     try:
-        return _load(text, fmt, source_name, variables, files)
+        with time_limit(MAX_SECONDS, "reading the job (parse and evaluation)"):
+            return _load(text, fmt, source_name, variables, files)
+    except TimeLimitExceeded as exc:
+        raise JobError([f"{source_name}: {exc}"]) from None
     except RecursionError:
         raise JobError([f"{source_name}: the job file is nested too deeply"]) from None
 

@@ -223,24 +223,30 @@ def open_file(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o60
     return fd
 
 
-def read_file(dir_fd: int, relative: str | PurePosixPath, limit: int | None = None) -> bytes:
+def read_file(dir_fd: int, relative: str | PurePosixPath, *, limit: int) -> bytes:
     """The content of the regular file ``relative`` beneath ``dir_fd``, no link followed.
 
-    With ``limit``, a file larger than ``limit`` bytes raises :class:`ValueError`
-    rather than being read into memory.
+    A task may have written the file, so it is bounded before it is read: a
+    file whose size (``fstat`` of the opened descriptor) is over ``limit``
+    bytes raises :class:`ValueError` unread, and one that grows meanwhile is
+    read ``limit + 1`` bytes at most and refused too.
     """
     parts = components(relative)
     if not parts:
         raise UnsafePathError(str(relative), "not a file name")
+    shown = "/".join(parts)
+    too_large = ValueError(f"{shown}: larger than the limit of {limit} bytes")
     with open_beneath(dir_fd, "/".join(parts[:-1])) as parent:
         try:
             fd = open_file(parent, parts[-1])
         except UnsafePathError as err:
-            raise UnsafePathError("/".join(parts), err.reason) from None
+            raise UnsafePathError(shown, err.reason) from None
         with os.fdopen(fd, "rb") as file:
-            data = file.read() if limit is None else file.read(limit + 1)
-    if limit is not None and len(data) > limit:
-        raise ValueError(f"{'/'.join(parts)}: larger than {limit} bytes")
+            if os.fstat(fd).st_size > limit:
+                raise too_large
+            data = file.read(limit + 1)
+    if len(data) > limit:
+        raise too_large
     return data
 
 

@@ -161,7 +161,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
         deadline = time.monotonic() + wait
         while True:
             index = ledger.index()
-            body = render()
+            body = await asyncio.to_thread(render)  # a job shown may be read again: never on the loop
             if index > wanted or time.monotonic() >= deadline or await request.is_disconnected():
                 return json_answer(body, index)
             await asyncio.sleep(BLOCK_POLL)

@@ -45,12 +45,17 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import quote_plus
 
+from herder import deadline
+
 MAX_TEMPLATE_DEPTH = 100
 """How deep ``template`` calls may nest (Go allows 100000; a config file needs a handful)."""
 MAX_OUTPUT = 1 << 20
 """The most one render may write, in bytes."""
 MAX_STEPS = 1_000_000
-"""The most actions, text pieces and loop iterations one render may execute."""
+"""The most actions, text pieces and loop iterations one render may execute; every 1,024th
+looks at the render's deadline (:mod:`herder.deadline`) too."""
+MAX_SECONDS = 5.0
+"""The longest one render may take, parse and execution together (CPU seconds, :mod:`herder.deadline`)."""
 _MAX_FMT_NUMBER = 1_000_000
 """Go's ``fmt`` refuses a width or precision beyond this (its ``tooLarge``)."""
 
@@ -796,6 +801,8 @@ class _State:
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise TemplateError(f"template execution exceeds {MAX_STEPS} steps")
+        if not self.steps & 1023:
+            deadline.check()
 
     def error(self, line: int, message: str) -> TemplateError:
         return TemplateError(f"template: {self.name}:{line}: {message}")

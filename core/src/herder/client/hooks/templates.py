@@ -47,7 +47,7 @@ from typing import Any, Protocol
 
 from herder import hookimpl
 from herder.client.config import Config
-from herder.client.hooks.gotemplate import MAX_OUTPUT, TemplateError
+from herder.client.hooks.gotemplate import MAX_OUTPUT, MAX_SECONDS, TemplateError
 from herder.client.hooks.gotemplate import Template as GoTemplate
 from herder.client.hooks.template_sources import (
     ConsulCatalog,
@@ -61,6 +61,7 @@ from herder.client.hooks.template_sources import (
 )
 from herder.client.taskdir import Owner, task_owner
 from herder.context import TaskContext
+from herder.deadline import TimeLimitExceeded, time_limit
 from herder.errors import ConfigError, HerderError, RecoverableError
 from herder.jobspec.goregexp import compile_go, replace_all
 from herder.model import Task, Template
@@ -386,7 +387,7 @@ class TemplatesPlugin:
             try:
                 root, relative = locate_in_task_dir(ctx.task_dir, arg)
                 with safe_root(root) as fd:
-                    return read_file(fd, relative).decode("utf-8")
+                    return read_file(fd, relative, limit=MAX_OUTPUT).decode("utf-8")
             except (ValueError, UnsafePathError) as exc:  # UnicodeDecodeError is a ValueError
                 raise TemplateRenderError(f"{kind}({arg}): {exc}") from None
             except OSError:
@@ -404,9 +405,10 @@ class TemplatesPlugin:
                 return "", reader.deps, [f"source({template.source})"]
             text = source
         try:
-            parsed = self._parsed(text, template)
-            content = parsed.execute(None, reader.functions())
-        except TemplateError as exc:
+            with time_limit(MAX_SECONDS, "rendering the template"):
+                parsed = self._parsed(text, template)
+                content = parsed.execute(None, reader.functions())
+        except (TemplateError, TimeLimitExceeded) as exc:
             raise TemplateRenderError(f"{where}: {exc}") from None
         except RecursionError:
             raise TemplateRenderError(f"{where}: the template is nested too deeply") from None
