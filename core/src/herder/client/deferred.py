@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from herder.client.background import Background
+from herder.background import Background
 from herder.client.lifecycle import cleanup_step
 from herder.context import TaskContext
 from herder.errors import RecoverableError
