@@ -62,15 +62,16 @@ def test_docker_removes_the_image_it_loaded_after_cleanup_image_delay(
         docker_client: Docker, unique_image: Callable[[], str]) -> None:
     # The driver removes only images herder fetched: this one is loaded from a tarball that a
     # lifecycle plugin puts in the task's dir. Its removal waits for cleanup_image_delay, which
-    # the driver's cleanup asks for by raising CleanupLater once the task is destroyed.
+    # the driver's cleanup asks for by raising CleanupLater once the task is destroyed. The plugin
+    # process is killed before the delay is over: the next one removes the image.
     install("herder-test-copyimage", "0.1", {"herder.plugins": {"copyimage": "herder_test_copyimage:CopyImage"}},
             {"herder_test_copyimage.py": COPY_PLUGIN})
     tag = unique_image()
     tarball = save_image(docker_client, tag, tmp_path / "image.tar")
     remove_image(docker_client, tag)
     assert not image_exists(docker_client, tag)
-    cluster.add("dev", mode="dev", plugin_tables=f"""
-      docker    = {{ cleanup_image = true, cleanup_image_delay = "2s" }}
+    agent = cluster.add("dev", mode="dev", plugin_tables=f"""
+      docker    = {{ cleanup_image = true, cleanup_image_delay = "{DELAY:g}s" }}
       copyimage = {{ tarball = "{tarball}" }}""")
     cluster.wait_ready()
     config = sh("echo ran", image=tag, load="local/image.tar")
@@ -98,4 +99,12 @@ job "loaded" {{
     alloc = cluster.wait_alloc("loaded", ("complete", "failed"))[0]
     assert alloc["ClientStatus"] == "complete", cluster.events(alloc["ID"], "t")
     assert cluster.logs(alloc["ID"], "t") == "ran\n"  # the task ran from the image herder loaded
+    state_db = cluster.root / "herder" / "dev" / "state.db"
+    wait_for(lambda: stored_steps(state_db), 30, "the image's removal left for later in the plugin's state.db")
+    plugins = agent.plugin_processes()
+    assert plugins, "no herder plugin process found"
+    for pid in plugins:
+        os.kill(pid, signal.SIGKILL)
+    assert image_exists(docker_client, tag), "the image was removed before cleanup_image_delay"
     wait_for(lambda: not image_exists(docker_client, tag), 60, f"herder's docker driver to remove {tag}")
+    wait_for(lambda: not stored_steps(state_db), 30, "the removal done to leave the state database")

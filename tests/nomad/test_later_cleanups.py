@@ -74,6 +74,8 @@ def test_a_step_not_due_when_the_plugin_stops_is_made_by_the_next_plugin_process
         first.stop()
         first.store.close()
     assert len(plugin.calls) == 1
+    # The step keeps the task's environment (Nomad's TaskConfig): no other user reads it.
+    assert (tmp_path / STATE_FILE).stat().st_mode & 0o077 == 0
     # The next plugin process knows nothing of the task: the step's row tells it all.
     following = scheduler(tmp_path, running)
     try:
