@@ -52,7 +52,6 @@ from herder.model import Resources as Resources
 from herder.objects import ExecSession, TaskHandle, TaskStats
 from herder.objects import parse_signal as parse_signal
 from herder.plugins.hooks import Hooks
-from herder.plugins.hooks import Participants as Participants
 from herder.plugins.loader import load_plugins
 from herder.services import PASSING, CheckRegistration, CheckStatus, ServiceRegistration
 from herder.state import LIVE_STATUSES, ParentRecord, ParentStatus

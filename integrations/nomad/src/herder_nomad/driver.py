@@ -506,7 +506,7 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
             self.later.stop()
             try:
                 self.later.store.close()
-            except StateError as err:  # the next plugin process runs those steps again, at worst
+            except StateError as err:  # its last writes are lost: a step done may be made again
                 log.warning("the state of the cleanup steps left for later: %s", err)
         self.events.close()
         if self.supervisor is not None:
