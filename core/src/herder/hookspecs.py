@@ -312,10 +312,9 @@ def herder_task_cleanup(task: Task, ctx: TaskContext) -> None:
     A step that raises :class:`herder.CleanupLater` is not finished: the
     hook is called again for that task, for that step only (the driver, or the
     lifecycle plugins), once the exception's ``delay`` seconds have passed,
-    with the same task and a context with the same ``created`` (its output no
-    longer goes to the task's logs). That call may raise it again: so this
-    hook may be called more than once for one task, and must take up where it
-    left off. The wait is kept in the data dir's state database: if the
+    with the same task and a new context with the same ``created``. That call
+    may raise it again: so this hook may be called more than once for one
+    task, and must take up where it left off. The wait is kept in the data dir's state database: if the
     process ends first, the next one on the data dir makes the call, at once
     if overdue.
 
