@@ -90,6 +90,18 @@ class Agent:
         except (OSError, ValueError):
             return None
 
+    def plugin_processes(self) -> list[int]:
+        """The herder plugin processes this agent started (its children running ``plugins/herder``)."""
+        assert self.process is not None
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError):
+                parent = int(stat.read_text().rpartition(")")[2].split()[1])
+                argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
+                if parent == self.process.pid and any(arg.endswith(b"plugins/herder") for arg in argv):
+                    found.append(int(stat.parent.name))
+        return found
+
     def stop(self, sig: int = signal.SIGINT, timeout: float = 30.0) -> None:
         if self.process is None or self.process.poll() is not None:
             return

@@ -3,16 +3,23 @@
 ``Recorder`` is a lifecycle plugin and ``RecordingDriver`` a driver; both
 append one JSON line per hook call to the file named by their ``log``
 configuration, and raise ``RuntimeError`` in the hooks listed in ``raise_in``.
+With ``cleanup_later`` (seconds), ``Recorder``'s first cleanup of each task
+raises ``CleanupLater`` with that delay; its cleanups then record the
+allocation, the process and the time, as the later call may be another
+process's.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
 from herder import (
+    CleanupLater,
     ExecResult,
     ExecSession,
     Fingerprint,
@@ -47,6 +54,10 @@ class _Recording:
 class Recorder(_Recording):
     kind = "lifecycle"
 
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config)
+        self.cleanup_later: float | None = config.get("cleanup_later")
+
     @hookimpl
     def herder_alloc_prerun(self, alloc: Any) -> None:
         self.record("herder_alloc_prerun", alloc=alloc.name)
@@ -74,7 +85,17 @@ class Recorder(_Recording):
 
     @hookimpl
     def herder_task_cleanup(self, task: Task, ctx: TaskContext) -> None:
-        self.record("herder_task_cleanup", task)
+        if self.cleanup_later is None:
+            self.record("herder_task_cleanup", task)
+            return
+        first = not any(line.get("hook") == "herder_task_cleanup" and line.get("alloc") == ctx.alloc_id
+                        and line.get("task") == task.name for line in self.lines())
+        self.record("herder_task_cleanup", task, alloc=ctx.alloc_id, pid=os.getpid(), time=time.time())
+        if first:
+            raise CleanupLater(self.cleanup_later, "the recorder finishes later")
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
 
     @hookimpl
     def herder_task_event(self, task: Task, ctx: TaskContext, event: Any) -> None:

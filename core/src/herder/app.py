@@ -30,8 +30,10 @@ from typing import Any
 
 from herder import __version__
 from herder.client.alloc_runner import AllocRunner, EventRecord
+from herder.client.client import STATE_FILE as STATE_FILE
 from herder.client.client import Client, JobSource
 from herder.client.config import Config
+from herder.client.deferred import DeferredCleanups as DeferredCleanups
 from herder.client.gc import Collected, GarbageCollector
 from herder.client.health import HealthChange
 from herder.client.hooks.services import ServicesPlugin
@@ -50,10 +52,11 @@ from herder.model import Resources as Resources
 from herder.objects import ExecSession, TaskHandle, TaskStats
 from herder.objects import parse_signal as parse_signal
 from herder.plugins.hooks import Hooks
-from herder.plugins.hooks import Participants as Participants
 from herder.plugins.loader import load_plugins
 from herder.services import PASSING, CheckRegistration, CheckStatus, ServiceRegistration
-from herder.state import LIVE_STATUSES, ParentRecord, ParentStatus, StateError
+from herder.state import LIVE_STATUSES, ParentRecord, ParentStatus
+from herder.state import StateError as StateError
+from herder.state import Store as Store
 from herder.supervisor import Supervisor as Supervisor
 
 log = logging.getLogger("herder.agent")
@@ -377,7 +380,14 @@ class ForegroundRun:
         return summary(status, self.allocs, self.health)
 
     def close(self) -> None:
-        self.client.close()
+        """Run the cleanup steps deferred (:class:`herder.CleanupLater`) that are due by now, then
+        let go of the data dir. Those not due yet are not waited for: they stay in the state
+        database, and the next herder on the same data dir (a ``herder run``, ``herder reap``, an
+        agent) runs them when due."""
+        try:
+            self.client.deferred.finish()
+        finally:
+            self.client.close()
 
 
 def reap_command(config: Config) -> list[str]:

@@ -28,10 +28,16 @@ class CleanupLater(HerderError):
     """Raised from ``herder_task_cleanup``: not finished yet, call again in ``delay`` seconds.
 
     For work that must wait (an image kept for ``cleanup_image_delay`` in
-    case a task wants it again). The wait is kept in the state database: the
-    call is made again when due by this herder process or, if it ends first,
-    by the next one on the same data dir. The later call gets the same task
-    and a context with the same ``created`` resources.
+    case a task wants it again). ``herder_task_cleanup`` is called again for
+    that task, for the step that raised it only (the driver's, or the lifecycle
+    plugins'), once ``delay`` seconds have passed; that call may raise it
+    again, so a cleanup may be called more than once. The wait is kept in the
+    state database of the data dir (herder's, or the Nomad plugin's): the call
+    is made when due by this process or, if it ends first, by the next one on
+    the same data dir (at once if overdue); ``herder run`` makes the calls due
+    by its end before it ends. The later call gets the same task and a context
+    with the same ``created`` resources. The conformance kit, without a data
+    dir, hands it back to the test (:meth:`herder.testing.TaskRun.cleanup`).
     """
 
     def __init__(self, delay: float, reason: str = "") -> None:

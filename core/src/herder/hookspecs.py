@@ -303,14 +303,24 @@ def herder_task_recover(task: Task, ctx: TaskContext, state: dict[str, Any]) -> 
 
 @hookspec
 def herder_task_cleanup(task: Task, ctx: TaskContext) -> None:
-    """Release what the task created: called once, when the task is finished
-    for good.
+    """Release what the task created: called when the task is finished for
+    good, and again later for a step that asked for it (:class:`herder.CleanupLater`).
 
     The driver runs first, then third-party lifecycle plugins, then the
     built-in ones. ``ctx.created`` lists what was recorded at start.
+
+    A step that raises :class:`herder.CleanupLater` is not finished: the
+    hook is called again for that task, for that step only (the driver, or the
+    lifecycle plugins), once the exception's ``delay`` seconds have passed,
+    with the same task and a new context with the same ``created``. That call
+    may raise it again: so this hook may be called more than once for one
+    task, and must take up where it left off. The wait is kept in the data dir's state database: if the
+    process ends first, the next one on the data dir makes the call, at once
+    if overdue.
 
     :param task: the task, as the job file gives it (interpolated for this run).
     :param ctx: this run of the task.
     :raises RecoverableError: to have cleanup retried (up to 4 times, with
         growing delays).
+    :raises CleanupLater: to be called again after its ``delay`` (see above).
     """

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +102,7 @@ class Client:
         self.placement = Placement(self.data_dir, self.ports, self.supervisor)
         self.fingerprints = Fingerprints(hooks, fingerprint_interval)
         self.deferred = DeferredCleanups(self.store, hooks, self._rebuild_task)
+        """The cleanup steps to finish later, of this herder's tasks and of earlier ones' on the data dir."""
         self._on_event = on_event or (lambda record: None)
         self.on_health = on_health or (lambda change: None)
         self.builtins = builtin_plugins(self)
@@ -256,8 +257,9 @@ class Client:
         created = {task.name: task.created for task in self.store.tasks(record.id)}
         return self.placement.restore(job, group, record.id, record.index, self.node(), ports, created)
 
-    def _rebuild_task(self, alloc_id: str, task_name: str) -> tuple[Task, TaskContext] | None:
-        """A finished task and its context, for a cleanup step that was deferred."""
+    def _rebuild_task(self, deferred: Mapping[str, Any]) -> tuple[Task, TaskContext] | None:
+        """A finished task and its context, for a cleanup step that was deferred (``deferred``: its payload)."""
+        alloc_id, task_name = str(deferred["alloc_id"]), str(deferred["task"])
         record = self.store.alloc(alloc_id)
         if record is None:
             return None

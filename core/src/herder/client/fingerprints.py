@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from herder.client.background import Background
+from herder.background import Background
 from herder.objects import Fingerprint
 from herder.plugins.hooks import Hooks
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from herder.client.background import Background
+from herder.background import Background
 from herder.client.deferred import KIND as DEFERRED_CLEANUP
 from herder.client.sessions import is_alive
 from herder.client.taskdir import mounts_beneath, remove_alloc_dir

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
-from herder.client.background import Background
+from herder.background import Background
 from herder.client.runtime import WorkerPool, shared_runtime
 from herder.objects import TaskHandle, TaskStats
 

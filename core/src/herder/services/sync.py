@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from herder.background import Background
 from herder.services.model import Backend, CheckStatus, RegistryUnavailable, RegistryView, ServiceRegistration
 
 log = logging.getLogger(__name__)
@@ -51,13 +52,12 @@ class ServiceSync:
         self._max_backoff = max_backoff
         self._desired: dict[str, dict[str, ServiceRegistration]] = {}
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._closed = threading.Event()
         self._generation = 0  # bumped by every change of the desired set
         self._synced = 0      # the generation the registry last matched
         self._synced_cond = threading.Condition(self._lock)
         self._failing = False
-        self._thread = threading.Thread(target=self._loop, name="service-sync", daemon=True)
+        self._backoff = min_backoff
+        self._background = Background("service-sync", self._step)
 
     # -- the desired set -----------------------------------------------------
 
@@ -71,7 +71,7 @@ class ServiceSync:
                 return
             self._desired[owner] = wanted
             self._generation += 1
-        self._wake.set()
+        self._changed()
 
     def remove(self, owner: str) -> None:
         """``owner`` wants no service any more."""
@@ -79,7 +79,13 @@ class ServiceSync:
             if self._desired.pop(owner, None) is None:
                 return
             self._generation += 1
-        self._wake.set()
+        self._changed()
+
+    def _changed(self) -> None:
+        """Have the loop match the desired set soon; while the registry is unreachable, changes
+        wait for its next try (with their backoff), rather than each bringing one."""
+        if not self._failing:
+            self._background.wake()
 
     def desired(self) -> dict[str, ServiceRegistration]:
         with self._lock:
@@ -91,13 +97,13 @@ class ServiceSync:
         deadline = time.monotonic() + timeout
         with self._synced_cond:
             target = self._generation
-            if not self._thread.is_alive():
+            if not self._background.running:
                 return False
             while self._synced < target:
                 left = deadline - time.monotonic()
                 if self._failing or left <= 0:
                     return False
-                self._wake.set()
+                self._background.wake()
                 self._synced_cond.wait(left)
         return True
 
@@ -112,21 +118,19 @@ class ServiceSync:
     # -- the loop --------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread.start()
+        self._background.start()
 
     def close(self) -> None:
         """Stop the loop after one last reconciliation, so that a herder leaving
         leaves the registry as its tasks are: the services of tasks still
         running stay, the others go."""
-        self._closed.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join()
-            if not self._failing:
-                try:
-                    self.sync_once()
-                except RegistryUnavailable as exc:
-                    log.warning("service registry unreachable at exit: %s", exc)
+        running = self._background.running
+        self._background.stop()
+        if running and not self._failing:
+            try:
+                self.sync_once()
+            except RegistryUnavailable as exc:
+                log.warning("service registry unreachable at exit: %s", exc)
 
     def sync_once(self) -> RegistryView:
         """One reconciliation: read, register what is missing or changed, deregister
@@ -148,27 +152,24 @@ class ServiceSync:
             self._synced_cond.notify_all()
         return view
 
-    def _loop(self) -> None:
-        backoff = self._min_backoff
-        while not self._closed.is_set():
-            self._wake.clear()  # before reading: a change during this round asks for the next
-            try:
-                view = self.sync_once()
-            except RegistryUnavailable as exc:
-                if not self._failing:
-                    log.warning("service registry unreachable, retrying for as long as it takes: %s", exc)
-                with self._synced_cond:
-                    self._failing = True
-                    self._synced_cond.notify_all()
-                # Changes wait too: they are in the desired set for the next round.
-                self._closed.wait(backoff)
-                backoff = min(backoff * 2, self._max_backoff)
-                continue
-            except Exception:  # a bug must not end the loop: the next round tries again
-                log.exception("service sync failed")
-                view = None
-            backoff = self._min_backoff
-            if view is not None:
-                self._on_view(view)
-            any_checks = any(service.checks for service in self.desired().values())
-            self._wake.wait(POLL if any_checks else ANTI_ENTROPY)
+    def _step(self) -> float:
+        """One round of the loop; the seconds until the next (a change brings it sooner)."""
+        try:
+            view = self.sync_once()
+        except RegistryUnavailable as exc:
+            if not self._failing:
+                log.warning("service registry unreachable, retrying for as long as it takes: %s", exc)
+            with self._synced_cond:
+                self._failing = True
+                self._synced_cond.notify_all()
+            # Changes wait too: they are in the desired set for the next round.
+            backoff, self._backoff = self._backoff, min(self._backoff * 2, self._max_backoff)
+            return backoff
+        except Exception:  # a bug must not end the loop: the next round tries again
+            log.exception("service sync failed")
+            view = None
+        self._backoff = self._min_backoff
+        if view is not None:
+            self._on_view(view)
+        any_checks = any(service.checks for service in self.desired().values())
+        return POLL if any_checks else ANTI_ENTROPY

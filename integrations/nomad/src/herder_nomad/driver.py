@@ -24,9 +24,13 @@ from grpc_status import rpc_status
 
 from herder import CreatedResources, DriverError, ExecSession, ExitResult, RecoverableError, Task, TaskEvent, TaskHandle
 from herder.app import (
+    STATE_FILE,
     Config,
+    DeferredCleanups,
     Hooks,
+    StateError,
     StatsSampler,
+    Store,
     Supervisor,
     TaskLifecycle,
     config_errors,
@@ -99,7 +103,8 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         self.supervisor: Supervisor | None = None
         self.tasks: dict[str, NomadTask] = {}
         self.events = tasks.EventHub()
-        self.later = tasks.LaterCleanups()
+        self.later: DeferredCleanups | None = None
+        """The cleanup steps left for later, in ``state.db`` of the data dir: made by ``SetConfig``."""
         self.sampler = StatsSampler()
         self.stopping = threading.Event()
         """Set when the plugin stops: every wait ends (the lifecycle's waits among them)."""
@@ -125,10 +130,27 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
             if record.error:
                 log.warning("herder plugin %s (%s %s) was not loaded: %s", record.name, record.distribution,
                             record.version, record.error)
+        try:
+            later = self._deferred_cleanups(data_dir, hooks)
+        except (OSError, StateError) as err:
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"plugin \"herder\" data_dir {data_dir}: {err}")
         with self._lock:
             self.hooks = hooks
             self.data_dir = data_dir
+            previous, self.later = self.later, later
+        if previous is not None:
+            previous.stop()
+            previous.store.close()
+        later.start()
         return base_pb2.SetConfigResponse()
+
+    def _deferred_cleanups(self, data_dir: Path, hooks: Hooks) -> DeferredCleanups:
+        """The cleanup steps left for later (:class:`herder.CleanupLater`), kept in ``state.db`` in the
+        data dir as herder's own: a step left by an earlier plugin process runs when due, or at once
+        when overdue, once started."""
+        data_dir.mkdir(parents=True, exist_ok=True)
+        store = Store(data_dir / STATE_FILE)
+        return DeferredCleanups(store, hooks, lambda stored: tasks.rebuild(stored, self._supervisor()))
 
     # -- driver description -----------------------------------------------------
 
@@ -190,6 +212,10 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         if self.hooks is None:
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, "the herder plugin is not configured yet")
         return self.hooks
+
+    def _later(self) -> DeferredCleanups:
+        assert self.later is not None, "a task is started only once SetConfig made the deferred cleanups"
+        return self.later
 
     def _supervisor(self) -> Supervisor:
         with self._lock:
@@ -255,15 +281,16 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
             ctx = tasks.build_context(config, self._supervisor(), self._emitter(config, hooks, holder))
         except OSError as err:
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot open the task's log FIFOs: {err}")
-        running = NomadTask(id=config.id, lifecycle=TaskLifecycle(hooks, task, ctx, interrupt=self.stopping))
+        running = NomadTask(id=config.id, lifecycle=TaskLifecycle(hooks, task, ctx, interrupt=self.stopping),
+                            config=config)
         holder.append(running)
         try:
             tasks.start(running)
         except RecoverableError as err:
-            tasks.cleanup(running, self.later)
+            tasks.cleanup(running, self._later())
             _abort_recoverable(context, f"herder {task.driver}: {err}")
         except Exception as err:
-            tasks.cleanup(running, self.later)
+            tasks.cleanup(running, self._later())
             _abort(context, grpc.StatusCode.INTERNAL, str(err) if isinstance(err, DriverError)
                    else hooks.describe_failure(running.lifecycle.step.hook, err))
         assert running.handle is not None
@@ -309,7 +336,8 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot open the task's log FIFOs: {err}")
         lifecycle = TaskLifecycle(hooks, tasks.build_task(config, driver, saved.get("config") or {}), ctx,
                                   interrupt=self.stopping)
-        running = NomadTask(id=task_id, lifecycle=lifecycle, started_at=datetime.fromisoformat(saved["started_at"]))
+        running = NomadTask(id=task_id, lifecycle=lifecycle, config=config,
+                            started_at=datetime.fromisoformat(saved["started_at"]))
         holder.append(running)
         try:
             running.handle = lifecycle.recover(saved["state"])
@@ -363,7 +391,7 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
                 _abort(context, grpc.StatusCode.FAILED_PRECONDITION,
                        f"task {request.task_id} is still running (destroy with force to kill it)")
             tasks.stop(running, 0.0, int(signal.SIGKILL))
-        tasks.cleanup(running, self.later)
+        tasks.cleanup(running, self._later())
         self.tasks.pop(request.task_id, None)
         return driver_pb2.DestroyTaskResponse()
 
@@ -472,9 +500,14 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
 
     def close(self) -> None:
         """The plugin stops: tasks go on running (Nomad recovers them through a new plugin); cleanup
-        steps not due yet are given up (see :class:`tasks.LaterCleanups`)."""
+        steps not done yet stay in the state database, for the next plugin process."""
         self.stopping.set()
-        self.later.close()
+        if self.later is not None:
+            self.later.stop()
+            try:
+                self.later.store.close()
+            except StateError as err:  # its last writes are lost: a step done may be made again
+                log.warning("the state of the cleanup steps left for later: %s", err)
         self.events.close()
         if self.supervisor is not None:
             self.supervisor.close()

@@ -6,26 +6,30 @@ Nomad's log collector reads (so ``nomad alloc logs`` works). herder's lifecycle
 plugins and the task's herder driver take part through herder's own lifecycle
 steps (:class:`herder.app.TaskLifecycle`), as in ``herder run``: prestart,
 start, poststart, exited, prekill and kill, cleanup with its retries; a cleanup
-step that asks to finish later (:class:`herder.CleanupLater`) is called again
-when due (:class:`LaterCleanups`).
+step that asks to finish later (:class:`herder.CleanupLater`) is kept in the
+plugin's state database and called again when due, by this plugin process or
+the next one (:func:`cleanup`).
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 import os
 import queue
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from google.protobuf.message import DecodeError
+
 from herder import (
     AllocatedPort,
-    CleanupLater,
     CreatedResources,
     ExitResult,
     Task,
@@ -34,7 +38,7 @@ from herder import (
     TaskEvent,
     TaskHandle,
 )
-from herder.app import Participants, Resources, TaskLifecycle
+from herder.app import DeferredCleanups, Resources, TaskLifecycle
 from herder_nomad.wire import driver_pb2
 
 log = logging.getLogger(__name__)
@@ -48,6 +52,7 @@ class NomadTask:
 
     id: str
     lifecycle: TaskLifecycle
+    config: driver_pb2.TaskConfig
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     handle: TaskHandle | None = None
     result: ExitResult | None = None
@@ -150,10 +155,12 @@ def open_output(path: str) -> BinaryIO:
     return os.fdopen(fd, "wb", buffering=0)
 
 
-def build_context(config: driver_pb2.TaskConfig, supervisor: object,
-                  emit: Callable[[TaskEvent], None], created: CreatedResources | None = None) -> TaskContext:
+def build_context(config: driver_pb2.TaskConfig, supervisor: object, emit: Callable[[TaskEvent], None],
+                  created: CreatedResources | None = None,
+                  outputs: tuple[BinaryIO, BinaryIO] | None = None) -> TaskContext:
+    """The task's context; its output goes to ``outputs``, else to Nomad's log FIFOs."""
     env = task_environment(config)
-    stdout, stderr = open_output(config.stdout_path), open_output(config.stderr_path)
+    stdout, stderr = outputs or (open_output(config.stdout_path), open_output(config.stderr_path))
     try:
         index = int(env.get("NOMAD_ALLOC_INDEX", "0"))
     except ValueError:
@@ -163,7 +170,8 @@ def build_context(config: driver_pb2.TaskConfig, supervisor: object,
         job_name=config.job_name, group_name=config.task_group_name, task_name=config.name, env=env,
         task_dir=task_paths(config), ports=task_ports(config), stdout=stdout, stderr=stderr,
         created=created or CreatedResources(), logger=logging.getLogger(f"herder.task.{config.name}"),
-        emitter=emit, supervisor=supervisor, output_paths=(Path(config.stdout_path), Path(config.stderr_path)),
+        emitter=emit, supervisor=supervisor,
+        output_paths=None if outputs else (Path(config.stdout_path), Path(config.stderr_path)),
     )
 
 
@@ -195,66 +203,44 @@ def stop(running: NomadTask, timeout: float, sig: int) -> None:
     running.exited.wait(timeout + 30)
 
 
-def cleanup(running: NomadTask, later: LaterCleanups) -> None:
+def cleanup(running: NomadTask, later: DeferredCleanups) -> None:
     """The lifecycle's cleanup: a step that failed for good is logged, one that asked to finish
-    later goes to ``later``. Then the log FIFOs are closed."""
+    later goes to ``later`` (with what :func:`rebuild` needs). Then the log FIFOs are closed."""
     report = running.lifecycle.cleanup()
     for _, exc in report.failed:
         log.warning("task %s: %s", running.id, running.lifecycle.hooks.describe_failure("herder_task_cleanup", exc))
     for who, step in report.later:
-        later.add(running, who, step)
+        later.add(running.ctx.alloc_id, running.task.name, who, step.delay, key=running.id,
+                  extra=stored_task(running))
     for file in (running.ctx.stdout, running.ctx.stderr):
         with contextlib.suppress(OSError):
             file.close()
 
 
-class LaterCleanups:
-    """Cleanup steps that raised :class:`herder.CleanupLater`, called again when due, in this plugin process.
+def stored_task(running: NomadTask) -> dict[str, Any]:
+    """What a cleanup step left for later keeps of its task in the plugin's state database.
 
-    Nomad forgets a task once it destroyed it: no later plugin process hears of it
-    again. So a step not yet due when the plugin stops is given up, with a warning
-    naming the task, the step and what it waited for; what it would have released
-    stays (docker's image stays on the host, as with ``cleanup_image = false``).
+    Nomad forgets a task once it destroyed it: no later plugin process hears of
+    it again. So the step keeps the task's ``TaskConfig`` as Nomad gave it, its
+    herder driver and config, and what the plugins noted in ``created``.
     """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pending: dict[tuple[str, Participants], tuple[threading.Timer, CleanupLater]] = {}
-        self._closed = False
-
-    def add(self, running: NomadTask, who: Participants, later: CleanupLater) -> None:
-        """Call the cleanup step of ``who`` again in ``later.delay`` seconds."""
-        timer = threading.Timer(later.delay, self._due, args=(running, who))
-        timer.daemon = True
-        with self._lock:
-            if not self._closed:
-                self._pending[(running.id, who)] = (timer, later)
-                timer.start()
-                return
-        _give_up(running.id, who, later)
-
-    def _due(self, running: NomadTask, who: Participants) -> None:
-        with self._lock:
-            if self._pending.pop((running.id, who), None) is None:  # closed meanwhile
-                return
-        try:
-            later = running.lifecycle.cleanup_step(who)
-        except Exception as exc:
-            log.warning("task %s: %s", running.id,
-                        running.lifecycle.hooks.describe_failure("herder_task_cleanup", exc))
-            return
-        if later is not None:
-            self.add(running, who, later)
-
-    def close(self) -> None:
-        """Give up every step not due yet (see the class)."""
-        with self._lock:
-            self._closed = True
-            pending, self._pending = self._pending, {}
-        for (task_id, who), (timer, later) in pending.items():
-            timer.cancel()
-            _give_up(task_id, who, later)
+    return {"task_config": base64.b64encode(running.config.SerializeToString()).decode(),
+            "driver": running.task.driver, "config": running.task.config, "created": running.ctx.created.items()}
 
 
-def _give_up(task_id: str, who: Participants, later: CleanupLater) -> None:
-    log.warning("task %s: the cleanup step of %s is given up, as the plugin stops: %s", task_id, who, later)
+def rebuild(stored: Mapping[str, Any], supervisor: object) -> tuple[Task, TaskContext] | None:
+    """The task and a context for it, from :func:`stored_task`, for a cleanup step's later call (None
+    when unreadable). Nomad's log FIFOs are gone with the task: its output goes to the plugin's
+    log (stderr), and its events are logged, as Nomad would ignore them."""
+    try:
+        config = driver_pb2.TaskConfig.FromString(base64.b64decode(stored["task_config"]))
+        task = build_task(config, str(stored["driver"]), dict(stored["config"]))
+        created = CreatedResources([tuple(item) for item in stored["created"]])
+    except (KeyError, TypeError, ValueError, DecodeError) as exc:
+        log.warning("a cleanup step left for later has an unreadable task (%s): it is dropped", exc)
+        return None
+
+    def emit(event: TaskEvent) -> None:
+        log.info("task %s: %s: %s", config.id, event.type, event.message)
+
+    return task, build_context(config, supervisor, emit, created, outputs=(sys.stderr.buffer, sys.stderr.buffer))

@@ -1,10 +1,10 @@
-"""Background: the client's recurring chores on a thread each."""
+"""Background: a recurring chore on a thread of its own."""
 
 from __future__ import annotations
 
 import threading
 
-from herder.client.background import Background
+from herder.background import Background
 from tests.support.waiting import wait_for
 
 

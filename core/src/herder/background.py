@@ -1,4 +1,5 @@
-"""A thread of the client's own for one recurring chore: fingerprints, deferred cleanups, garbage collection."""
+"""A thread of its own for one recurring chore: the client's fingerprints, usage samples, deferred cleanups
+and garbage collection; the services' sync loop."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ class Background:
 
     def wake(self) -> None:
         self._wake.set()
+
+    @property
+    def running(self) -> bool:
+        """Whether the thread was started and has not ended."""
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self, join: bool = True) -> None:
         """No more calls; with ``join``, return once the call under way has returned."""
