@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from herder.objects import ExecResult, ExecSession, Task, TaskContext
+from herder.context import TaskContext
+from herder.model import Task
+from herder.objects import ExecResult, ExecSession
 from herder.sdk.env import inherited_environment
 from herder.sdk.exec_session import ExecProcess
 from herder.sdk.process import run_capped
