@@ -169,7 +169,8 @@ class JavaDriver:
             argv = self._argv(binary, config, task, ctx, str, None)
             tmp = [] if config.sets("-Djava.io.tmpdir=") else [f"-Djava.io.tmpdir={ctx.task_dir.tmp_dir}"]
             work_dir = self._path(ctx, "work_dir", config.work_dir, str, None) if config.work_dir else None
-            handle = SupervisedProcess.spawn(task, ctx, [argv[0], *tmp, *argv[1:]], env=self.host.environment(task, ctx),
+            handle = SupervisedProcess.spawn(task, ctx, [argv[0], *tmp, *argv[1:]],
+                                             env=self.host.environment(task, ctx),
                                              cwd=Path(work_dir) if work_dir else ctx.task_dir.dir,
                                              user=task.user or None, host_paths=True, default_signal=DEFAULT_SIGNAL)
         ctx.emit_event("Driver", DESCRIPTIONS[mode], isolation=mode)
