@@ -335,13 +335,16 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
                                                                  description="Only this allocation's events "
                                                                              "(an ID or a unique prefix)")] = None,
                            index: Annotated[int, Query(ge=0, description="Only events after this index")] = 0,
-                           follow: bool = True) -> StreamingResponse:
+                           follow: bool = True,
+                           ends: Annotated[bool, Query(description="Also each allocation's end, once every task "
+                                                                   "of it is dead (`event: alloc-status`)")] = False
+                           ) -> StreamingResponse:
         wanted = agent.alloc(alloc_id).alloc.id if alloc_id else None
 
         async def stream() -> AsyncIterator[str]:
             seq = index
             while True:
-                last, found = events.after(seq, wanted)
+                last, found = events.after(seq, wanted, ends=ends)
                 for kind, entry in found:
                     yield sse(kind, entry)
                 seq = max(seq, last)

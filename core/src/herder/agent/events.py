@@ -71,12 +71,15 @@ class EventLog:
             kept = [(n, k, e) for n, k, e in self._events if e["alloc_id"] not in gone]
             self._events = deque(kept, maxlen=EVENT_BUFFER)
 
-    def after(self, seq: int, alloc_id: str | None = None) -> tuple[int, list[tuple[str, dict[str, Any]]]]:
-        """The entries after number ``seq`` (of one allocation), each with its kind, and the last number."""
+    def after(self, seq: int, alloc_id: str | None = None, *,
+              ends: bool = False) -> tuple[int, list[tuple[str, dict[str, Any]]]]:
+        """The task events after number ``seq`` (of one allocation), with the allocations' ends
+        if ``ends``, each with its kind; and the last number."""
+        kinds = (TASK_EVENT, ALLOC_STATUS) if ends else (TASK_EVENT,)
         with self._changed:
             last = self._seq
             found = [(n, k, e) for n, k, e in self._events
-                     if n > seq and (alloc_id is None or e["alloc_id"] == alloc_id)]
+                     if n > seq and k in kinds and (alloc_id is None or e["alloc_id"] == alloc_id)]
         return last, [(k, e | {"index": n}) for n, k, e in found]
 
     def wait(self, seq: int, timeout: float) -> None:

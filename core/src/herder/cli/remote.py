@@ -61,7 +61,7 @@ def events(agent: AgentClient, alloc_ids: set[str], index: int = 0) -> Iterator[
     """The entries of ``alloc_ids`` after ``index`` in the agent's event stream as they come, each
     with its kind: ``task-event`` (a task's event) or ``alloc-status`` (an allocation's end)."""
     buffer = b""
-    for chunk in agent.stream("/v1/events", {"follow": "true", "index": index}, read_timeout=None):
+    for chunk in agent.stream("/v1/events", {"follow": "true", "index": index, "ends": "true"}, read_timeout=None):
         buffer += chunk
         while b"\n\n" in buffer:
             message, buffer = buffer.split(b"\n\n", 1)
