@@ -27,17 +27,19 @@ class HostCommands:
 
     def environment(self, task: Task, ctx: TaskContext) -> dict[str, str]:
         """The environment of ``task`` (and of what runs on its behalf)."""
-        user = TaskUser.lookup(task.user).environment() if task.user else {}
-        return {**self.inherited, **user, **ctx.env}
+        return self._environment(ctx, TaskUser.lookup(task.user) if task.user else None)
 
     def exec(self, task: Task, ctx: TaskContext, command: list[str], timeout: float) -> ExecResult:
         """``herder_task_exec``: ``command`` run to its end, its output capped."""
         user = TaskUser.lookup(task.user) if task.user else None
-        return run_capped(command, env=self.environment(task, ctx), cwd=ctx.task_dir.dir, timeout=timeout,
+        return run_capped(command, env=self._environment(ctx, user), cwd=ctx.task_dir.dir, timeout=timeout,
                           user=user)
 
     def exec_session(self, task: Task, ctx: TaskContext, command: list[str], tty: bool) -> ExecSession:
         """``herder_task_exec_session``: ``command`` interactive, on a terminal of its own with ``tty``."""
         user = TaskUser.lookup(task.user) if task.user else None
-        return ExecProcess.start(command, env=self.environment(task, ctx), cwd=ctx.task_dir.dir, tty=tty,
+        return ExecProcess.start(command, env=self._environment(ctx, user), cwd=ctx.task_dir.dir, tty=tty,
                                  user=user)
+
+    def _environment(self, ctx: TaskContext, user: TaskUser | None) -> dict[str, str]:
+        return {**self.inherited, **(user.environment() if user else {}), **ctx.env}
