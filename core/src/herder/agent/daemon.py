@@ -237,6 +237,7 @@ def run(config: Config, *, drain: bool = False) -> int:
         log.warning("%s", warning)
     events = EventLog()
     agent = app.Agent(config, hooks, on_event=events.record, on_health=log_health, on_collected=events.forget)
+    agent.client.on_alloc_done = events.ended
 
     tally = connections.Tally()
     logging.getLogger("uvicorn.error").addFilter(_CancelledAtStop())
