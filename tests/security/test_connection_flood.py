@@ -89,6 +89,18 @@ def test_a_flood_of_connections_that_send_nothing_leaves_the_api_answering(agent
     assert len(added.splitlines()) < 10, added[:4000]
 
 
+def test_a_flood_of_bodies_that_never_end_leaves_the_api_answering(agent: AgentProcess) -> None:
+    """Without the token: the web UI's sign-in form reads its body before any credential is known, so
+    each of these requests stays "busy" (not waiting for headers) for as long as its body goes on."""
+    with ExitStack() as stack:
+        for _ in range(FLOOD):
+            sock = stack.enter_context(socket.create_connection(("127.0.0.1", agent.port), timeout=TIMEOUT))
+            sock.sendall(b"POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+                         b"Content-Type: application/x-www-form-urlencoded\r\n\r\n6\r\ntoken=\r\n")
+        answer = wait_for(lambda: health(agent), what="GET /v1/health from a fresh connection answered")
+        assert answer.status_code == 200, answer.text
+
+
 def test_a_client_slow_to_send_its_headers_is_closed(agent: AgentProcess) -> None:
     """Before a first request, and between two requests of a kept-alive connection (where
     uvicorn's keep-alive timeout stops once a request has begun)."""
