@@ -178,7 +178,8 @@ def test_an_exec_task_as_nobody_writes_alloc_data_with_the_data_dir_kept_private
 @pytest.mark.parametrize("squat", ["made-by-nobody", "under-a-dir-all-may-write"])
 def test_the_agent_refuses_a_data_dir_another_user_can_change(squat: str) -> None:
     """A data dir under a shared directory: another user made it first (a chmod leaves it theirs), or
-    may rename it away, and would then swap ``state.db`` (the jobs herder runs) or ``agent.token``."""
+    may rename it away, and would then swap ``state.db`` (the jobs herder runs) or ``agent.token``.
+    The agent and ``herder run`` both refuse it, naming it."""
     root = Path(tempfile.mkdtemp(prefix="herder-squat-"))
     try:
         data_dir = root / "data"
@@ -196,6 +197,12 @@ def test_the_agent_refuses_a_data_dir_another_user_can_change(squat: str) -> Non
                                f"127.0.0.1:{free_ports(1)[0]}"], capture_output=True, text=True, timeout=60)
         assert done.returncode == 1, done.stderr
         assert f"{refused}: " in done.stderr and "Traceback" not in done.stderr, done.stderr
+        job = root / "job.hcl"
+        job.write_text(SLEEPER)
+        ran = subprocess.run([sys.executable, "-m", "herder", "run", "--data-dir", str(data_dir), str(job)],
+                             capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 2, ran.stderr
+        assert f"{refused}: " in ran.stderr and "internal error" not in ran.stderr, ran.stderr
         assert not (data_dir / "agent.token").exists() and not (data_dir / "state.db").exists()
     finally:
         shutil.rmtree(root)
