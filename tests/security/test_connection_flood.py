@@ -101,6 +101,32 @@ def test_a_flood_of_bodies_that_never_end_leaves_the_api_answering(agent: AgentP
         assert answer.status_code == 200, answer.text
 
 
+def resident_mib(pid: int) -> int:
+    """The memory a process holds (``VmRSS``), in MiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) // 1024
+
+
+def test_bodies_sent_without_the_token_are_not_held_job_sized(agent: AgentProcess) -> None:
+    """The sign-in form reads its body before any credential is known: 40 connections each send a
+    job-sized body (4 MiB, all but its last byte) that the agent would keep in memory, 5 MiB apiece."""
+    assert agent.proc is not None
+    before = resident_mib(agent.proc.pid)
+    with ExitStack() as stack:
+        for _ in range(40):
+            sock = stack.enter_context(socket.create_connection(("127.0.0.1", agent.port), timeout=TIMEOUT))
+            sock.sendall(b"POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4194304\r\n"
+                         b"Content-Type: application/x-www-form-urlencoded\r\n\r\n")
+            try:
+                sock.sendall(b"token=" + b"a" * (4194304 - 7))
+            except OSError:
+                pass  # refused at its headers, and closed
+        answer = wait_for(lambda: health(agent), what="GET /v1/health answered")
+        grown = resident_mib(agent.proc.pid) - before
+    assert answer.status_code == 200, answer.text
+    assert grown < 64, f"the agent grew by {grown} MiB"
+
+
 def test_a_client_slow_to_send_its_headers_is_closed(agent: AgentProcess) -> None:
     """Before a first request, and between two requests of a kept-alive connection (where
     uvicorn's keep-alive timeout stops once a request has begun)."""
