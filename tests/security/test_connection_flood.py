@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from herder.agent.connections import BODY_TIMEOUT
 from tests.core.agent.conftest import ticker
 from tests.support.agent import AgentProcess
 from tests.support.waiting import TIMEOUT, wait_for
@@ -127,10 +128,14 @@ def test_bodies_sent_without_the_token_are_not_held_job_sized(agent: AgentProces
     assert grown < 64, f"the agent grew by {grown} MiB"
 
 
-def test_a_client_slow_to_send_its_headers_is_closed(agent: AgentProcess) -> None:
-    """Before a first request, and between two requests of a kept-alive connection (where
-    uvicorn's keep-alive timeout stops once a request has begun)."""
+def test_a_client_slow_to_send_its_request_is_closed(agent: AgentProcess) -> None:
+    """Its headers, before a first request and between two requests of a kept-alive connection (where
+    uvicorn's keep-alive timeout stops once a request has begun); and its body, which the sign-in form
+    reads without the token, waited for in the same time."""
     with ExitStack() as stack:
+        body = stack.enter_context(socket.create_connection(("127.0.0.1", agent.port), timeout=TIMEOUT))
+        body.sendall(b"POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n"
+                     b"Content-Type: application/x-www-form-urlencoded\r\n\r\ntoken=")
         first = stack.enter_context(socket.create_connection(("127.0.0.1", agent.port), timeout=TIMEOUT))
         first.sendall(HEADERS)
         kept = stack.enter_context(socket.create_connection(("127.0.0.1", agent.port), timeout=TIMEOUT))
@@ -140,6 +145,8 @@ def test_a_client_slow_to_send_its_headers_is_closed(agent: AgentProcess) -> Non
         wait_for(lambda: closed_by_peer(first), what="the agent closing a connection without complete headers")
         wait_for(lambda: closed_by_peer(kept), what="the agent closing a kept-alive connection whose second "
                                                     "request's headers stay incomplete")
+        wait_for(lambda: closed_by_peer(body), BODY_TIMEOUT + TIMEOUT,
+                 what=f"the agent closing a connection whose body stays incomplete for {BODY_TIMEOUT:g} s")
 
 
 def running_exec(marker: str) -> int | None:
