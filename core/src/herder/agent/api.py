@@ -101,11 +101,14 @@ class Guard:
         if self.token and not ui.serves(scope["path"]) and not self.authorized(dict(scope.get("headers", []))):
             await self.refusal()(scope, receive, send)
             return
-        too_large = _error(413, f"request body over {self.limit} bytes")
+        # The UI's forms are read before any credential is known (its sign-in form), so the agent would
+        # hold a job-sized body for every connection of a client without the token: they get a form's.
+        limit = min(self.limit, ui.MAX_FORM) if ui.serves(scope["path"]) else self.limit
+        too_large = _error(413, f"request body over {limit} bytes")
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
-                    if int(value) > self.limit:
+                    if int(value) > limit:
                         await too_large(scope, receive, send)
                         return
                 except ValueError:
@@ -120,7 +123,7 @@ class Guard:
                 return  # the client went away
             chunks.append(message.get("body", b""))
             seen += len(chunks[-1])
-            if seen > self.limit:
+            if seen > limit:
                 await too_large(scope, receive, send)
                 return
             if not message.get("more_body", False):
