@@ -386,7 +386,9 @@ class TemplatesPlugin:
             try:
                 root, relative = locate_in_task_dir(ctx.task_dir, arg)
                 with safe_root(root) as fd:
-                    return read_file(fd, relative).decode("utf-8")
+                    # Bounded as a render's output is: the task writes these files, and a sparse one
+                    # of some gigabytes, read whole, would take the agent's memory.
+                    return read_file(fd, relative, MAX_OUTPUT).decode("utf-8")
             except (ValueError, UnsafePathError) as exc:  # UnicodeDecodeError is a ValueError
                 raise TemplateRenderError(f"{kind}({arg}): {exc}") from None
             except OSError:
