@@ -22,6 +22,7 @@ import inspect
 import json
 import math
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,10 @@ MAX_WIDTH = 10_000
 """The largest width or precision of a ``format`` verb."""
 MAX_STEPS = 1_000_000
 """The most expression nodes one job's evaluation may visit (``for`` loops included)."""
+MAX_SECONDS = 10.0
+"""The longest one job's evaluation may take. A step is not a unit of time: one call may work through
+a megabyte (``regexall`` building half a million matches takes seconds), and a ``for`` loop repeats it
+in a few steps, so that a job of a few hundred bytes held a thread of the agent for hours."""
 
 
 class HclSyntaxError(Exception):
@@ -47,7 +52,7 @@ class EvalError(Exception):
 
 
 class Exhausted(EvalError):
-    """The evaluation went over :data:`MAX_STEPS`; ``try`` and ``can`` do not hide it."""
+    """The evaluation went over :data:`MAX_STEPS` or :data:`MAX_SECONDS`; ``try`` and ``can`` do not hide it."""
 
 
 class UnknownName(EvalError):
@@ -162,6 +167,7 @@ class Evaluator:
         self.lookup = lookup
         self.functions = _functions(files)
         self.steps = 0
+        self.deadline = time.monotonic() + MAX_SECONDS
 
     def template(self, template: Template, scope: Mapping[str, Any]) -> tuple[Any, bool]:
         parts = template.parts
@@ -189,6 +195,8 @@ class Evaluator:
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise Exhausted(f"the job's expressions take more than {MAX_STEPS} steps to evaluate")
+        if time.monotonic() > self.deadline:
+            raise Exhausted(f"the job's expressions take more than {MAX_SECONDS:g} s to evaluate")
         if isinstance(node, Literal):
             return node.value
         if isinstance(node, Template):
