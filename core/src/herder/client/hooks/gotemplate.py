@@ -743,6 +743,9 @@ def _sprint(*args: Any) -> str:
     return "".join(out)
 
 
+_JOINING = frozenset({"print", "printf", "println", "html", "urlquery"})
+"""The functions whose result holds each of their arguments."""
+
 BUILTINS: dict[str, Callable[..., Any]] = {
     "not": lambda value: not truth(value),
     "len": _length,
@@ -989,12 +992,20 @@ class Template:
         values = [self._arg(state, arg, dot, line) for arg in args]
         if final:
             values.append(piped)
+        # A value kept in a variable is never output, so the output's bound does not see it: every
+        # string a function returns is held to it too, and the functions that join their arguments
+        # are refused before they build more (``printf "%s%s..." $big $big ...``).
+        if name in _JOINING and sum(len(value) for value in values if isinstance(value, str)) > state.limit:
+            raise state.error(line, f"error calling {name}: the result would be longer than {state.limit} characters")
         try:
-            return function(*values)
+            result = function(*values)
         except TypeError as exc:
             if "positional argument" in str(exc) or "takes" in str(exc):
                 raise state.error(line, f"wrong number of args for {name}: {exc}") from None
             raise
+        if isinstance(result, str) and len(result) > state.limit:
+            raise state.error(line, f"error calling {name}: the result would be longer than {state.limit} characters")
+        return result
 
     def _arg(self, state: _State, node: Any, dot: Any, line: int) -> Any:
         if isinstance(node, _Literal):
