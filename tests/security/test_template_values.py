@@ -5,11 +5,14 @@ variable is not written: ``replaceAll "0" $a $a`` made 100 MB of a 10 kB
 string, in herder's memory, from a template of 70 bytes, and one more step a
 hundred gigabytes. Every string a template function returns is held to the
 output's bound, and the functions that multiply or join their input are
-refused before they build more.
+refused before they build more. And a render is bounded in time: under the step
+count, a ``range`` calling ``replaceAll`` on a value of 700 kB took minutes.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 import tracemalloc
 
 import pytest
@@ -42,3 +45,22 @@ def test_a_huge_value_in_a_variable_is_refused_before_it_is_built(text: str, fun
 def test_values_within_the_bound_still_render() -> None:
     text = TEN_KB + '{{ len (replaceAll "00" "1" $a) }} {{ join "," (split "0" "a0b0c") }} {{ printf "%s-%s" "x" "y" }}'
     assert Template(text, functions=FUNCTION_NAMES).execute(None, PURE_FUNCTIONS) == "5000 a,b,c x-y"
+
+
+def test_a_render_slow_in_few_steps_is_stopped_naming_the_limit() -> None:
+    errors: list[str] = []
+
+    def render() -> None:
+        try:
+            Template(MEGABYTE + '{{ range 1000000 }}{{ $x := replaceAll "0" "1" $m }}{{ end }}done',
+                     functions=FUNCTION_NAMES).execute(None, PURE_FUNCTIONS)
+        except TemplateError as exc:
+            errors.append(str(exc))
+
+    started = time.monotonic()
+    rendering = threading.Thread(target=render, daemon=True)  # unbounded, it would run on for minutes
+    rendering.start()
+    rendering.join(60)
+    assert not rendering.is_alive(), "the render still runs after 60 s"
+    assert errors == ["template execution exceeds 10 s"], errors
+    assert time.monotonic() - started < 60

@@ -29,7 +29,7 @@ value is an error, as a missing struct field is in Go.
 
 A template is text from a job, so executing one is bounded: its output
 (:data:`MAX_OUTPUT`, counted as it is written), the depth of ``template``
-calls (:data:`MAX_TEMPLATE_DEPTH`) and the work it does (:data:`MAX_STEPS`);
+calls (:data:`MAX_TEMPLATE_DEPTH`) and the work it does (:data:`MAX_STEPS`, :data:`MAX_SECONDS`);
 ``printf`` refuses widths and precisions as Go's ``fmt`` does (over a
 million: ``%!(NOVERB)``, ``%!(BADWIDTH)``).
 """
@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from decimal import Decimal
@@ -51,6 +52,9 @@ MAX_OUTPUT = 1 << 20
 """The most one render may write, in bytes."""
 MAX_STEPS = 1_000_000
 """The most actions, text pieces and loop iterations one render may execute."""
+MAX_SECONDS = 10.0
+"""The longest one render may take: a step may be a call over a megabyte (``replaceAll`` on a value
+kept in a variable), and a ``range`` repeats it, so steps alone let one render take an hour."""
 _MAX_FMT_NUMBER = 1_000_000
 """Go's ``fmt`` refuses a width or precision beyond this (its ``tooLarge``)."""
 
@@ -787,6 +791,7 @@ class _State:
     limit: int = MAX_OUTPUT
     size: int = 0
     steps: int = 0
+    deadline: float = field(default_factory=lambda: time.monotonic() + MAX_SECONDS)
 
     def write(self, text: str) -> None:
         """Add ``text`` to the output, refused before it passes :attr:`limit` bytes."""
@@ -799,6 +804,8 @@ class _State:
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise TemplateError(f"template execution exceeds {MAX_STEPS} steps")
+        if time.monotonic() > self.deadline:
+            raise TemplateError(f"template execution exceeds {MAX_SECONDS:g} s")
 
     def error(self, line: int, message: str) -> TemplateError:
         return TemplateError(f"template: {self.name}:{line}: {message}")
