@@ -21,7 +21,7 @@ from herder.client.hooks.gotemplate import Template, TemplateError
 from herder.client.hooks.templates import FUNCTION_NAMES, PURE_FUNCTIONS
 
 TEN_KB = '{{ $a := printf "%010000d" 0 }}'
-MEGABYTE = TEN_KB + '{{ $m := replaceAll "0" "0000000000000000000000000000000000000000000000000000000000000000000000" $a }}'
+MEGABYTE = TEN_KB + '{{ $m := replaceAll "0" "%s" $a }}' % ("0" * 70)  # 700 kB
 
 
 @pytest.mark.parametrize(("text", "function"), [
