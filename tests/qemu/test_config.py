@@ -21,6 +21,8 @@ def test_without_an_allowlist_every_argument_is_refused() -> None:
     (("-smp", "2", "-drive", "file=/dev/sda"), ["-drive"]),
     (("--drive", "file=/dev/sda", " -usb"), ["--drive", " -usb"]),
     (("-smp=2,-drive",), []),  # one option's value, whatever it holds
+    (("-smp", "2", "local/x.qcow2"), ["local/x.qcow2"]),  # a word alone: a disk image QEMU opens itself
+    (("local/x.qcow2", "-smp", "2"), ["local/x.qcow2"]),
 ])
 def test_each_option_must_be_in_the_allowlist(args: tuple[str, ...], refused: list[str]) -> None:
     assert PluginConfig.from_mapping({"args_allowlist": ["-smp", "--nodefaults"]}).refused_args(args) == refused

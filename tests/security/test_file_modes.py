@@ -75,7 +75,8 @@ def test_herder_run_keeps_data_dir_state_and_templates_from_other_users(tmp_path
         for name in ("secrets/app.conf", "local/app.conf"):
             assert mode(task_dir / name) == 0o640, name
         assert mode(task_dir / "secrets") == 0o700
-        assert mode(data_dir / "allocs") == mode(task_dir.parent) == 0o711
+        assert mode(data_dir / "allocs") == 0o711
+        assert mode(task_dir.parent) == 0o700
     finally:
         assert run.interrupt() == 0, run.stderr
 

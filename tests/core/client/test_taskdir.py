@@ -49,7 +49,8 @@ def test_task_dir_layout_and_modes(tmp_path: Path) -> None:
     for name in ("data", "tmp"):  # every task of the group writes them, whatever its user
         assert stat.S_IMODE((root / "alloc" / name).stat().st_mode) == 0o1777
     assert stat.S_IMODE((root / "alloc" / "logs").stat().st_mode) == 0o755
-    assert stat.S_IMODE(root.stat().st_mode) == stat.S_IMODE(root.parent.stat().st_mode) == 0o711
+    assert stat.S_IMODE(root.parent.stat().st_mode) == 0o711
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700  # 0711 only for an allocation whose process needs it
     task_dir.secrets_dir.chmod(0o755)
     build_task_dir(root, "web")
     assert stat.S_IMODE(task_dir.secrets_dir.stat().st_mode) == 0o700

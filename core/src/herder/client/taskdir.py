@@ -20,9 +20,13 @@ Modes: ``alloc/data`` and ``alloc/tmp`` are 1777 like ``/tmp``, so the
 group's tasks can write them whatever user each runs as, but not remove
 each other's files; ``alloc/logs`` is herder's (0755). A task's ``local``
 (0755), ``secrets`` (0700) and ``tmp`` (1777) belong to the task's user when
-it has one this host knows. ``allocs`` and each allocation directory are
-0711: not listable by other users even where the data dir must be
-traversable (:func:`herder.sdk.paths.allow_traversal`).
+it has one this host knows. ``allocs`` is 0711: not listable by other users
+even where the data dir must be traversable
+(:func:`herder.sdk.paths.allow_traversal`). Each allocation directory is
+0700, made 0711 only for an allocation whose own process needs it: once the
+data dir is traversable, its alloc id (in any ``ps`` of a task given
+``$NOMAD_TASK_DIR/...``) would otherwise let every user of the host, and
+every task of another allocation, read its logs and ``local`` files.
 
 An allocation directory is removed (:func:`remove_alloc_dir`, by the garbage
 collector) through directory descriptors too (:func:`~herder.sdk.safefs.remove_tree`):
@@ -50,6 +54,7 @@ Owner = tuple[int, int]
 
 DATA_DIR_MODE = 0o700
 ALLOCS_MODE = 0o711
+ALLOC_DIR_MODE = 0o700
 SHARED_DIRS = {"data": 0o1777, "logs": 0o755, "tmp": 0o1777}
 TASK_DIRS = {"local": 0o755, "secrets": 0o700, "tmp": 0o1777}
 
@@ -133,7 +138,7 @@ def build_alloc_dir(data_dir: Path, alloc_id: str) -> Path:
     shared = root / ALLOC_SHARED
     with (safe_root(data_dir) as data,
           _directory(data, data_dir, "allocs", ALLOCS_MODE) as allocs,
-          _directory(allocs, root.parent, alloc_id, ALLOCS_MODE) as alloc,
+          _directory(allocs, root.parent, alloc_id, ALLOC_DIR_MODE) as alloc,
           _directory(alloc, root, ALLOC_SHARED, 0o755) as shared_fd):
         for name, mode in SHARED_DIRS.items():
             with _directory(shared_fd, shared, name, mode):

@@ -37,7 +37,7 @@ MAX_WIDTH = 10_000
 """The largest width or precision of a ``format`` verb."""
 MAX_STEPS = 1_000_000
 """The most expression nodes one job's evaluation may visit (``for`` loops included);
-every 1,024th looks at the job's deadline (:mod:`herder.deadline`) too."""
+each looks at the job's deadline (:mod:`herder.deadline`) too: a step may be a call over a megabyte."""
 
 
 class HclSyntaxError(Exception):
@@ -191,8 +191,7 @@ class Evaluator:
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise Exhausted(f"the job's expressions take more than {MAX_STEPS} steps to evaluate")
-        if not self.steps & 1023:
-            deadline.check()
+        deadline.check()  # every step: one may be a call over a megabyte, repeated by a loop
         if isinstance(node, Literal):
             return node.value
         if isinstance(node, Template):

@@ -7,7 +7,7 @@ import posixpath
 from pathlib import Path, PurePosixPath
 
 from herder.context import TaskDir
-from herder.sdk.safefs import safe_root
+from herder.sdk.safefs import open_beneath, safe_root
 
 ALLOC_SHARED = "alloc"
 """The name of the shared allocation directory, and of its view inside each task directory."""
@@ -73,8 +73,9 @@ def locate_in_task_dir(task_dir: TaskDir, relative: str) -> tuple[Path, str]:
     return task_dir.dir, "/".join(normal.parts)
 
 
-def allow_traversal(data_dir: Path) -> None:
-    """Make the data dir 0711: other users may pass through it to a path they know, not list it.
+def allow_traversal(data_dir: Path, alloc_dir: Path | None = None) -> None:
+    """Make the data dir 0711, and ``alloc_dir`` in it (the allocation's ``allocs/<id>``): other users
+    may pass through them to a path they know, not list them. Other allocations' directories stay 0700.
 
     Needed by a process that runs as another user of the host than herder's
     on the host's paths (raw_exec, a JVM without isolation): it opens
@@ -86,3 +87,6 @@ def allow_traversal(data_dir: Path) -> None:
     """
     with safe_root(data_dir) as fd:
         os.fchmod(fd, TRAVERSABLE_DATA_DIR_MODE)
+        if alloc_dir is not None:
+            with open_beneath(fd, str(alloc_dir.relative_to(data_dir))) as alloc:
+                os.fchmod(alloc, TRAVERSABLE_DATA_DIR_MODE)

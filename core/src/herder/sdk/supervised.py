@@ -93,7 +93,7 @@ class SupervisedProcess:
         supervisor = _supervisor_of(ctx)
         if (host_paths and user and _another_user(user)
                 and ctx.task_dir.dir.absolute().is_relative_to(supervisor.data_dir)):
-            allow_traversal(supervisor.data_dir)
+            allow_traversal(supervisor.data_dir, ctx.task_dir.dir.absolute().parent)
         id = f"{ctx.alloc_id}.{ctx.task_name}.{secrets.token_hex(4)}"
         stop_signal = parse_signal(task.kill_signal) if task.kill_signal else default_signal
         try:

@@ -84,10 +84,22 @@ class PluginConfig:
                    args_allowlist=tuple(option_name(arg) for arg in allowlist))
 
     def refused_args(self, args: tuple[str, ...]) -> list[str]:
-        """The options of ``args`` that ``args_allowlist`` does not allow; every argument when it is empty."""
+        """The words of ``args`` that ``args_allowlist`` does not allow; every argument when it is empty.
+
+        An option must be allowed, and a word that is not an option must be the value of the option
+        before it: QEMU takes a word standing alone as a disk image (``-hda``), which it opens and
+        probes itself (a qcow2 naming ``/etc/passwd`` as its backing file), past herder's checks.
+        """
         if not self.args_allowlist:
             return list(args)
-        return [arg for arg in args if arg.strip().startswith("-") and option_name(arg) not in self.args_allowlist]
+        refused = []
+        for index, arg in enumerate(args):
+            if arg.strip().startswith("-"):
+                if option_name(arg) not in self.args_allowlist:
+                    refused.append(arg)
+            elif index == 0 or not args[index - 1].strip().startswith("-"):
+                refused.append(arg)
+        return refused
 
 
 def option_name(arg: str) -> str:

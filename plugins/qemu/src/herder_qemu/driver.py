@@ -132,7 +132,8 @@ class QemuDriver:
                               f"may use")
         if refused:
             raise DriverError(f"{_path(ctx, 'args')}: {', '.join(refused)} not allowed by [plugin.qemu] "
-                              f"args_allowlist ({', '.join(self.config.args_allowlist)})")
+                              f"args_allowlist ({', '.join(self.config.args_allowlist)}): each word must be an "
+                              f"allowed option or the value after one (QEMU reads a word alone as a disk image)")
         self._images(config, ctx)
         if config.accelerator == "kvm":
             works, why = self.kvm()

@@ -29,7 +29,7 @@ value is an error, as a missing struct field is in Go.
 
 A template is text from a job, so executing one is bounded: its output
 (:data:`MAX_OUTPUT`, counted as it is written), the depth of ``template``
-calls (:data:`MAX_TEMPLATE_DEPTH`) and the work it does (:data:`MAX_STEPS`);
+calls (:data:`MAX_TEMPLATE_DEPTH`) and the work it does (:data:`MAX_STEPS`, :data:`MAX_SECONDS`);
 ``printf`` refuses widths and precisions as Go's ``fmt`` does (over a
 million: ``%!(NOVERB)``, ``%!(BADWIDTH)``).
 """
@@ -52,8 +52,8 @@ MAX_TEMPLATE_DEPTH = 100
 MAX_OUTPUT = 1 << 20
 """The most one render may write, in bytes."""
 MAX_STEPS = 1_000_000
-"""The most actions, text pieces and loop iterations one render may execute; every 1,024th
-looks at the render's deadline (:mod:`herder.deadline`) too."""
+"""The most actions, text pieces and loop iterations one render may execute; each looks at
+the render's deadline (:mod:`herder.deadline`) too."""
 MAX_SECONDS = 5.0
 """The longest one render may take, parse and execution together (CPU seconds, :mod:`herder.deadline`)."""
 _MAX_FMT_NUMBER = 1_000_000
@@ -748,6 +748,9 @@ def _sprint(*args: Any) -> str:
     return "".join(out)
 
 
+_JOINING = frozenset({"print", "printf", "println", "html", "urlquery"})
+"""The functions whose result holds each of their arguments."""
+
 BUILTINS: dict[str, Callable[..., Any]] = {
     "not": lambda value: not truth(value),
     "len": _length,
@@ -801,8 +804,7 @@ class _State:
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise TemplateError(f"template execution exceeds {MAX_STEPS} steps")
-        if not self.steps & 1023:
-            deadline.check()
+        deadline.check()  # every step: one may be a call over a megabyte, repeated by a loop
 
     def error(self, line: int, message: str) -> TemplateError:
         return TemplateError(f"template: {self.name}:{line}: {message}")
@@ -996,12 +998,20 @@ class Template:
         values = [self._arg(state, arg, dot, line) for arg in args]
         if final:
             values.append(piped)
+        # A value kept in a variable is never output, so the output's bound does not see it: every
+        # string a function returns is held to it too, and the functions that join their arguments
+        # are refused before they build more (``printf "%s%s..." $big $big ...``).
+        if name in _JOINING and sum(len(value) for value in values if isinstance(value, str)) > state.limit:
+            raise state.error(line, f"error calling {name}: the result would be longer than {state.limit} characters")
         try:
-            return function(*values)
+            result = function(*values)
         except TypeError as exc:
             if "positional argument" in str(exc) or "takes" in str(exc):
                 raise state.error(line, f"wrong number of args for {name}: {exc}") from None
             raise
+        if isinstance(result, str) and len(result) > state.limit:
+            raise state.error(line, f"error calling {name}: the result would be longer than {state.limit} characters")
+        return result
 
     def _arg(self, state: _State, node: Any, dot: Any, line: int) -> Any:
         if isinstance(node, _Literal):

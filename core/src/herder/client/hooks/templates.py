@@ -274,8 +274,8 @@ PURE_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "toJSON": _to_json,
     "toJSONPretty": lambda v: _to_json(v, indent=2),
     "split": lambda sep, s: str(s).split(sep) if s != "" else [],
-    "join": lambda sep, items: sep.join(str(i) for i in items),
-    "replaceAll": lambda old, new, s: str(s).replace(old, new),
+    "join": lambda sep, items: _join(sep, items),
+    "replaceAll": lambda old, new, s: _replace_all(old, new, str(s)),
     "contains": _contains,
     "in": lambda haystack, needle: needle in haystack,
     "parseInt": lambda s: int(str(s).strip(), 0),
@@ -290,6 +290,25 @@ PURE_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "regexReplaceAll": lambda pattern, replacement, s: replace_all(str(pattern), str(s), str(replacement),
                                                                    MAX_OUTPUT),
 }
+
+
+def _join(sep: str, items: Any) -> str:
+    texts = [str(item) for item in items]
+    _check_length(len(sep) * max(0, len(texts) - 1) + sum(map(len, texts)))
+    return sep.join(texts)
+
+
+def _replace_all(old: str, new: str, text: str) -> str:
+    count = text.count(old) if old else len(text) + 1
+    _check_length(len(text) + count * (len(new) - len(old)))
+    return text.replace(old, new)
+
+
+def _check_length(length: int) -> None:
+    """Refuse a result over the output's bound before it is built: ``replaceAll`` and ``join`` multiply
+    their input (``replaceAll "0" $a $a`` makes 100 MB of a 10 kB string)."""
+    if length > MAX_OUTPUT:
+        raise ValueError(f"the result would be longer than {MAX_OUTPUT} characters")
 
 
 def _unbound(*args: Any) -> Any:
