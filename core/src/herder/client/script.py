@@ -361,7 +361,7 @@ class Stepper:
                     self.outcome = wait.outcome
                 return
 
-    def exit(self, timeout: float | None) -> Exit | None:
+    def await_exit(self, timeout: float | None) -> Exit | None:
         """Wait up to ``timeout`` seconds (None: without a bound) for the exit the script waits for,
         with the handle's own ``wait``; the exit, which the script is then past, or None."""
         wait = self.at

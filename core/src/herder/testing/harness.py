@@ -369,7 +369,7 @@ class TaskRun:
         steps = self._steps
         if steps is None or not isinstance(steps.at, AwaitExit):  # over: the handle is asked again
             return self._running().wait(timeout)
-        exit = steps.exit(timeout)
+        exit = steps.await_exit(timeout)
         if exit is None:
             return None
         self.result = exit.result
