@@ -148,6 +148,8 @@ class TaskScript:
     def life(self, recover: dict[str, Any] | None = None) -> Steps:
         """Every run of the task (from ``recover``, a handle's stored state, first if given), as the
         answers to :class:`Ran` decide; then cleanup, whose report is returned."""
+        if recover is None and not self.stopping.is_set():
+            self.lifecycle.ctx.emit_event(events.TASK_SETUP, "Building Task Directory")
         outcome = yield from (self._reattach(recover) if recover is not None else self._run())
         while (delay := (yield Ran(outcome))) is not None:
             if (yield Sleep(delay, self.stopping)):

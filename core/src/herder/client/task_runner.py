@@ -381,8 +381,6 @@ class TaskRunner:
     def _run(self) -> Generator[Wait, Any, None]:
         report: CleanupReport | None = None
         try:
-            if self._recover is None and not self._kill_requested.is_set():
-                self.emit(events.TASK_SETUP, "Building Task Directory")
             report = yield from self._script.life(self._recover)
         except Exception as exc:  # a bug of ours must still leave a dead, cleaned-up task
             log.exception("task runner %s crashed", self.name)

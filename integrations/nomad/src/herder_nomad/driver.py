@@ -58,7 +58,7 @@ PLUGIN_CONFIG_TYPE: cty.CtyType = ["object", {"data_dir": "string", "disabled_pl
                                               "plugin": "dynamic"}]
 PLUGIN_TABLES_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "object"}}
 TASK_CONFIG_TYPE: cty.CtyType = ["object", {"driver": "string", "config": "dynamic"}]
-NOMADS_OWN = frozenset({"Started", "Terminated", "Killed"})
+NOMADS_OWN = frozenset({"Task Setup", "Started", "Terminated", "Killed"})
 """The events Nomad records of a task on its own: the plugin's would be told twice."""
 
 

@@ -244,9 +244,8 @@ def start(running: NomadTask) -> Failed | None:
     steps = running.steps = Stepper(running.script.life())
     with running.lock:
         steps.send(None)
-        if not isinstance(steps.at, AwaitExit):
-            return _failed(steps)
-        steps.send(None)  # prestart is done: the task starts
+        while not isinstance(steps.at, AwaitExit | Ran):
+            steps.send(None)  # prestart is done: the task starts
     return None if isinstance(steps.at, AwaitExit) else _failed(steps)
 
 
