@@ -330,7 +330,12 @@ class TaskRunner:
         if isinstance(wait, KillHandle):
             # The handle's kill may take the task's kill_timeout: on a worker, or a thread of its own
             # if none takes it within KILL_LATENCY, while the script waits for the exit.
-            self._runtime.pool.submit(wait.kill, within=KILL_LATENCY)
+            kill = wait.kill
+
+            def make_kill() -> None:
+                kill()  # a kill that failed for good is reported already: a Driver Failure
+
+            self._runtime.pool.submit(make_kill, within=KILL_LATENCY)
             return None
         decision = self._decide(wait.outcome)
         if decision is None:
