@@ -267,7 +267,8 @@ def _failed(steps: Stepper) -> Failed:
 def exited_within(running: NomadTask, timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for the task's exit, and take the script past it (the
     ``herder_task_exited`` hooks): whether it has exited. The exit is waited for through the
-    handle's ``on_exit`` (else a thread of its own), not with the lock held."""
+    handle's ``on_exit`` (else a thread of its own), not with the lock held; never once the
+    plugin stops."""
     steps = running.steps
     assert steps is not None
     with running.lock:
@@ -278,7 +279,10 @@ def exited_within(running: NomadTask, timeout: float) -> bool:
             running._armed = at
             running._due.clear()
             at.watch.arm(running._due.set)
-    if not running._due.wait(timeout):
+    stopping = running.lifecycle.interrupt
+    if not running._due.wait(timeout) or stopping.is_set():
+        # The plugin stops (its supervisor connection closing wakes the watch): the task runs on,
+        # for the next plugin process to recover; asked now, its handle would count it lost.
         return False
     with running.lock:
         if steps.at is at:
@@ -308,7 +312,8 @@ def stop(running: NomadTask, timeout: float, sig: int) -> None:
         raise failure
     give_up = time.monotonic() + timeout + 30
     while not exited_within(running, 1.0) and time.monotonic() < give_up:
-        pass  # an early notice of the exit: wait again
+        if running.lifecycle.interrupt.is_set():
+            return  # the plugin stops: the task's exit is the next plugin process's
 
 
 def cleanup(running: NomadTask, later: DeferredCleanups) -> None:
