@@ -147,7 +147,6 @@ class TaskRunner:
                                         interrupt=self._hurry, kill_details=capped)
         self._restart_requested = threading.Event()
         self._restart_failure = False
-        self._wake = threading.Event()
         self._done = threading.Event()
         self._when_done: list[Callable[[], None]] = []
         self._started = False
@@ -254,7 +253,6 @@ class TaskRunner:
             if not first:
                 self._hurry.set()
             self._kill_requested.set()
-            self._wake.set()
         if first and reason is not None and not self._done.is_set():
             self._record(reason)
         if not self._done.is_set():

@@ -281,10 +281,10 @@ class DriverHarness:
 
 
 class TaskRun:
-    """One task, driven through the hook facade one step at a time, as herder's task runner drives it.
+    """One task, its script advanced one stop at a time, as herder's task runner advances it.
 
     Steps: :meth:`prestart` (optional: :meth:`start` does it first if need
-    be), :meth:`start`, then :meth:`wait`, :meth:`exec`, :meth:`kill`;
+    be), :meth:`start`, then :meth:`wait`, :meth:`exec`, :meth:`signal`, :meth:`kill`;
     :meth:`recover` after :meth:`DriverHarness.restart`; :meth:`cleanup` at
     the end (:meth:`DriverHarness.close` does what the test did not).
 
