@@ -38,8 +38,15 @@ from herder.client.gc import Collected, GarbageCollector
 from herder.client.health import HealthChange
 from herder.client.hooks.services import ServicesPlugin
 from herder.client.lifecycle import TaskLifecycle as TaskLifecycle
-from herder.client.lifecycle import config_errors as config_errors
 from herder.client.periodic import Launcher
+from herder.client.script import AwaitExit as AwaitExit
+from herder.client.script import Failed as Failed
+from herder.client.script import Ran as Ran
+from herder.client.script import Stepper as Stepper
+from herder.client.script import Stop as Stop
+from herder.client.script import TaskScript as TaskScript
+from herder.client.script import Woke as Woke
+from herder.client.script import run_through as run_through
 from herder.client.stats import StatsSampler as StatsSampler
 from herder.client.stats import UsageCollector
 from herder.client.task_runner import TaskRunner

@@ -13,6 +13,7 @@ import pytest
 from herder import CleanupLater, RecoverableError, Task, TaskContext, hookimpl
 from herder.client import lifecycle
 from herder.client.lifecycle import CLEANUP_RETRIES, TaskLifecycle
+from herder.client.script import TaskScript, run_through
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from herder.testing import DriverHarness, TaskRun
@@ -106,8 +107,8 @@ def test_an_interrupt_ends_the_shutdown_delay(harness: DriverHarness) -> None:
     run = harness.task(SLEEPER, shutdown_delay="1h", kill_timeout="5s")
     handle = run.start()
     interrupt = threading.Event()
-    steps = TaskLifecycle(harness.hooks, run.task, run.ctx, interrupt=interrupt)
-    killer = threading.Thread(target=steps.kill, args=(handle,))
+    script = TaskScript(TaskLifecycle(harness.hooks, run.task, run.ctx, interrupt=interrupt), threading.Event(), "")
+    killer = threading.Thread(target=lambda: run_through(script.kill(handle)))
     killer.start()
     interrupt.set()
     killer.join(GENEROUS)

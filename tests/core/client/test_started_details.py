@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from herder.client.task_runner import started_details
+from herder.client.script import started_details
 from tests.support.running import start_job
 
 

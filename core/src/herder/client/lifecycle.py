@@ -1,27 +1,27 @@
-"""The steps of a task's life, written once for every front end.
+"""The steps of a task's life, each written once for every front end.
 
-``herder run`` and the agent (through :class:`herder.client.task_runner.TaskRunner`),
+The order they come in is :class:`herder.client.script.TaskScript`'s, and only
+its: ``herder run`` and the agent (through :class:`herder.client.task_runner.TaskRunner`),
 the conformance kit's harness (:class:`herder.testing.TaskRun`) and the Nomad
-integration all take a task through these steps, in this order:
+integration drive that script, never the steps themselves. The steps:
 
 1. :meth:`TaskLifecycle.prepare`: the environment (herder's variables, then the
    task's ``env`` interpolated against them) and the task interpolated against it;
 2. :meth:`TaskLifecycle.validate`: the task's ``config`` against its driver's schema;
 3. :meth:`TaskLifecycle.prestart`: ``herder_task_prestart`` in :data:`PRESTART_ORDER`;
 4. :meth:`TaskLifecycle.start`: ``herder_task_start``, with the task interpolated
-   again (prestart may have changed the environment);
+   again (prestart may have changed the environment); or :meth:`TaskLifecycle.recover`;
 5. :meth:`TaskLifecycle.poststart`;
-6. :meth:`TaskLifecycle.wait` (or, without holding a thread, :meth:`TaskLifecycle.watch`),
-   then :meth:`TaskLifecycle.exited`;
-7. :meth:`TaskLifecycle.kill`: :meth:`TaskLifecycle.prekill` (``herder_task_prekill``),
-   ``shutdown_delay``, then :meth:`TaskLifecycle.kill_handle` (``Killing``, then the
-   handle's kill with ``kill_signal`` and ``kill_timeout``);
+6. :meth:`TaskLifecycle.watch` (:class:`ExitWatch`), then :meth:`TaskLifecycle.exited`;
+7. :meth:`TaskLifecycle.prekill` (``herder_task_prekill``), ``shutdown_delay``, then
+   :meth:`TaskLifecycle.kill_handle` (``Killing``, then the handle's kill with
+   ``kill_signal`` and ``kill_timeout``);
 8. :meth:`TaskLifecycle.cleanup`: ``herder_task_cleanup`` in :data:`CLEANUP_ORDER`,
    a step that raised :class:`RecoverableError` tried again with growing delays,
    one that raised :class:`CleanupLater` handed back to be called again when due
    (:meth:`TaskLifecycle.cleanup_step`).
 
-What a front end does around the steps is its own: the task runner records
+What a front end does around them is its own: the task runner records
 events, persists state and follows the restart policy; the harness raises what a
 hook raised; the Nomad integration answers Nomad. Every wait of the steps
 (``shutdown_delay``, the delays between cleanup retries) ends at once when the
@@ -197,18 +197,6 @@ class TaskLifecycle:
 
     # -- running --------------------------------------------------------------------
 
-    def wait(self, handle: TaskHandle) -> Exit:
-        """Wait for the task to exit, blocking. A handle that fails to wait is a lost task: it is
-        killed, so that it never runs unwatched (``Driver Failure``). See :meth:`watch` for the
-        same without a thread held."""
-        try:
-            result = handle.wait()
-        except Exception as exc:
-            return self.wait_failed(handle, exc)
-        if result is None:  # wait() without a timeout returns a result: a driver that does not is lost
-            return self.no_result(handle)
-        return Exit(result)
-
     def watch(self, handle: TaskHandle) -> ExitWatch:
         """What tells when the task exits, without blocking a thread where the handle can tell."""
         return ExitWatch(self, handle)
@@ -234,14 +222,6 @@ class TaskLifecycle:
         except Exception as exc:
             log.warning("task %s: cannot kill a task whose handle failed: %s", self.task.name, exc)
         return HANDLE_LOST
-
-    def kill(self, handle: TaskHandle, *, timeout: float | None = None, sig: int | None = None) -> None:
-        """:meth:`prekill`, ``shutdown_delay`` (cut short by ``interrupt``), then :meth:`kill_handle`.
-
-        :raises Exception: what the handle's kill raised.
-        """
-        self.interrupt.wait(self.prekill())
-        self.kill_handle(handle, timeout=timeout, sig=sig)
 
     def prekill(self) -> float:
         """``herder_task_prekill``; the ``shutdown_delay`` to wait before :meth:`kill_handle` (0: none),
@@ -326,8 +306,20 @@ class ExitWatch:
         elif subscribe:
             self._subscribe()
 
+    def wait(self, timeout: float | None) -> Exit | None:
+        """Wait up to ``timeout`` seconds (None: without a bound) in the handle's own ``wait``, for a
+        front end that steps its script synchronously; None when the task has not exited."""
+        lifecycle, handle = self._lifecycle, self._handle
+        try:
+            result = handle.wait(timeout)
+        except Exception as exc:
+            return lifecycle.wait_failed(handle, exc)
+        if result is None:
+            return lifecycle.no_result(handle) if timeout is None else None
+        return Exit(result)
+
     def poll(self) -> Exit | None:
-        """How the task exited (a lost handle's task killed, as in :meth:`TaskLifecycle.wait`);
+        """How the task exited (a lost handle's task killed, as in :meth:`wait`);
         None when it has not (the notice was early): then :meth:`arm` again."""
         lifecycle, handle = self._lifecycle, self._handle
         if self._thread is None:

@@ -1,51 +1,63 @@
 """The task runner: one task of one allocation, from setup to cleanup.
 
-The runner is a loop: prepare, prestart, start, wait, decide by the restart
-policy, and again; on the final stop, prekill, kill and cleanup. Every
-concern that is not the loop itself (the environment, images, services) is a
-hook. Every change of state is persisted as it happens, so a herder started
-again on the same data dir picks the task up where it was:
-:meth:`TaskRunner.start` with a stored handle state reattaches to the running
-task instead of starting it again.
+The runner drives the task's script (:class:`herder.client.script.TaskScript`:
+prepare, prestart, start, wait, and, on the final stop, prekill, kill and
+cleanup) and answers what the script asks of a front end: it takes a handle
+and persists its state, records how the task exited, and decides by the
+restart policy whether the task runs again. Every concern that is not the
+script itself (the environment, images, services) is a hook. Every change of
+state is persisted as it happens, so a herder started again on the same data
+dir picks the task up where it was: :meth:`TaskRunner.start` with a stored
+handle state reattaches to the running task instead of starting it again.
 
-The loop holds no thread of its own. It is written as a generator
-(:meth:`TaskRunner._run`): its steps run on a worker of the client's pool
-(:mod:`herder.client.runtime`), and where the loop waits (for the task's
-exit, a restart delay, ``shutdown_delay``) it yields what it waits for and
-lets the worker go. The runner resumes it on a worker once that has come: the
-exit through the handle's ``on_exit`` (:class:`herder.client.lifecycle.ExitWatch`),
-a delay from the pool's timer, or a kill, which ends the waits it cuts short.
-One step of a runner runs at a time, so the loop reads as if it had a thread.
+The runner holds no thread of its own. The script is a generator: its steps
+run on a worker of the client's pool (:mod:`herder.client.runtime`), and
+where it waits (for the task's exit, a restart delay, ``shutdown_delay``) it
+yields what it waits for and the runner lets the worker go. The runner
+resumes it on a worker once that has come: the exit through the handle's
+``on_exit`` (:class:`herder.client.lifecycle.ExitWatch`), a delay from the
+pool's timer, or a kill, which ends the waits it cuts short. One step of a
+runner runs at a time, so the script reads as if it had a thread.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict, Unpack
 
 from herder import events
-from herder.client.lifecycle import ExitWatch, TaskLifecycle
+from herder.client.lifecycle import CleanupReport, TaskLifecycle
 from herder.client.placement import PlacedTask
 from herder.client.restarts import Decision, Outcome, RestartTracker
 from herder.client.runtime import Runtime, shared_runtime
-from herder.errors import DriverError, RecoverableError
+from herder.client.script import (
+    AwaitExit,
+    Ended,
+    Failed,
+    KillHandle,
+    Prestarted,
+    Ran,
+    Running,
+    Sleep,
+    TaskScript,
+    Wait,
+    Woke,
+    run_through,
+)
+from herder.client.script import Outcome as RunOutcome
 from herder.model import Task
-from herder.objects import ExecResult, ExecSession, ExitResult, TaskEvent, TaskHandle
+from herder.objects import ExecResult, ExecSession, TaskEvent, TaskHandle
 from herder.plugins.hooks import Hooks, Participants
 from herder.sdk.durations import format_duration
 from herder.state import EVENTS_KEPT, TaskState
 
 log = logging.getLogger(__name__)
-
-LOST = ExitResult(exit_code=-1, error="the task could not be reattached")
-"""How a task that was running when herder stopped, and cannot be found again, ended."""
 
 KILL_LATENCY = 0.5
 """How long a task's kill may wait for a worker before it runs on a thread of its own."""
@@ -99,34 +111,6 @@ DeferCleanup = Callable[[Participants, float], None]
 """Has a cleanup step that raised :class:`herder.CleanupLater` called again after a delay."""
 
 
-class _Woke(enum.Enum):
-    """Why the wait for a task's exit ended."""
-
-    EXITED = "exited"  # the handle says its task exited: ask it how
-    KILL = "kill"  # the task is to be killed
-
-
-@dataclass(eq=False)
-class _Sleep:
-    """What the loop waits for: ``seconds`` to pass, or ``interrupt`` (it resumes with True then)."""
-
-    seconds: float
-    interrupt: threading.Event
-    cancel: Callable[[], None] | None = None
-
-
-@dataclass(eq=False)
-class _Exit:
-    """What the loop waits for: the task's exit, or (when ``killable``) a kill; it resumes with a :class:`_Woke`."""
-
-    watch: ExitWatch
-    killable: bool
-
-
-_Wait = _Sleep | _Exit
-_Steps = Generator[_Wait, Any, None]
-
-
 class TaskRunner:
     """Runs one task: the steps of :class:`herder.client.lifecycle.TaskLifecycle`, in a loop that
     restarts the task by its restart policy, on the workers of ``runtime`` (else the process's).
@@ -163,15 +147,17 @@ class TaskRunner:
                                         interrupt=self._hurry, kill_details=capped)
         self._restart_requested = threading.Event()
         self._restart_failure = False
-        self._wake = threading.Event()
         self._done = threading.Event()
         self._when_done: list[Callable[[], None]] = []
         self._started = False
         if self.status.state == "dead":  # restored from state: finished for good already
             self._done.set()
         self._runtime = runtime or shared_runtime()
+        self._script = TaskScript(self._lifecycle, self._kill_requested, f"task {self.task.name}")
         self._steps = self._run()
-        self._waiting: _Wait | None = None
+        self._waiting: Wait | None = None
+        self._restarting = False
+        self._restart_delay: Wait | None = None
         self.ctx.emitter = self._record
 
     @property
@@ -267,7 +253,6 @@ class TaskRunner:
             if not first:
                 self._hurry.set()
             self._kill_requested.set()
-            self._wake.set()
         if first and reason is not None and not self._done.is_set():
             self._record(reason)
         if not self._done.is_set():
@@ -284,21 +269,20 @@ class TaskRunner:
         self._restart_failure = failure
         self._restart_requested.set()
         self.emit(events.RESTART_SIGNAL, reason or "User requested restart")
-        self._kill_handle(handle)
+        run_through(self._script.kill(handle))
 
     def signal(self, sig: int) -> None:
         with self._lock:
             handle = self._handle
         if handle is not None:
-            self.emit(events.SIGNALING, f"Task being sent signal {sig}", signal=sig)
-            handle.signal(sig)
+            self._script.signal(handle, sig)
 
     def exec(self, command: list[str], timeout: float) -> ExecResult:
-        return self.hooks.task_exec(self._lifecycle.task, self.ctx, self._running(), command, timeout)
+        return self._script.exec(self._running(), command, timeout)
 
     def exec_session(self, command: list[str], tty: bool) -> ExecSession:
         """Start ``command`` in the task interactively; the caller closes the session."""
-        return self.hooks.task_exec_session(self._lifecycle.task, self.ctx, self._running(), command, tty)
+        return self._script.exec_session(self._running(), command, tty)
 
     def _running(self) -> TaskHandle:
         with self._lock:
@@ -307,40 +291,84 @@ class TaskRunner:
             raise RuntimeError(f"task {self.name} is not running")
         return handle
 
-    # -- the loop's waits ----------------------------------------------------
+    # -- the script's waits ---------------------------------------------------
 
     def _advance(self, value: object) -> None:
-        """Run the loop on a worker up to its next wait, and wait for that without the worker."""
-        try:
-            wait = self._steps.send(value)
-        except StopIteration:
-            return
+        """Run the script on a worker up to its next wait, and wait for that without the worker; what
+        the runner answers at once (a handle to take, an exit to note, a kill to make, a run's end to
+        decide on) it answers here."""
+        while True:
+            try:
+                wait = self._steps.send(value)
+            except StopIteration:
+                return
+            if isinstance(wait, Sleep | AwaitExit):
+                break
+            value = self._answer(wait)
         with self._lock:
             self._waiting = wait
-        if isinstance(wait, _Sleep):
+            if self._restarting:
+                self._restart_delay, self._restarting = wait, False
+        if isinstance(wait, Sleep):
             wait.cancel = self._runtime.timer.call_later(wait.seconds, functools.partial(self._resume, wait, False))
         else:
-            wait.watch.arm(functools.partial(self._resume, wait, _Woke.EXITED))
+            wait.watch.arm(functools.partial(self._resume, wait, Woke.EXITED))
         self._poke()
+
+    def _answer(self, wait: Prestarted | Running | Ended | KillHandle | Ran) -> object:
+        if isinstance(wait, Prestarted):
+            return None
+        if isinstance(wait, Running):
+            return self._adopt(wait.handle)
+        if isinstance(wait, Ended):
+            with self._lock:
+                self._handle = None
+            self._set(exit_code=wait.exit.result.exit_code, handle_state=None)
+            return None
+        if isinstance(wait, KillHandle):
+            # The handle's kill may take the task's kill_timeout: on a worker, or a thread of its own
+            # if none takes it within KILL_LATENCY, while the script waits for the exit.
+            kill = wait.kill
+
+            def make_kill() -> None:
+                kill()  # a kill that failed for good is reported already: a Driver Failure
+
+            self._runtime.pool.submit(make_kill, within=KILL_LATENCY)
+            return None
+        decision = self._decide(wait.outcome)
+        if decision is None:
+            return None
+        if decision.outcome is Outcome.RESTART:
+            self.emit(events.RESTARTING, f"Task restarting in {format_duration(decision.delay)}",
+                      restart_delay=decision.delay, reason=decision.reason)
+            self._restarting = True  # the script's next wait is the restart delay
+            return decision.delay
+        if decision.outcome is Outcome.FAIL:
+            self._set(failed=True)
+        self.emit(events.NOT_RESTARTING, decision.reason, reason=decision.reason)
+        return None
 
     def _poke(self) -> None:
         """End the current wait if what cuts it short has come (a kill, a second one)."""
         with self._lock:
             wait = self._waiting
-        if isinstance(wait, _Sleep) and wait.interrupt.is_set():
+        if isinstance(wait, Sleep) and wait.interrupt.is_set():
             self._resume(wait, True)
-        elif isinstance(wait, _Exit) and wait.killable and self._kill_requested.is_set():
-            self._resume(wait, _Woke.KILL)
+        elif isinstance(wait, AwaitExit) and wait.killable and self._kill_requested.is_set():
+            self._resume(wait, Woke.KILL)
 
-    def _resume(self, wait: _Wait, value: object) -> None:
+    def _resume(self, wait: Wait, value: object) -> None:
         """End ``wait`` (if it is the current one: the first to end it wins) and go on with ``value``.
         Called from any thread: a timer's, the supervisor connection's; quick."""
         with self._lock:
             if self._waiting is not wait:
                 return
             self._waiting = None
-        if isinstance(wait, _Sleep) and wait.cancel is not None:
+            restarts = wait is self._restart_delay and value is False  # the delay is over: the task runs again
+        if isinstance(wait, Sleep) and wait.cancel is not None:
             wait.cancel()
+        if restarts:
+            self._set(restarts=self.status.restarts + 1)
         self._runtime.pool.submit(functools.partial(self._advance, value))
 
     def _finished(self) -> None:
@@ -351,96 +379,40 @@ class TaskRunner:
         for callback in callbacks:
             callback()
 
-    # -- the loop ----------------------------------------------------------
+    # -- the script ----------------------------------------------------------
 
-    def _run(self) -> _Steps:
+    def _run(self) -> Generator[Wait, Any, None]:
+        report: CleanupReport | None = None
         try:
-            yield from self._loop()
+            report = yield from self._script.life(self._recover)
         except Exception as exc:  # a bug of ours must still leave a dead, cleaned-up task
             log.exception("task runner %s crashed", self.name)
             self._set(failed=True)
             self.emit(events.DRIVER_FAILURE, f"internal error: {exc}")
         finally:
-            self._cleanup()
+            self._cleaned_up(report if report is not None else self._script.cleanup())
             self._set(state="dead", handle_state=None, finished_at=time.time())
             self._finished()
             self._on_dead(self)
 
-    def _loop(self) -> _Steps:
-        if self._recover is not None:
-            decision = yield from self._reattach(self._recover)
-        elif self._kill_requested.is_set():  # killed while it waited for its turn to start
-            return
-        else:
-            self.emit(events.TASK_SETUP, "Building Task Directory")
-            decision = yield from self._run_once()
-        while decision is not None:
-            if decision.outcome is Outcome.RESTART:
-                self.emit(events.RESTARTING, f"Task restarting in {format_duration(decision.delay)}",
-                          restart_delay=decision.delay, reason=decision.reason)
-                if (yield _Sleep(decision.delay, self._wake)):
-                    return
-                self._set(restarts=self.status.restarts + 1)
-                decision = yield from self._run_once()
-                continue
-            if decision.outcome is Outcome.FAIL:
-                self._set(failed=True)
-            self.emit(events.NOT_RESTARTING, decision.reason, reason=decision.reason)
-            return
-
-    def _run_once(self) -> Generator[_Wait, Any, Decision | None]:
-        """Start the task once and wait for it; the restart decision, or None when killed."""
-        if self._kill_requested.is_set():
+    def _decide(self, outcome: RunOutcome) -> Decision | None:
+        """What comes after a run that ended with ``outcome``; None: nothing (the task was killed)."""
+        if isinstance(outcome, Failed):
+            return self._after_start_error(outcome.recoverable)
+        if outcome is None or self._kill_requested.is_set():
             return None
-        lifecycle = self._lifecycle
-        task = lifecycle.prepare()
-        try:
-            errors = lifecycle.validate(f"task {task.name}")
-        except DriverError as exc:
-            self.emit(events.DRIVER_FAILURE, str(exc))
+        if self._restart_requested.is_set():
+            self._restart_requested.clear()
+            if self._restart_failure:
+                decision = self.tracker.after_unhealthy()
+                self._persist_tracker()
+                return decision
+            return Decision(Outcome.RESTART, "Restart requested")
+        if outcome.lost:  # the driver failed: not restarted
             return self._after_start_error(recoverable=False)
-        if errors:
-            self.emit(events.FAILED_VALIDATION, "; ".join(errors), errors=errors)
-            return self._after_start_error(recoverable=False)
-        try:
-            lifecycle.prestart()
-        except Exception as exc:
-            recoverable = isinstance(exc, RecoverableError)
-            # The driver's own preparation failing (an image pull, a refused volume) is the
-            # driver failing; a lifecycle plugin failing is the task's setup failing.
-            kind = events.DRIVER_FAILURE if lifecycle.step.who == "driver" else events.SETUP_FAILURE
-            self.emit(kind, self.hooks.describe_failure(lifecycle.step.hook, exc), recoverable=recoverable)
-            if self._kill_requested.is_set():  # a hook stopped by the kill: nothing to restart
-                return None
-            return self._after_start_error(recoverable)
-        if self._kill_requested.is_set():
-            return None
-        try:
-            handle = lifecycle.start()
-        except Exception as exc:
-            recoverable = isinstance(exc, RecoverableError)
-            self.emit(events.DRIVER_FAILURE, str(exc) or type(exc).__name__, recoverable=recoverable)
-            return self._after_start_error(recoverable)
-        if not self._adopt(handle):
-            return self._after_exit(lifecycle.kill_lost(handle), recoverable=False)
-        self.emit(events.STARTED, "Task started by client", **started_details(handle))
-        return (yield from self._watch(handle))
-
-    def _reattach(self, state: dict[str, Any]) -> Generator[_Wait, Any, Decision | None]:
-        """Find the task an earlier herder started; one that cannot be found is
-        handled by the restart policy, as if it had failed."""
-        try:
-            handle = self._lifecycle.recover(state)
-        except Exception as exc:
-            self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("herder_task_recover", exc))
-            handle = None
-        if handle is None:
-            return self._after_exit(LOST)
-        if not self._adopt(handle):
-            return self._after_exit(self._lifecycle.kill_lost(handle), recoverable=False)
-        if not self._kill_requested.is_set():  # else found only to be killed
-            self.emit(events.REATTACHED, "Task found running after herder restarted", handle=handle.id)
-        return (yield from self._watch(handle))
+        decision = self.tracker.after_exit(outcome.result)
+        self._persist_tracker()
+        return decision
 
     def _adopt(self, handle: TaskHandle) -> bool:
         """Make ``handle`` the running task and persist its state; False if its
@@ -456,87 +428,17 @@ class TaskRunner:
                   started_at=time.time())
         return True
 
-    def _watch(self, handle: TaskHandle) -> Generator[_Wait, Any, Decision | None]:
-        """Poststart, then wait for the task to exit; a kill meanwhile kills it, once."""
-        killed = self._kill_requested.is_set()
-        if killed:
-            yield from self._kill(handle)
-        else:
-            self._lifecycle.poststart(handle)
-        watch = self._lifecycle.watch(handle)
-        while True:
-            woke = yield _Exit(watch, killable=not killed)
-            if woke is _Woke.KILL:
-                killed = True
-                yield from self._kill(handle)
-                continue
-            exit = watch.poll()
-            if exit is not None:
-                return self._after_exit(exit.result, recoverable=not exit.lost)
-
     def _after_start_error(self, recoverable: bool) -> Decision:
         decision = self.tracker.after_start_error(recoverable)
-        self._persist_tracker()
-        return decision
-
-    def _after_exit(self, result: ExitResult, recoverable: bool = True) -> Decision | None:
-        """Record the exit and decide what comes next; a task whose driver failed
-        (``recoverable`` false) is not restarted."""
-        with self._lock:
-            self._handle = None
-        self._set(exit_code=result.exit_code, handle_state=None)
-        self.emit(events.TERMINATED, _describe_exit(result), exit_code=result.exit_code, signal=result.signal,
-                  oom_killed=result.oom_killed, error=result.error)
-        self._lifecycle.exited(result)
-        if self._kill_requested.is_set():
-            self.emit(events.KILLED, "Task successfully killed")
-            return None
-        if self._restart_requested.is_set():
-            self._restart_requested.clear()
-            if self._restart_failure:
-                decision = self.tracker.after_unhealthy()
-                self._persist_tracker()
-                return decision
-            return Decision(Outcome.RESTART, "Restart requested")
-        if not recoverable:
-            return self._after_start_error(recoverable=False)
-        decision = self.tracker.after_exit(result)
         self._persist_tracker()
         return decision
 
     def _persist_tracker(self) -> None:
         self._persist(restart_count=self.tracker.count, restart_window_start=self.tracker.window_start)
 
-    def _kill(self, handle: TaskHandle) -> _Steps:
-        """The lifecycle's kill: its ``shutdown_delay`` waited out without a worker (cut short by a
-        second kill), then the handle's kill, which may take the task's ``kill_timeout``: on a worker,
-        or a thread of its own if none takes it within :data:`KILL_LATENCY`, while the loop waits for
-        the exit. A handle that fails to kill is a ``Driver Failure``."""
-        try:
-            delay = self._lifecycle.prekill()
-        except Exception as exc:
-            self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("kill", exc))
-            return
-        if delay > 0:
-            yield _Sleep(delay, self._hurry)
-        self._runtime.pool.submit(functools.partial(self._failing_kill, self._lifecycle.kill_handle, handle),
-                                  within=KILL_LATENCY)
-
-    def _kill_handle(self, handle: TaskHandle) -> None:
-        """The lifecycle's kill in the caller's thread (a restart)."""
-        self._failing_kill(self._lifecycle.kill, handle)
-
-    def _failing_kill(self, kill: Callable[[TaskHandle], None], handle: TaskHandle) -> None:
-        """``kill(handle)``; a handle that fails to kill is a ``Driver Failure``."""
-        try:
-            kill(handle)
-        except Exception as exc:
-            self.emit(events.DRIVER_FAILURE, self.hooks.describe_failure("kill", exc))
-
-    def _cleanup(self) -> None:
-        """The lifecycle's cleanup; a step that asked to finish later is deferred, one that
+    def _cleaned_up(self, report: CleanupReport) -> None:
+        """After the script's cleanup: a step that asked to finish later is deferred, one that
         failed is a ``Task hook failed`` event."""
-        report = self._lifecycle.cleanup()
         if report.later:
             # What the plugins noted in ``created`` must reach the later calls.
             self._set(created=self.ctx.created.items())
@@ -545,17 +447,6 @@ class TaskRunner:
         for _, exc in report.failed:
             self.emit(events.TASK_HOOK_FAILED, self.hooks.describe_failure("herder_task_cleanup", exc),
                       hook="herder_task_cleanup", plugin=self.hooks.plugins.blame(exc))
-
-
-def _describe_exit(result: ExitResult) -> str:
-    parts = [f"Exit Code: {result.exit_code}"]
-    if result.signal:
-        parts.append(f"Signal: {result.signal}")
-    if result.oom_killed:
-        parts.append("OOM Killed")
-    if result.error:
-        parts.append(f"Exit Message: {result.error}")
-    return ", ".join(parts)
 
 
 def cap_kill_times(task: Task, ceiling: float | None) -> tuple[Task, dict[str, Any]]:
@@ -570,10 +461,3 @@ def cap_kill_times(task: Task, ceiling: float | None) -> tuple[Task, dict[str, A
         return task, {}
     task = dataclasses.replace(task, **{name: min(value, ceiling) for name, value in asked.items()})
     return task, {**capped, "max_kill_timeout": ceiling}
-
-
-def started_details(handle: TaskHandle) -> dict[str, Any]:
-    """What the handle says of how its task runs, for the ``Started`` event's details: its optional
-    ``started_details`` mapping (the java driver tells whether the JVM is isolated); none without."""
-    details = getattr(handle, "started_details", None)
-    return dict(details) if isinstance(details, Mapping) else {}

@@ -5,10 +5,10 @@ stands on, and what a driver's own tests can use for anything the kit does
 not cover. It loads every installed plugin through the entry points
 (:func:`herder.plugins.loader.load_plugins`, with the driver's
 ``[plugin.NAME]`` table) and calls them through the hook facade
-(:class:`herder.plugins.hooks.Hooks`) through the steps herder's task runner
-takes (:class:`herder.client.lifecycle.TaskLifecycle`); but instead of the
-runner's loop, each step is a method of :class:`TaskRun`, so that a test can
-look at the task between two steps.
+(:class:`herder.plugins.hooks.Hooks`) through the script herder's task runner
+drives (:class:`herder.client.script.TaskScript`); but instead of the runner's
+pool, each method of :class:`TaskRun` advances the script to its next stop, so
+that a test can look at the task between two of them.
 
 Each task is the only task of an allocation of its own, placed by herder's
 placement (directories in the harness's data dir, ports from
@@ -35,6 +35,7 @@ from herder.client.lifecycle import TaskLifecycle
 from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
+from herder.client.script import AwaitExit, Failed, Prestarted, Ran, Stepper, TaskScript, Woke, run_through
 from herder.context import TaskContext
 from herder.errors import CleanupLater, JobError
 from herder.jobspec import load_job_text
@@ -280,10 +281,10 @@ class DriverHarness:
 
 
 class TaskRun:
-    """One task, driven through the hook facade one step at a time, as herder's task runner drives it.
+    """One task, its script advanced one stop at a time, as herder's task runner advances it.
 
     Steps: :meth:`prestart` (optional: :meth:`start` does it first if need
-    be), :meth:`start`, then :meth:`wait`, :meth:`exec`, :meth:`kill`;
+    be), :meth:`start`, then :meth:`wait`, :meth:`exec`, :meth:`signal`, :meth:`kill`;
     :meth:`recover` after :meth:`DriverHarness.restart`; :meth:`cleanup` at
     the end (:meth:`DriverHarness.close` does what the test did not).
 
@@ -310,9 +311,10 @@ class TaskRun:
         self.ctx: TaskContext = placed_task.ctx
         self.ctx.emitter = self._record
         self.ctx.env[processes.MARKER] = self.marker
-        self._lifecycle = TaskLifecycle(self.harness.hooks, placed_task.task, self.ctx,
-                                        make_lookup=placed_task.make_lookup, interrupt=self.harness.closing)
-        self._prestarted = False
+        lifecycle = TaskLifecycle(self.harness.hooks, placed_task.task, self.ctx,
+                                  make_lookup=placed_task.make_lookup, interrupt=self.harness.closing)
+        self._script = TaskScript(lifecycle, self.harness.closing, TASK_PATH)
+        self._steps: Stepper | None = None
         self.handle: TaskHandle | None = None
         self.result: ExitResult | None = None
         """How the task ended, once :meth:`wait` has seen it."""
@@ -320,7 +322,7 @@ class TaskRun:
     @property
     def task(self) -> Task:
         """The task as the hooks see it: interpolated for this run once prepared."""
-        return self._lifecycle.task
+        return self._script.lifecycle.task
 
     def _record(self, event: TaskEvent) -> None:
         self.events.append(event)
@@ -328,59 +330,85 @@ class TaskRun:
 
     # -- the steps -----------------------------------------------------------------
 
+    def _advance(self, recover: dict[str, Any] | None = None) -> Stepper:
+        """The script advanced to its next stop: begun (from ``recover``, if given) when there is none,
+        the next run when the last one is over."""
+        steps = self._steps
+        if steps is None or recover is not None or steps.over:
+            steps = self._steps = Stepper(self._script.life(recover))
+            steps.send(None)
+        elif isinstance(steps.at, Ran):
+            steps.send(0.0)  # run the task again, at once
+        else:
+            steps.send(None)
+        self.handle = steps.handle
+        if isinstance(steps.at, Ran) and isinstance(steps.outcome, Failed):
+            failed = steps.outcome
+            raise failed.error if failed.error is not None else JobError(failed.errors)
+        return steps
+
     def prestart(self) -> None:
         """Prepare the environment, check the config against the driver's schema, run every prestart step.
 
         :raises JobError: the config does not match the driver's schema (each error names its path).
         """
-        self._lifecycle.prepare()
-        errors = self._lifecycle.validate(TASK_PATH)
-        if errors:
-            raise JobError(errors)
-        self._lifecycle.prestart()
-        self._prestarted = True
+        if not isinstance(self._steps.at if self._steps else None, Prestarted):
+            self._advance()
 
     def start(self) -> TaskHandle:
         """Start the task (after :meth:`prestart`, which runs first if it has not) and run poststart."""
-        if not self._prestarted:
-            self.prestart()
-        self._prestarted = False
-        handle = self._lifecycle.start()
-        self.handle, self.result = handle, None
-        self._lifecycle.poststart(handle)
-        return handle
+        self.prestart()
+        steps = self._advance()
+        self.result = None
+        assert steps.handle is not None, "a run that started has a handle"
+        return steps.handle
 
     def wait(self, timeout: float | None = None) -> ExitResult | None:
         """The handle's ``wait(timeout)``; the result is kept in :attr:`result`, and told to the
         ``herder_task_exited`` hooks."""
-        result = self._running().wait(timeout)
-        if result is not None and self.result is None:
-            self.result = result
-            self._lifecycle.exited(result)
-        return result
+        steps = self._steps
+        if steps is None or not isinstance(steps.at, AwaitExit):  # over: the handle is asked again
+            return self._running().wait(timeout)
+        exit = steps.await_exit(timeout)
+        if exit is None:
+            return None
+        self.result = exit.result
+        return exit.result
 
     def exec(self, command: Sequence[str], timeout: float) -> ExecResult:
         """Run ``command`` in the task through the facade (a driver without exec gives DriverError)."""
-        return self.harness.hooks.task_exec(self.task, self.ctx, self._running(), list(command), timeout)
+        return self._script.exec(self._running(), list(command), timeout)
 
     def exec_session(self, command: Sequence[str], tty: bool) -> ExecSession:
         """Start ``command`` in the task interactively through the facade (a driver without it gives
         DriverError); the caller closes the session."""
-        return self.harness.hooks.task_exec_session(self.task, self.ctx, self._running(), list(command), tty)
+        return self._script.exec_session(self._running(), list(command), tty)
+
+    def signal(self, sig: int) -> None:
+        """``Signaling``, then the handle's ``signal``."""
+        self._script.signal(self._running(), sig)
 
     def kill(self) -> None:
         """Prekill, the task's ``shutdown_delay``, then the handle's ``kill`` with the task's
-        ``kill_timeout`` and ``kill_signal``."""
-        self._lifecycle.kill(self._running())
+        ``kill_timeout`` and ``kill_signal``.
+
+        :raises Exception: what the handle's kill raised when it failed for good.
+        """
+        handle, steps = self._running(), self._steps
+        if steps is not None and isinstance(steps.at, AwaitExit) and steps.at.killable:
+            steps.send(Woke.KILL)
+            failure = steps.kill_failure
+        else:  # killed already, or exited: the kill path again, as herder would
+            failure = run_through(self._script.kill(handle))
+        if failure is not None:
+            raise failure
 
     def recover(self, state: dict[str, Any]) -> TaskHandle | None:
         """``herder_task_recover`` with ``state`` (what a handle's ``state()`` gave), as after
         :meth:`DriverHarness.restart`: the environment is prepared again, prestart is not run."""
-        handle = self._lifecycle.recover(state)
-        self.handle, self.result = handle, None
-        if handle is not None:
-            self._lifecycle.poststart(handle)
-        return handle
+        steps = self._advance(recover=state)
+        self.result = None
+        return steps.handle if isinstance(steps.at, AwaitExit) else None
 
     def cleanup(self) -> list[CleanupLater]:
         """Every cleanup step, in herder's order, each even if one before failed; a step that
@@ -391,7 +419,14 @@ class TaskRun:
         :raises Exception: what a step raised (an ``ExceptionGroup`` when several did).
         """
         self.cleaned_up = True
-        report = self._lifecycle.cleanup()
+        steps = self._steps
+        if steps is not None and isinstance(steps.at, Ran):
+            steps.send(None)  # no run again: the script ends with its cleanup
+            report = steps.report
+        else:  # the task still runs (its kill failed), or cleaned up already: the cleanup again
+            report = None
+        if report is None:
+            report = self._script.cleanup()
         errors = [exc for _, exc in report.failed]
         if len(errors) == 1:
             raise errors[0]

@@ -27,13 +27,13 @@ from herder.app import (
     STATE_FILE,
     Config,
     DeferredCleanups,
+    Failed,
     Hooks,
     StateError,
     StatsSampler,
     Store,
     Supervisor,
     TaskLifecycle,
-    config_errors,
     load_hooks,
     parse_signal,
 )
@@ -58,6 +58,8 @@ PLUGIN_CONFIG_TYPE: cty.CtyType = ["object", {"data_dir": "string", "disabled_pl
                                               "plugin": "dynamic"}]
 PLUGIN_TABLES_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "object"}}
 TASK_CONFIG_TYPE: cty.CtyType = ["object", {"driver": "string", "config": "dynamic"}]
+NOMADS_OWN = frozenset({"Task Setup", "Started", "Terminated", "Killed"})
+"""The events Nomad records of a task on its own: the plugin's would be told twice."""
 
 
 def default_data_dir() -> Path:
@@ -226,8 +228,9 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
             return self.supervisor
 
     def _decode_task(self, config: driver_pb2.TaskConfig, hooks: Hooks, context: grpc.ServicerContext) -> Task:
-        """The task of the herder driver, its config checked against the driver's schema; errors name the path."""
-        where = f"job.group[{config.task_group_name}].task[{config.name}].config"
+        """The task of the herder driver, its config shaped by the driver's schema (the script checks it
+        against the schema); errors name the path."""
+        where = tasks.config_path(config)
         try:
             decoded = cty.decode(config.msgpack_driver_config, TASK_CONFIG_TYPE) or {}
         except cty.CtyError as err:
@@ -249,26 +252,22 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
             schema = hooks.task_schema(driver)
         except Exception as err:
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"{where}.driver: {err}")
-        task = tasks.build_task(config, driver, as_objects(driver_config, schema))
-        try:
-            errors = config_errors(hooks, task, where)
-        except DriverError as err:
-            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"{where}.driver: {err}")
-        if errors:
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "; ".join(errors))
-        return task
+        return tasks.build_task(config, driver, as_objects(driver_config, schema))
 
     def _emitter(self, config: driver_pb2.TaskConfig, hooks: Hooks, holder: list[NomadTask]) -> Any:
         def emit(event: TaskEvent) -> None:
+            if holder:
+                hooks.task_event(holder[0].task, holder[0].ctx, event)
+            if event.type in NOMADS_OWN:
+                return
             annotations = {key: str(value) for key, value in event.details.items()}
             message = f"{event.type}: {event.message}" if event.type != "Driver" and event.message else (
                 event.message or event.type)
             self.events.publish(driver_pb2.DriverTaskEvent(
                 task_id=config.id, alloc_id=config.alloc_id, task_name=config.name,
                 timestamp=_timestamp(event.time), message=message, annotations=annotations))
-            if holder:
-                hooks.task_event(holder[0].task, holder[0].ctx, event)
         return emit
+
 
     def StartTask(self, request: driver_pb2.StartTaskRequest, context: grpc.ServicerContext) -> Any:
         hooks = self._hooks(context)
@@ -284,21 +283,27 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         running = NomadTask(id=config.id, lifecycle=TaskLifecycle(hooks, task, ctx, interrupt=self.stopping),
                             config=config)
         holder.append(running)
-        try:
-            tasks.start(running)
-        except RecoverableError as err:
+        failed = tasks.start(running)
+        if failed is not None:
             tasks.cleanup(running, self._later())
-            _abort_recoverable(context, f"herder {task.driver}: {err}")
-        except Exception as err:
-            tasks.cleanup(running, self._later())
-            _abort(context, grpc.StatusCode.INTERNAL, str(err) if isinstance(err, DriverError)
-                   else hooks.describe_failure(running.lifecycle.step.hook, err))
-        assert running.handle is not None
+            self._refuse(failed, running, context)
         self.tasks[config.id] = running
-        tasks.watch(running)
         return driver_pb2.StartTaskResponse(
             result=driver_pb2.StartTaskResponse.SUCCESS, handle=self._handle(config, running),
             network_override=self._network(running))
+
+    @staticmethod
+    def _refuse(failed: Failed, running: NomadTask, context: grpc.ServicerContext) -> NoReturn:
+        """Answer a ``StartTask`` whose task did not start: as Nomad reads each failure."""
+        error, task = failed.error, running.task
+        if failed.errors:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, failed.message)
+        if isinstance(error, RecoverableError):
+            _abort_recoverable(context, f"herder {task.driver}: {error}")
+        if running.lifecycle.step.hook == "herder_driver_task_schema":
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"{tasks.config_path(running.config)}.driver: {error}")
+        _abort(context, grpc.StatusCode.INTERNAL, failed.message if isinstance(error, DriverError | None)
+               else running.lifecycle.hooks.describe_failure(running.lifecycle.step.hook, error))
 
     def _handle(self, config: driver_pb2.TaskConfig, running: NomadTask) -> driver_pb2.TaskHandle:
         return driver_pb2.TaskHandle(version=tasks.DRIVER_STATE_VERSION, config=config, state=driver_pb2.RUNNING,
@@ -339,17 +344,12 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         running = NomadTask(id=task_id, lifecycle=lifecycle, config=config,
                             started_at=datetime.fromisoformat(saved["started_at"]))
         holder.append(running)
-        try:
-            running.handle = lifecycle.recover(saved["state"])
-        except Exception as err:
-            _abort(context, grpc.StatusCode.INTERNAL, hooks.describe_failure("herder_task_recover", err))
-        if running.handle is None:
+        self.events.hold(task_id)  # Nomad takes the task's events once it has it back
+        if not tasks.recover(running, saved["state"]):
+            self.events.release(task_id)
             _abort(context, grpc.StatusCode.NOT_FOUND,
                    f"task {task_id}: herder's {driver} driver cannot find it any more")
-        ctx.emit_event("Reattached", f"Reattached to the task through herder's {driver} driver")
-        lifecycle.poststart(running.handle)
         self.tasks[task_id] = running
-        tasks.watch(running)
         return driver_pb2.RecoverTaskResponse()
 
     # -- running tasks --------------------------------------------------------------
@@ -362,7 +362,8 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
 
     def WaitTask(self, request: driver_pb2.WaitTaskRequest, context: grpc.ServicerContext) -> Any:
         running = self._task(request.task_id, context)
-        while not running.exited.wait(1.0):
+        self.events.release(running.id)  # Nomad waits for the task: it takes its events now
+        while not tasks.exited_within(running, 1.0):
             if not context.is_active() or self.stopping.is_set():
                 _abort(context, grpc.StatusCode.CANCELLED, "the wait was given up")
         assert running.result is not None
@@ -440,7 +441,7 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(err))
         if running.handle is None or running.exited.is_set():
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"task {request.task_id} is not running")
-        running.handle.signal(sig)
+        running.script.signal(running.handle, sig)
         return driver_pb2.SignalTaskResponse()
 
     def _runs(self, running: NomadTask, command: list[str], context: grpc.ServicerContext) -> TaskHandle:
@@ -457,8 +458,7 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         handle = self._runs(running, command, context)
         timeout = request.timeout.ToTimedelta().total_seconds() if request.HasField("timeout") else 0.0
         try:
-            result = self._hooks(context).task_exec(running.task, running.ctx, handle, command,
-                                                    timeout or EXEC_TIMEOUT)
+            result = running.script.exec(handle, command, timeout or EXEC_TIMEOUT)
         except Exception as err:
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(err))
         # herder's exec gives stdout and stderr together: they come back as stdout.
@@ -477,8 +477,7 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         command = list(first.setup.command)
         handle = self._runs(running, command, context)
         try:
-            session = self._hooks(context).task_exec_session(running.task, running.ctx, handle, command,
-                                                             first.setup.tty)
+            session = running.script.exec_session(handle, command, first.setup.tty)
         except Exception as err:
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(err))
         threading.Thread(target=_feed, args=(request_iterator, session), name="exec-input", daemon=True).start()

@@ -4,8 +4,11 @@ Nomad owns placement: the task directory, the environment and the ports come
 in the ``TaskConfig`` of ``StartTask``, and output goes to the log FIFOs
 Nomad's log collector reads (so ``nomad alloc logs`` works). herder's lifecycle
 plugins and the task's herder driver take part through herder's own lifecycle
-steps (:class:`herder.app.TaskLifecycle`), as in ``herder run``: prestart,
-start, poststart, exited, prekill and kill, cleanup with its retries; a cleanup
+script (:class:`herder.app.TaskScript`), as in ``herder run``: validate,
+prestart, start, poststart, exited, prekill and kill, cleanup with its retries.
+Nomad's calls are synchronous, each advancing the script to its next wait:
+``StartTask`` (or ``RecoverTask``) to the running task, ``WaitTask`` past its exit,
+``StopTask`` through the kill path, ``DestroyTask`` through cleanup. A cleanup
 step that asks to finish later (:class:`herder.CleanupLater`) is kept in the
 plugin's state database and called again when due, by this plugin process or
 the next one (:func:`cleanup`).
@@ -20,6 +23,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,7 +42,19 @@ from herder import (
     TaskEvent,
     TaskHandle,
 )
-from herder.app import DeferredCleanups, Resources, TaskLifecycle
+from herder.app import (
+    AwaitExit,
+    DeferredCleanups,
+    Failed,
+    Ran,
+    Resources,
+    Stepper,
+    Stop,
+    TaskLifecycle,
+    TaskScript,
+    Woke,
+    run_through,
+)
 from herder_nomad.wire import driver_pb2
 
 log = logging.getLogger(__name__)
@@ -48,16 +64,27 @@ DRIVER_STATE_VERSION = 1
 
 @dataclass
 class NomadTask:
-    """What ``StartTask`` (or, after a restart, ``RecoverTask``) tells about a task, and its lifecycle."""
+    """What ``StartTask`` (or, after a restart, ``RecoverTask``) tells about a task, and its script.
+
+    Nomad's calls come on threads of their own and may overlap (``StopTask`` while ``WaitTask``
+    waits): each advances the script under ``lock``, and none holds it while it waits for the exit.
+    """
 
     id: str
     lifecycle: TaskLifecycle
     config: driver_pb2.TaskConfig
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    handle: TaskHandle | None = None
+    steps: Stepper | None = None
     result: ExitResult | None = None
     completed_at: datetime | None = None
     exited: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    _due: threading.Event = field(default_factory=threading.Event)
+    _armed: AwaitExit | None = None
+
+    def __post_init__(self) -> None:
+        # Nomad stops a task only by StopTask: nothing else tells the script to stop.
+        self.script = TaskScript(self.lifecycle, threading.Event(), config_path(self.config))
 
     @property
     def task(self) -> Task:
@@ -66,6 +93,10 @@ class NomadTask:
     @property
     def ctx(self) -> TaskContext:
         return self.lifecycle.ctx
+
+    @property
+    def handle(self) -> TaskHandle | None:
+        return self.steps.handle if self.steps is not None else None
 
     @property
     def running(self) -> bool:
@@ -80,16 +111,27 @@ class NomadTask:
 
 
 class EventHub:
-    """Task events on their way to every ``TaskEvents`` stream Nomad opened."""
+    """Task events on their way to every ``TaskEvents`` stream Nomad opened.
+
+    Events of a task that Nomad is recovering are held (:meth:`hold`): Nomad takes a
+    task's events only once it has its handle back, and drops those that come before
+    (``no handler registered for event``). They go out when Nomad next opens a stream,
+    or asks for the task's exit (``WaitTask``), whichever comes first (:meth:`release`).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queues: list[queue.Queue[driver_pb2.DriverTaskEvent | None]] = []
+        self._held: dict[str, list[driver_pb2.DriverTaskEvent]] = {}
 
     def subscribe(self) -> queue.Queue[driver_pb2.DriverTaskEvent | None]:
         q: queue.Queue[driver_pb2.DriverTaskEvent | None] = queue.Queue()
         with self._lock:
             self._queues.append(q)
+            held, self._held = self._held, {}
+        for events in held.values():
+            for event in events:
+                self.publish(event)
         return q
 
     def unsubscribe(self, q: queue.Queue[driver_pb2.DriverTaskEvent | None]) -> None:
@@ -97,8 +139,24 @@ class EventHub:
             if q in self._queues:
                 self._queues.remove(q)
 
+    def hold(self, task_id: str) -> None:
+        """Keep the events of ``task_id`` from now on, until :meth:`release`."""
+        with self._lock:
+            self._held.setdefault(task_id, [])
+
+    def release(self, task_id: str) -> None:
+        """Send what was held of ``task_id``'s events, and its events from now on as they come."""
+        with self._lock:
+            held = self._held.pop(task_id, [])
+        for event in held:
+            self.publish(event)
+
     def publish(self, event: driver_pb2.DriverTaskEvent) -> None:
         with self._lock:
+            held = self._held.get(event.task_id)
+            if held is not None:
+                held.append(event)
+                return
             for q in self._queues:
                 q.put(event)
 
@@ -106,6 +164,11 @@ class EventHub:
         with self._lock:
             for q in self._queues:
                 q.put(None)
+
+
+def config_path(config: driver_pb2.TaskConfig) -> str:
+    """Where a task's herder config is in its job, for errors that name it."""
+    return f"job.group[{config.task_group_name}].task[{config.name}].config"
 
 
 def task_paths(config: driver_pb2.TaskConfig) -> TaskDir:
@@ -175,40 +238,99 @@ def build_context(config: driver_pb2.TaskConfig, supervisor: object, emit: Calla
     )
 
 
-def start(running: NomadTask) -> None:
-    """Prestart, start, poststart. Raises what a plugin raised (``running.lifecycle.step`` says where)."""
-    lifecycle = running.lifecycle
-    lifecycle.prestart()
-    running.handle = lifecycle.start()
-    lifecycle.poststart(running.handle)
+def start(running: NomadTask) -> Failed | None:
+    """The script up to the running task (prepare and validate, prestart, start, poststart); how it
+    failed to start, if it did (``running.script.lifecycle.step`` says where)."""
+    steps = running.steps = Stepper(running.script.life())
+    with running.lock:
+        steps.send(None)
+        while not isinstance(steps.at, AwaitExit | Ran):
+            steps.send(None)  # prestart is done: the task starts
+    return None if isinstance(steps.at, AwaitExit) else _failed(steps)
 
 
-def watch(running: NomadTask) -> None:
-    """Wait for the task's exit in the background, then tell the ``herder_task_exited`` hooks."""
-    def run() -> None:
-        assert running.handle is not None
-        result, _ = running.lifecycle.wait(running.handle)
-        running.result, running.completed_at = result, datetime.now(UTC)
-        running.lifecycle.exited(result)
-        running.exited.set()
+def recover(running: NomadTask, state: dict[str, Any]) -> bool:
+    """The script from the task a handle's ``state`` describes (recovered, then poststart); False when
+    it cannot be found (a ``Driver Failure`` event says why when the driver raised)."""
+    steps = running.steps = Stepper(running.script.life(recover=state))
+    with running.lock:
+        steps.send(None)
+    return isinstance(steps.at, AwaitExit)
 
-    threading.Thread(target=run, name=f"wait-{running.id}", daemon=True).start()
+
+def _failed(steps: Stepper) -> Failed:
+    outcome = steps.outcome
+    assert isinstance(outcome, Failed), "a script that did not start the task stops at the run's end"
+    return outcome
+
+
+def exited_within(running: NomadTask, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for the task's exit, and take the script past it (the
+    ``herder_task_exited`` hooks): whether it has exited. The exit is waited for through the
+    handle's ``on_exit`` (else a thread of its own), not with the lock held; never once the
+    plugin stops."""
+    steps = running.steps
+    assert steps is not None
+    with running.lock:
+        at = steps.at
+        if not isinstance(at, AwaitExit):
+            return running.exited.is_set()
+        if running._armed is not at:
+            running._armed = at
+            running._due.clear()
+            at.watch.arm(running._due.set)
+    stopping = running.lifecycle.interrupt
+    if not running._due.wait(timeout) or stopping.is_set():
+        # The plugin stops (its supervisor connection closing wakes the watch): the task runs on,
+        # for the next plugin process to recover; asked now, its handle would count it lost.
+        return False
+    with running.lock:
+        if steps.at is at:
+            steps.send(Woke.EXITED)  # an early notice leaves the script at a new wait: armed next time
+        if steps.exit is not None and not running.exited.is_set():
+            running.result, running.completed_at = steps.exit.result, datetime.now(UTC)
+            running.exited.set()
+    return running.exited.is_set()
 
 
 def stop(running: NomadTask, timeout: float, sig: int) -> None:
-    """The lifecycle's kill with Nomad's ``sig`` and ``timeout``, then wait for the exit."""
-    if running.handle is None or running.exited.is_set():
+    """The script's kill with Nomad's ``sig`` and ``timeout``, then wait for the exit.
+
+    :raises Exception: what the handle's kill raised when it failed for good.
+    """
+    steps = running.steps
+    if steps is None or steps.handle is None or running.exited.is_set():
         return
-    running.lifecycle.kill(running.handle, timeout=timeout, sig=sig)
-    running.exited.wait(timeout + 30)
+    with running.lock:
+        at = steps.at
+        if isinstance(at, AwaitExit) and at.killable:
+            steps.send(Stop(timeout, sig))
+            failure = steps.kill_failure
+        else:  # killed already: again, with this signal and timeout (a forced destroy)
+            failure = run_through(running.script.kill(steps.handle, timeout=timeout, sig=sig))
+    if failure is not None:
+        raise failure
+    give_up = time.monotonic() + timeout + 30
+    while not exited_within(running, 1.0) and time.monotonic() < give_up:
+        if running.lifecycle.interrupt.is_set():
+            return  # the plugin stops: the task's exit is the next plugin process's
 
 
 def cleanup(running: NomadTask, later: DeferredCleanups) -> None:
     """The lifecycle's cleanup: a step that failed for good is logged, one that asked to finish
     later goes to ``later`` (with what :func:`rebuild` needs). Then the log FIFOs are closed."""
-    report = running.lifecycle.cleanup()
+    steps = running.steps
+    with running.lock:
+        if steps is not None and not steps.over and isinstance(steps.at, Ran):
+            steps.send(None)  # Nomad runs a task once: the script ends with its cleanup
+            report = steps.report
+        else:  # the task did not exit (its kill failed), or its script never began
+            report = None
+        if report is None:
+            report = running.script.cleanup()
     for _, exc in report.failed:
-        log.warning("task %s: %s", running.id, running.lifecycle.hooks.describe_failure("herder_task_cleanup", exc))
+        log.warning("task %s: %s", running.id,
+                    running.lifecycle.hooks.describe_failure("herder_task_cleanup", exc))
     for who, step in report.later:
         later.add(running.ctx.alloc_id, running.task.name, who, step.delay, key=running.id,
                   extra=stored_task(running))
