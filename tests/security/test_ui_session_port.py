@@ -45,9 +45,6 @@ def other_port() -> Iterator[FileServer]:
         yield server
 
 
-@pytest.mark.xfail(strict=True, reason="the session cookie is a bearer credential the browser also sends to "
-                                       "every other port of the agent's host; binding the session to the "
-                                       "agent's origin needs a credential the browser keeps per origin")
 def test_another_loopback_port_cannot_replay_the_ui_session(tmp_path: Path, browser: WebDriver,
                                                             other_port: FileServer) -> None:
     from selenium.webdriver.common.by import By
@@ -57,13 +54,18 @@ def test_another_loopback_port_cannot_replay_the_ui_session(tmp_path: Path, brow
         browser.get(f"{agent.url}/ui/login")
         browser.find_element(By.ID, "token").send_keys(TOKEN)
         browser.find_element(By.CSS_SELECTOR, "form.login button").click()
-        wait_for(lambda: browser.current_url.rstrip("/").endswith("/ui"), what="signed in to the UI")
+        wait_for(lambda: "Sign out" in browser.page_source, what="signed in to the UI")
+        session = browser.current_url
 
         browser.get(other_port.url("/"))
-        caught = wait_for(lambda: next((headers.get("Cookie") for path, headers in other_port.requests
-                                        if path == "/ui/caught"), None),
-                          what="the other server's /ui/ requested by the browser, with its cookies")
+        request = wait_for(lambda: next((headers for path, headers in other_port.requests
+                                         if path == "/ui/caught"), None),
+                           what="the other server's /ui/ requested by the browser, with its cookies")
+        caught = request.get("Cookie", "")
         replayed = httpx.get(f"{agent.url}/ui/", headers={"Cookie": caught}, follow_redirects=False)
         assert replayed.status_code != 200, "the cookie caught on another port signs in to the agent's UI"
+        # (the control: the browser's own session is still open, on the agent's origin)
+        browser.get(session)
+        wait_for(lambda: "Sign out" in browser.page_source, what="the browser's own session")
     finally:
         agent.shutdown()
