@@ -249,7 +249,8 @@ def test_the_token_is_never_in_a_url_a_page_or_the_cookie(agent: AgentProcess, a
     assert response.status_code == 303 and re.fullmatch(r"/ui/s/[\w-]{32}/jobs/web", location), location
     session = location.removesuffix("jobs/web")
     # The session's cookie, sent only under its pages; the login form's, of its CSRF token, ended.
-    cookies = {cookie.split(";")[0].split("=", 1)[1] != "": cookie for cookie in response.headers.get_list("set-cookie")}
+    cookies = {cookie.split(";")[0].split("=", 1)[1] != "": cookie
+               for cookie in response.headers.get_list("set-cookie")}
     flags = [flag.strip().lower() for flag in cookies[True].split(";")[1:]]
     assert {"httponly", "samesite=strict", f"path={session.lower()}"} <= set(flags), cookies
     assert "path=/ui/login" in cookies[False].lower() and "expires=thu, 01 jan 1970" in cookies[False].lower()

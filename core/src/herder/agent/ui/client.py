@@ -74,9 +74,10 @@ SOCKETS = re.compile(r"/ws/(?P<route>allocations/[^/]+/exec)")
 
 
 class StreamForwarder:
-    """``GET <session>/stream/<route>?query`` (under a session's prefix) answered by the API's ``GET /v1/<route>?query``, streamed as the API
-    sends it, for a signed-in session: the event stream (which pages follow to know when to refresh) and
-    a followed log. The WebSocket ``<session>/ws/allocations/{id}/exec?query`` likewise becomes the API's
+    """``GET <session>/stream/<route>?query`` (under a session's prefix) answered by the API's
+    ``GET /v1/<route>?query``, streamed as the API sends it, for a signed-in session: the event stream
+    (which pages follow to know when to refresh) and a followed log. The WebSocket
+    ``<session>/ws/allocations/{id}/exec?query`` likewise becomes the API's
     ``/v1/allocations/{id}/exec?query`` (:mod:`herder.agent.exec_ws`), for a signed-in session whose
     handshake comes from the UI's own origin. The token is added here; the session cookie does not go on
     to the API, whose own checks of a WebSocket (the token, ``Origin``) then run as for any client (its

@@ -72,7 +72,6 @@ class Pages:
         self.templates.globals.update(outside=self.outside, signals=SIGNALS)
 
     def routes(self) -> list[BaseRoute]:
-        page, act = self.page, self.action
         return [
             Route("/login", self.login, methods=["GET", "POST"]),
             Mount("/static", StaticFiles(packages=[("herder.agent.ui", "static")])),
