@@ -382,3 +382,13 @@ def test_signing_out_ends_the_session_for_every_copy_of_it(agent: AgentProcess) 
     assert "signed out" in client.get(agent.url + "/ui/login").text
     replayed = browser(agent).get(copy["url"], headers={"Cookie": copy["Cookie"]})
     assert replayed.status_code == 401 and 'name="token"' in replayed.text
+    # A bookmark of the ended session's page, in the browser that still holds its cookie: the token is
+    # asked again, and the page shown in a new session.
+    stale = browser(agent)
+    stale.cookies.set("herder_ui", copy["Cookie"].partition("=")[2], domain="127.0.0.1", path=prefix(client) + "/")
+    form = stale.get(copy["url"] + "jobs/web")
+    assert form.status_code == 401 and 'name="then" value="/jobs/web"' in form.text
+    again = stale.post("/ui/login", data={"csrf": csrf_of(form.text), "token": TOKEN, "then": "/"})
+    assert again.status_code == 303
+    assert not again.headers["location"].startswith(prefix(client))
+    assert stale.get(agent.url + again.headers["location"]).status_code == 200

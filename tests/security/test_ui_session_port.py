@@ -5,7 +5,8 @@ A cookie is scoped to a host, never to a port, and for ``SameSite`` the site of 
 on another loopback port, once the operator's browser opens any of its pages, can navigate to its own
 ``/ui/``: a navigation of the same site, which carries the UI's ``SameSite=Strict`` cookie of
 ``Path=/ui/``. Replayed to the agent, that cookie is a signed-in session (stop, dispatch, the terminal)
-for 12 hours, and the token was never needed.
+for 12 hours, and the token was never needed. So the session's cookie is sent only under the session's
+own secret URL prefix (``/ui/s/<secret>/``), which the other server cannot know: it receives no cookie.
 """
 
 from __future__ import annotations

@@ -184,6 +184,8 @@ class Pages:
         signed in. An agent without a token opens a session at once."""
         if not self.token and (prefix := self.sessions.open(request, "")):
             return RedirectResponse(prefix + then, status_code=303)
+        if "secret" in request.session:  # an ended session's: the form's CSRF token goes to the login's cookie
+            request.session.clear()
         return self.render(request, "login.html", status=401, failed=failed, then=then)
 
     async def elsewhere(self, request: Request) -> Response:
