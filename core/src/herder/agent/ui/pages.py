@@ -76,7 +76,7 @@ class Pages:
             Route("/login", self.login, methods=["GET", "POST"]),
             Mount("/static", StaticFiles(packages=[("herder.agent.ui", "static")])),
             Mount("/s/{session}", routes=self.session_routes()),
-            Route("/{page:path}", self.elsewhere, methods=["GET", "POST"]),
+            Route("/{page:path}", self.elsewhere),
         ]
 
     def session_routes(self) -> list[BaseRoute]:
