@@ -4,8 +4,9 @@ The UI shows what jobs' authors and tasks wrote (log lines, event messages), is 
 page the operator's browser opens, and stands in for the token. So: hostile text is shown escaped and
 no inline script runs (Content-Security-Policy); a form posted from another site, or without the
 session's CSRF token, does nothing; with a token, nothing but the login form answers without a
-session the token opened, the API itself still wants the token, and the token never appears in a URL,
-a page or the cookie.
+session the token opened (its URL prefix and its cookie, both), signing out ends a session for every
+copy of it, the API itself still wants the token, and the token never appears in a URL, a page or the
+cookie.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import hmac
 import json
 import re
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,10 +62,9 @@ SESSION_KEY = hmac.new(TOKEN.encode(), b"herder ui session", hashlib.sha256).hex
 """The key that signs the UI's session cookies, derived from the token."""
 
 
-def session_cookie(key: str, signed_in: float) -> str:
-    """A session cookie signed with ``key``, that says the token was given at ``signed_in``."""
-    return itsdangerous.TimestampSigner(key).sign(base64.b64encode(json.dumps({"signed_in": signed_in}).encode())
-                                                  ).decode()
+def session_cookie(key: str, session: dict[str, Any]) -> str:
+    """A session cookie signed with ``key``, that holds ``session``."""
+    return itsdangerous.TimestampSigner(key).sign(base64.b64encode(json.dumps(session).encode())).decode()
 
 
 def csrf_of(page: str) -> str:
@@ -80,10 +79,21 @@ def browser(agent: AgentProcess) -> httpx.Client:
 
 
 def signed_in(agent: AgentProcess) -> httpx.Client:
-    client = browser(agent)
-    response = client.post("/ui/login", data={"csrf": csrf_of(client.get("/ui/login").text), "token": TOKEN})
-    assert response.status_code == 303, response.text
-    return client
+    """A browser signed in, based at its session's pages (``/ui/s/<secret>/``)."""
+    return agent.sign_in(browser(agent))
+
+
+def prefix(client: httpx.Client) -> str:
+    """The URL prefix of a signed-in client's session: ``/ui/s/<secret>``."""
+    return client.base_url.path.rstrip("/")
+
+
+def secret_of(client: httpx.Client) -> str:
+    return prefix(client).rpartition("/")[2]
+
+
+def cookie_of(client: httpx.Client) -> dict[str, str]:
+    return {"Cookie": f"herder_ui={client.cookies['herder_ui']}"}
 
 
 def raw_get(agent: AgentProcess, target: str) -> tuple[int, bytes]:
@@ -123,8 +133,8 @@ def test_hostile_text_is_shown_escaped_and_no_inline_script_runs(agent: AgentPro
         assert http.post(f"/v1/allocations/{alloc}/restart", json={"task": "t", "reason": HOSTILE}).status_code == 200
     agent.wait_event(alloc, "t", "Restart Signal")
     client = signed_in(agent)
-    pages = [f"/ui/allocations/{alloc}", f"/ui/allocations/{alloc}?fragment=tasks",
-             f"/ui/allocations/{alloc}/logs/t?stream=stdout", f"/ui/allocations/{alloc}/logs/t?stream=stderr"]
+    pages = [f"/allocations/{alloc}", f"/allocations/{alloc}?fragment=tasks",
+             f"/allocations/{alloc}/logs/t?stream=stdout", f"/allocations/{alloc}/logs/t?stream=stderr"]
     for page in pages:
         response = client.get(page)
         assert response.status_code == 200, (page, response.text)
@@ -137,19 +147,19 @@ def test_hostile_text_is_shown_escaped_and_no_inline_script_runs(agent: AgentPro
         assert all('src="/ui/static/' in tag for tag in re.findall(r"<script[^>]*>", response.text)), page
 
     # Reflected: a form's value that the API's refusal repeats, shown on the next page.
-    page = client.get(f"/ui/allocations/{alloc}")
-    refused = client.post(f"/ui/allocations/{alloc}/signal",
+    page = client.get(f"/allocations/{alloc}")
+    refused = client.post(f"/allocations/{alloc}/signal",
                           data={"csrf": csrf_of(page.text), "task": "t", "signal": HOSTILE})
     assert refused.status_code == 303
-    shown = client.get(refused.headers["location"]).text
+    shown = client.get(agent.url + refused.headers["location"]).text
     assert "unknown signal" in shown and ESCAPED in shown and "<script>alert" not in shown
 
 
 def test_a_form_from_another_site_or_without_its_token_does_nothing(agent: AgentProcess) -> None:
     agent.submit(job("victim"))
     client = signed_in(agent)
-    csrf = csrf_of(client.get("/ui/jobs/victim").text)
-    stop = "/ui/jobs/victim/stop"
+    csrf = csrf_of(client.get("/jobs/victim").text)
+    stop = f"{client.base_url}jobs/victim/stop"
     attempts = [
         ({"Origin": "http://evil.example"}, {"csrf": csrf}),  # another site, even with the token of the form
         ({"Origin": "null"}, {"csrf": csrf}),  # a sandboxed frame
@@ -173,42 +183,48 @@ def test_a_form_from_another_site_or_without_its_token_does_nothing(agent: Agent
 
 
 def test_nothing_but_the_login_answers_without_a_session(agent: AgentProcess, alloc: str) -> None:
-    data_pages = ["/ui/", "/ui/jobs/web", f"/ui/allocations/{alloc}", f"/ui/allocations/{alloc}/logs/t",
-                  f"/ui/allocations/{alloc}/tasks/t/exec"]
-    fragments = ["/ui/?fragment=jobs", f"/ui/allocations/{alloc}?fragment=tasks",
-                 f"/ui/allocations/{alloc}?fragment=stats", "/ui/jobs/web?fragment=job"]
-    streams = ["/ui/stream/events?follow=false", f"/ui/stream/allocations/{alloc}/logs/t"]
+    owner = signed_in(agent)
+    home = str(owner.base_url)  # the session's own pages, /ui/s/<secret>/
+    pages = ["", "jobs/web", f"allocations/{alloc}", f"allocations/{alloc}/logs/t", f"allocations/{alloc}/tasks/t/exec"]
+    fragments = ["?fragment=jobs", f"allocations/{alloc}?fragment=tasks", f"allocations/{alloc}?fragment=stats",
+                 "jobs/web?fragment=job"]
+    streams = ["stream/events?follow=false", f"stream/allocations/{alloc}/logs/t"]
     before_login = browser(agent)
     before_login.get("/ui/login")  # a session, with a CSRF token, that never gave the token
     strangers = [browser(agent), before_login]
-    for key, since in (("not the key", time.time()), (SESSION_KEY, time.time() - 13 * 3600)):  # forged; expired
+    # Forged: the session's secret in a cookie signed with another key; one signed with the key (of a
+    # token that leaked, since changed) for a secret that no sign-in gave.
+    for key, secret in (("not the key", secret_of(owner)), (SESSION_KEY, "made-up")):
         strangers.append(browser(agent))
-        strangers[-1].cookies.set("herder_ui", session_cookie(key, since), domain="127.0.0.1", path="/ui/")
-    # (the control: a cookie made the same way, signed with the session key and recent, is a session)
-    control = browser(agent)
-    control.cookies.set("herder_ui", session_cookie(SESSION_KEY, time.time()), domain="127.0.0.1", path="/ui/")
-    assert control.get("/ui/").status_code == 200
+        strangers[-1].cookies.set("herder_ui", session_cookie(key, {"secret": secret}), domain="127.0.0.1",
+                                  path="/ui/")
     wrong = browser(agent)
     assert wrong.post("/ui/login", data={"csrf": csrf_of(wrong.get("/ui/login").text), "token": "guess"}
                       ).status_code == 401
     strangers.append(wrong)
+    other = signed_in(agent)  # another session: its cookie does not open this one's pages
+    strangers.append(browser(agent))
+    strangers[-1].cookies.set("herder_ui", other.cookies["herder_ui"], domain="127.0.0.1", path="/ui/")
+    # (the control: the owner's cookie, copied, opens its pages)
+    assert browser(agent).get(home, headers=cookie_of(owner)).status_code == 200
     for client in strangers:
-        for url in data_pages:
+        # The session's pages, and the same pages outside a session (bookmarked, or linked by anyone).
+        for url in [home + page for page in pages] + [f"/ui/{page}" for page in pages]:
             response = client.get(url)  # the form that asks for the token, instead
             assert response.status_code == 401 and 'name="token"' in response.text, url
-            shown = response.text.replace(f'value="{url}"', "")  # (the page asked for, to go back to)
+            then = "/" + url.removeprefix(home).removeprefix("/ui/")
+            shown = response.text.replace(f'value="{then}"', "")  # (the page asked for, to go back to)
             assert alloc not in shown and "web" not in shown
         for url in fragments + streams:
-            response = client.get(url)
+            response = client.get(home + url)
             assert response.status_code == 401, url
             assert alloc not in response.text and HOSTILE not in response.text
 
     # A session opens the UI, not the API: the API wants the token, even beside the cookie, and under /ui/.
-    cookie = signed_in(agent).cookies["herder_ui"]
-    api = httpx.get(f"{agent.url}/v1/jobs", headers={"Cookie": f"herder_ui={cookie}"})
+    api = httpx.get(f"{agent.url}/v1/jobs", headers=cookie_of(owner))
     assert api.status_code == 401
-    for target in ("/ui/../v1/jobs", "/ui/%2e%2e/v1/jobs", "/ui//v1/jobs", "/ui/stream/jobs",
-                   f"/ui/stream/allocations/{alloc}/stats"):
+    for target in ("/ui/../v1/jobs", "/ui/%2e%2e/v1/jobs", "/ui//v1/jobs", f"{prefix(owner)}/stream/jobs",
+                   f"{prefix(owner)}/stream/allocations/{alloc}/stats", f"{prefix(owner)}/../../../v1/jobs"):
         status, answer = raw_get(agent, target)
         assert status in (401, 404), (target, answer)
         assert b"web" not in answer.partition(b"\r\n\r\n")[2], target
@@ -222,22 +238,28 @@ def test_the_token_is_never_in_a_url_a_page_or_the_cookie(agent: AgentProcess, a
     # Only the form's body is read: a token in the query string opens nothing.
     assert client.post(f"/ui/login?token={TOKEN}", data={"csrf": csrf_of(form)}).status_code == 401
     # Signed in, the form goes back to the UI's page it was asked for, never to another site.
-    for then in ("https://evil.example/", "//evil.example/ui/", "/v1/jobs"):
+    for then in ("https://evil.example/", "//evil.example/ui/", "/ui/../v1/jobs"):
         other = browser(agent)
         response = other.post("/ui/login", data={"csrf": csrf_of(other.get("/ui/login").text), "token": TOKEN,
                                                   "then": then})
-        assert response.status_code == 303 and response.headers["location"] == "/ui/", then
-    response = client.post("/ui/login", data={"csrf": csrf_of(form), "token": TOKEN, "then": "/ui/jobs/web"})
-    assert response.status_code == 303 and response.headers["location"] == "/ui/jobs/web"
-    cookie = response.headers["set-cookie"]
-    flags = [flag.strip().lower() for flag in cookie.split(";")[1:]]
-    assert {"httponly", "samesite=strict", "path=/ui/"} <= set(flags), cookie
+        assert response.status_code == 303 and re.fullmatch(r"/ui/s/[\w-]+/(ui/\.\./v1/jobs)?",
+                                                              response.headers["location"]), then
+    response = client.post("/ui/login", data={"csrf": csrf_of(form), "token": TOKEN, "then": "/jobs/web"})
+    location = response.headers["location"]
+    assert response.status_code == 303 and re.fullmatch(r"/ui/s/[\w-]{32}/jobs/web", location), location
+    session = location.removesuffix("jobs/web")
+    # The session's cookie, sent only under its pages; the login form's, of its CSRF token, ended.
+    cookies = {cookie.split(";")[0].split("=", 1)[1] != "": cookie
+               for cookie in response.headers.get_list("set-cookie")}
+    flags = [flag.strip().lower() for flag in cookies[True].split(";")[1:]]
+    assert {"httponly", "samesite=strict", f"path={session.lower()}"} <= set(flags), cookies
+    assert "path=/ui/login" in cookies[False].lower() and "expires=thu, 01 jan 1970" in cookies[False].lower()
     value = client.cookies["herder_ui"]
     payload = base64.b64decode(value.split(".")[0] + "==")
     assert TOKEN not in value and TOKEN.encode() not in payload
-    for url in ("/ui/", "/ui/jobs/web", f"/ui/allocations/{alloc}", f"/ui/allocations/{alloc}/logs/t",
-                f"/ui/allocations/{alloc}?fragment=tasks"):
-        page = client.get(url)
+    for url in ("", "jobs/web", f"allocations/{alloc}", f"allocations/{alloc}/logs/t",
+                f"allocations/{alloc}?fragment=tasks"):
+        page = client.get(session + url)
         assert page.status_code == 200 and TOKEN not in page.text, url
         assert all(TOKEN not in link for link in re.findall(r'(?:href|action|src|data-[a-z]+)="([^"]*)"', page.text))
 
@@ -248,13 +270,17 @@ def test_without_a_token_no_login_but_forms_still_need_the_session(tmp_path: Pat
     try:
         agent.submit(job("open"))
         client = browser(agent)
-        page = client.get("/ui/jobs/open")
+        opened = client.get("/ui/jobs/open")  # a session, at once: its secret prefix and cookie
+        assert opened.status_code == 303 and re.fullmatch(r"/ui/s/[\w-]+/jobs/open", opened.headers["location"])
+        session = opened.headers["location"].removesuffix("/jobs/open")
+        page = client.get(opened.headers["location"])
         assert page.status_code == 200 and "Stop job" in page.text
-        assert client.get("/ui/login").status_code == 303
-        refused = client.post("/ui/jobs/open/stop", data={"csrf": csrf_of(page.text)},
+        refused = client.post(f"{session}/jobs/open/stop", data={"csrf": csrf_of(page.text)},
                               headers={"Origin": "http://evil.example"})
         assert refused.status_code == 403
-        assert httpx.Client(base_url=agent.url).post("/ui/jobs/open/stop", data={}).status_code == 403
+        # Without the session's cookie: a session of its own, and no action.
+        alone = httpx.Client(base_url=agent.url).post(f"{session}/jobs/open/stop", data={})
+        assert alone.status_code == 303 and not alone.headers["location"].endswith("/stop")
         with agent.http() as http:
             assert http.get("/v1/jobs/open").json()["status"] == "running"
 
@@ -263,14 +289,15 @@ def test_without_a_token_no_login_but_forms_still_need_the_session(tmp_path: Pat
         alloc = str(agent.submit(job("shell"))["allocations"][0]["id"])
         agent.wait_task(alloc, "t")
         marker = tmp_path / "ran"
-        url = terminal_socket(agent, alloc, marker)
-        assert socket_refused(url, marker, {"Origin": "http://evil.example"}) == 403
+        url = terminal_socket(agent, alloc, marker, session)
+        cookie = {"Cookie": f"herder_ui={client.cookies['herder_ui']}"}
+        assert socket_refused(url, marker, {**cookie, "Origin": "http://evil.example"}) == 403
         rebound = url.replace("127.0.0.1", "evil.example")
         with pytest.raises(InvalidStatus) as refused:  # the name resolved to the agent: its Host is evil.example
             connect(rebound, sock=socket.create_connection(("127.0.0.1", agent.port), timeout=30),
-                    additional_headers={"Origin": f"http://evil.example:{agent.port}"}, open_timeout=30)
+                    additional_headers={**cookie, "Origin": f"http://evil.example:{agent.port}"}, open_timeout=30)
         assert refused.value.response.status_code == 403 and not marker.exists()
-        with connect(url, additional_headers={"Origin": agent.url}, open_timeout=30) as ws:
+        with connect(url, additional_headers={**cookie, "Origin": agent.url}, open_timeout=30) as ws:
             while "exited" not in json.loads(ws.recv(timeout=30)):
                 pass
         assert marker.exists()  # (the control)
@@ -285,16 +312,18 @@ def test_over_tls_the_cookie_is_sent_over_tls_only(tmp_path: Path) -> None:
             form = client.get("/ui/login")
             response = client.post("/ui/login", data={"csrf": csrf_of(form.text), "token": TOKEN})
             assert response.status_code == 303
-            assert "secure" in [flag.strip().lower() for flag in response.headers["set-cookie"].split(";")]
+            for cookie in response.headers.get_list("set-cookie"):
+                assert "secure" in [flag.strip().lower() for flag in cookie.split(";")], cookie
     finally:
         agent.shutdown()
 
 
-def terminal_socket(agent: AgentProcess, alloc: str, marker: Path) -> str:
-    """The URL of the terminal page's WebSocket, for a command that creates ``marker``."""
+def terminal_socket(agent: AgentProcess, alloc: str, marker: Path, session: str) -> str:
+    """The URL of the terminal page's WebSocket in ``session`` (its prefix), for a command that creates
+    ``marker``."""
     query = urlencode({"task": "t", "tty": "true",
                        "command": json.dumps(["/bin/sh", "-c", f"touch {marker}; echo ran"])})
-    return f"ws://127.0.0.1:{agent.port}/ui/ws/allocations/{alloc}/exec?{query}"
+    return f"ws://127.0.0.1:{agent.port}{session}/ws/allocations/{alloc}/exec?{query}"
 
 
 def socket_refused(url: str, marker: Path, headers: dict[str, str]) -> int:
@@ -310,14 +339,14 @@ def test_the_terminal_socket_needs_the_session_and_the_uis_origin(agent: AgentPr
     # A browser sends the cookie with a WebSocket handshake that a page of any site opens, to any address:
     # the terminal's socket runs commands in tasks (as root, for raw_exec).
     marker = tmp_path / "ran"
-    url = terminal_socket(agent, alloc, marker)
+    client = signed_in(agent)
+    url = terminal_socket(agent, alloc, marker, prefix(client))
     own = {"Origin": agent.url}
-    cookie = signed_in(agent).cookies["herder_ui"]
-    session = {"Cookie": f"herder_ui={cookie}"}
+    session = cookie_of(client)
     attempts: list[tuple[dict[str, Any], int]] = [
         (own, 401),  # no session
-        ({**own, "Cookie": "herder_ui=" + session_cookie("not the key", time.time())}, 401),  # forged
-        ({**own, "Cookie": "herder_ui=" + session_cookie(SESSION_KEY, time.time() - 13 * 3600)}, 401),  # expired
+        ({**own, "Cookie": "herder_ui=" + session_cookie("not the key", {"secret": secret_of(client)})}, 401),
+        ({**own, **cookie_of(signed_in(agent))}, 401),  # another session's cookie
         ({**own, "Cookie": "herder_ui=" + browser(agent).get("/ui/login").cookies["herder_ui"]}, 401),  # no login
         ({**session, "Origin": "http://evil.example"}, 403),  # cross-site WebSocket hijacking
         ({**session, "Origin": "null"}, 403),  # a sandboxed frame
@@ -327,9 +356,10 @@ def test_the_terminal_socket_needs_the_session_and_the_uis_origin(agent: AgentPr
     for headers, status in attempts:
         assert socket_refused(url, marker, headers) == status, headers
     # Only the API's exec route is reachable that way, and a session does not open the API's own socket.
-    for other in ("/ui/ws/events", f"/ui/ws/allocations/{alloc}/logs/t", "/ui/ws/allocations/x/../../v1/jobs"):
-        assert socket_refused(f"ws://127.0.0.1:{agent.port}{other}", marker, {**session, **own}) == 404, other
-    api = url.replace("/ui/ws/", "/v1/")
+    for other in ("/ws/events", f"/ws/allocations/{alloc}/logs/t", "/ws/allocations/x/../../v1/jobs"):
+        assert socket_refused(f"ws://127.0.0.1:{agent.port}{prefix(client)}{other}", marker,
+                              {**session, **own}) == 404, other
+    api = url.replace(f"{prefix(client)}/ws/", "/v1/")
     assert socket_refused(api, marker, {**session, **own}) == 401
 
     # The control: the session, from the UI's own page, runs the command.
@@ -339,3 +369,26 @@ def test_the_terminal_socket_needs_the_session_and_the_uis_origin(agent: AgentPr
             output += base64.b64decode(frame.get("stdout", {}).get("data", ""))
         assert frame["result"]["exit_code"] == 0 and b"ran" in output
     assert marker.exists()
+
+
+def test_signing_out_ends_the_session_for_every_copy_of_it(agent: AgentProcess) -> None:
+    """A session's URL and cookie, copied (from a shared screen, a proxy's log, a browser profile), open
+    nothing once its owner signed out."""
+    client = signed_in(agent)
+    copy = {"url": str(client.base_url), **cookie_of(client)}
+    assert browser(agent).get(copy["url"], headers={"Cookie": copy["Cookie"]}).status_code == 200  # (control)
+    out = client.post("/logout", data={"csrf": csrf_of(client.get("/").text)})
+    assert out.status_code == 303 and out.headers["location"] == "/ui/login"
+    assert "signed out" in client.get(agent.url + "/ui/login").text
+    replayed = browser(agent).get(copy["url"], headers={"Cookie": copy["Cookie"]})
+    assert replayed.status_code == 401 and 'name="token"' in replayed.text
+    # A bookmark of the ended session's page, in the browser that still holds its cookie: the token is
+    # asked again, and the page shown in a new session.
+    stale = browser(agent)
+    stale.cookies.set("herder_ui", copy["Cookie"].partition("=")[2], domain="127.0.0.1", path=prefix(client) + "/")
+    form = stale.get(copy["url"] + "jobs/web")
+    assert form.status_code == 401 and 'name="then" value="/jobs/web"' in form.text
+    again = stale.post("/ui/login", data={"csrf": csrf_of(form.text), "token": TOKEN, "then": "/"})
+    assert again.status_code == 303
+    assert not again.headers["location"].startswith(prefix(client))
+    assert stale.get(agent.url + again.headers["location"]).status_code == 200

@@ -5,7 +5,8 @@ A cookie is scoped to a host, never to a port, and for ``SameSite`` the site of 
 on another loopback port, once the operator's browser opens any of its pages, can navigate to its own
 ``/ui/``: a navigation of the same site, which carries the UI's ``SameSite=Strict`` cookie of
 ``Path=/ui/``. Replayed to the agent, that cookie is a signed-in session (stop, dispatch, the terminal)
-for 12 hours, and the token was never needed.
+for 12 hours, and the token was never needed. So the session's cookie is sent only under the session's
+own secret URL prefix (``/ui/s/<secret>/``), which the other server cannot know: it receives no cookie.
 """
 
 from __future__ import annotations
@@ -45,9 +46,6 @@ def other_port() -> Iterator[FileServer]:
         yield server
 
 
-@pytest.mark.xfail(strict=True, reason="the session cookie is a bearer credential the browser also sends to "
-                                       "every other port of the agent's host; binding the session to the "
-                                       "agent's origin needs a credential the browser keeps per origin")
 def test_another_loopback_port_cannot_replay_the_ui_session(tmp_path: Path, browser: WebDriver,
                                                             other_port: FileServer) -> None:
     from selenium.webdriver.common.by import By
@@ -57,13 +55,18 @@ def test_another_loopback_port_cannot_replay_the_ui_session(tmp_path: Path, brow
         browser.get(f"{agent.url}/ui/login")
         browser.find_element(By.ID, "token").send_keys(TOKEN)
         browser.find_element(By.CSS_SELECTOR, "form.login button").click()
-        wait_for(lambda: browser.current_url.rstrip("/").endswith("/ui"), what="signed in to the UI")
+        wait_for(lambda: "Sign out" in browser.page_source, what="signed in to the UI")
+        session = browser.current_url
 
         browser.get(other_port.url("/"))
-        caught = wait_for(lambda: next((headers.get("Cookie") for path, headers in other_port.requests
-                                        if path == "/ui/caught"), None),
-                          what="the other server's /ui/ requested by the browser, with its cookies")
+        request = wait_for(lambda: next((headers for path, headers in other_port.requests
+                                         if path == "/ui/caught"), None),
+                           what="the other server's /ui/ requested by the browser, with its cookies")
+        caught = request.get("Cookie", "")
         replayed = httpx.get(f"{agent.url}/ui/", headers={"Cookie": caught}, follow_redirects=False)
         assert replayed.status_code != 200, "the cookie caught on another port signs in to the agent's UI"
+        # (the control: the browser's own session is still open, on the agent's origin)
+        browser.get(session)
+        wait_for(lambda: "Sign out" in browser.page_source, what="the browser's own session")
     finally:
         agent.shutdown()

@@ -66,15 +66,16 @@ class AgentProcess:
         return httpx.Client(base_url=self.url, headers=self.headers, timeout=30.0, verify=self.verify, **kwargs)
 
     def sign_in(self, client: httpx.Client) -> httpx.Client:
-        """``client``, a browser's cookies, signed in to the web UI with the token, as a person would."""
+        """``client``, a browser's cookies, signed in to the web UI with the token, as a person would, and
+        based at its session's pages (``/ui/s/<secret>``)."""
         form = client.get(f"{self.url}/ui/login")
-        if form.status_code == 303:  # an agent without a token asks for none
-            return client
-        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
-        assert csrf, form.text
-        response = client.post(f"{self.url}/ui/login", data={"csrf": csrf[1], "token": self.token},
+        if form.status_code != 303:  # an agent without a token asks for none
+            csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+            assert csrf, form.text
+            form = client.post(f"{self.url}/ui/login", data={"csrf": csrf[1], "token": self.token},
                                headers={"Origin": self.url})
-        assert response.status_code == 303, response.text
+        assert form.status_code == 303, form.text
+        client.base_url = httpx.URL(self.url + form.headers["location"].rstrip("/"))
         return client
 
     def start(self, *args: str, timeout: float = 120.0) -> AgentProcess:

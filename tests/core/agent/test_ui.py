@@ -99,8 +99,12 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
 
 @pytest.fixture
 def ui(agent: AgentProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=agent.url + "/ui", timeout=30.0) as client:
+    with httpx.Client(timeout=30.0) as client:
         yield agent.sign_in(client)
+
+
+def origin(ui: httpx.Client) -> str:
+    return f"{ui.base_url.scheme}://{ui.base_url.netloc.decode()}"
 
 
 def post(ui: httpx.Client, page: str, action: str, **fields: str) -> str:
@@ -108,9 +112,9 @@ def post(ui: httpx.Client, page: str, action: str, **fields: str) -> str:
     form = ui.get(page)
     assert form.status_code == 200, form.text
     response = ui.post(action, data={"csrf": CSRF.findall(form.text)[0], **fields},
-                       headers={"Origin": f"{ui.base_url.scheme}://{ui.base_url.netloc.decode()}"})
+                       headers={"Origin": origin(ui)})
     assert response.status_code == 303, response.text
-    shown = ui.get(response.headers["location"].removeprefix("/ui"))
+    shown = ui.get(origin(ui) + response.headers["location"])
     assert shown.status_code == 200
     return shown.text
 
@@ -118,7 +122,8 @@ def post(ui: httpx.Client, page: str, action: str, **fields: str) -> str:
 def test_the_jobs_with_their_type_status_and_next_launch(agent: AgentProcess, ui: httpx.Client) -> None:
     page = ui.get("/")
     assert page.status_code == 200
-    rows = {m[0]: m[1] for m in re.findall(r'<a href="/ui/jobs/([^"]+)">[^<]*</a>(.*?)</tr>', page.text, re.S)}
+    row = rf'<a href="{ui.base_url.path}jobs/([^"]+)">[^<]*</a>(.*?)</tr>'  # (the session's own links)
+    rows = {m[0]: m[1] for m in re.findall(row, page.text, re.S)}
     assert set(rows) == {"nightly", "render", "svc"}
     assert "periodic" in rows["nightly"] and re.search(r"<td>\d{4}-\d\d-\d\dT03:00:00", rows["nightly"])
     assert "parameterized" in rows["render"] and "batch" in rows["render"]
@@ -134,7 +139,7 @@ def test_force_a_periodic_job(ui: httpx.Client) -> None:
     assert name, child
     assert f"Job {name[1]}" in child
     parent = ui.get("/jobs/nightly").text
-    assert f'href="/ui/jobs/{name[1]}"' in parent and "Next launch" in parent
+    assert f'href="{ui.base_url.path}jobs/{name[1]}"' in parent and "Next launch" in parent
 
 
 def test_dispatch_a_parameterized_job(agent: AgentProcess, ui: httpx.Client) -> None:
@@ -144,13 +149,13 @@ def test_dispatch_a_parameterized_job(agent: AgentProcess, ui: httpx.Client) -> 
     child = post(ui, "/jobs/render", "/jobs/render/dispatch", meta="colour=blue\n", payload="a square")
     name = re.search(r"dispatched (render/dispatch-[0-9a-f-]+)", child)
     assert name, child
-    alloc = re.search(r'href="/ui/allocations/([0-9a-f-]+)"', child)
+    alloc = re.search(r'href="/ui/s/[\w-]+/allocations/([0-9a-f-]+)"', child)
     assert alloc
     wait_for(lambda: "blue a square" in ui.get(f"/allocations/{alloc[1]}/logs/t").text, what="the child's output")
 
 
 def test_restart_and_signal_a_task_then_stop_the_job(agent: AgentProcess, ui: httpx.Client) -> None:
-    alloc = re.findall(r'href="/ui/allocations/([0-9a-f-]+)"', ui.get("/jobs/svc").text)[0]
+    alloc = re.findall(r'href="/ui/s/[\w-]+/allocations/([0-9a-f-]+)"', ui.get("/jobs/svc").text)[0]
     agent.wait_task(alloc, "t")
     page = f"/allocations/{alloc}"
     wait_for(lambda: re.search(r"<td>svc</td><td>alive</td><td>.*passing.*all &lt;good&gt;",
@@ -189,7 +194,8 @@ def test_what_is_not_there(ui: httpx.Client) -> None:
     assert gone.status_code == 404 and "no allocation" in gone.text
     assert ui.get("/?fragment=../layout").status_code == 404
     assert ui.get("/jobs/svc?fragment=tasks").status_code == 404  # another page's part
-    assert ui.get("/static/nothing.js").status_code == 404
+    assert ui.get("/static/ui.js").status_code == 404  # not in a session's pages: the UI's own, outside
+    assert ui.get(origin(ui) + "/ui/static/nothing.js").status_code == 404
 
 
 def test_helpers() -> None:

@@ -3,8 +3,8 @@ live logs, with the actions the command line has, over the agent's own API.
 
 Server-rendered HTML (Jinja2, every value escaped) that reads without JavaScript, and one small script
 of our own (``static/ui.js``): no build step. The pages call the API in-process with the agent's token
-(:mod:`herder.agent.ui.client`); the browser gives the token once, at the login form, and holds a signed
-session cookie instead (:mod:`herder.agent.ui.security`).
+(:mod:`herder.agent.ui.client`); the browser gives the token once, at the login form, and holds a
+session instead: a secret URL prefix and a signed cookie sent only under it (:mod:`herder.agent.ui.security`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from herder.agent.ui.pages import Pages
-from herder.agent.ui.security import SecurityHeaders, session_middleware
+from herder.agent.ui.security import SecurityHeaders, SessionCookie, Sessions
 
 PREFIX = "/ui"
 MAX_FORM = 64 << 10
@@ -29,8 +29,8 @@ def serves(path: str) -> bool:
 def mount(api: Starlette, *, token: str, secure: bool) -> None:
     """Serve the UI under :data:`PREFIX` of the API application ``api`` (whose ``token`` the UI asks for;
     ``secure``: the agent serves TLS, and the session cookie is sent only over it)."""
-    pages = Pages(api, token, PREFIX)
-    ui = Starlette(routes=pages.routes(), middleware=[
+    sessions = Sessions(token, PREFIX)
+    ui = Starlette(routes=Pages(api, sessions).routes(), middleware=[
         Middleware(SecurityHeaders, static=PREFIX + "/static/"),
-        session_middleware(token, path=PREFIX + "/", secure=secure)])
+        Middleware(SessionCookie, sessions, secure=secure)])
     api.mount(PREFIX, ui)

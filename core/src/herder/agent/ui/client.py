@@ -17,7 +17,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from herder.agent.ui.security import signed_in, socket_refusal
+from herder.agent.ui.security import Sessions, socket_refusal
 
 
 class ApiFailure(Exception):
@@ -74,28 +74,29 @@ SOCKETS = re.compile(r"/ws/(?P<route>allocations/[^/]+/exec)")
 
 
 class StreamForwarder:
-    """``GET /ui/stream/<route>?query`` answered by the API's ``GET /v1/<route>?query``, streamed as the API
-    sends it, for a signed-in session: the event stream (which pages follow to know when to refresh) and
-    a followed log. The WebSocket ``/ui/ws/allocations/{id}/exec?query`` likewise becomes the API's
+    """``GET <session>/stream/<route>?query`` (under a session's prefix) answered by the API's
+    ``GET /v1/<route>?query``, streamed as the API sends it, for a signed-in session: the event stream
+    (which pages follow to know when to refresh) and a followed log. The WebSocket
+    ``<session>/ws/allocations/{id}/exec?query`` likewise becomes the API's
     ``/v1/allocations/{id}/exec?query`` (:mod:`herder.agent.exec_ws`), for a signed-in session whose
     handshake comes from the UI's own origin. The token is added here; the session cookie does not go on
     to the API, whose own checks of a WebSocket (the token, ``Origin``) then run as for any client (its
     ``Host`` was checked in front of the UI, :mod:`herder.agent.samesite`)."""
 
-    def __init__(self, api: ASGIApp, token: str, mount: str) -> None:
+    def __init__(self, api: ASGIApp, sessions: Sessions) -> None:
         self.api = api
-        self.token = token
-        self.mount = mount
+        self.sessions = sessions
+        self.token = sessions.token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         connection = HTTPConnection(scope)
+        route = connection.url.path.removeprefix(self.sessions.prefix(connection.path_params["session"]))
         if scope["type"] == "websocket":
-            matched = SOCKETS.fullmatch(connection.url.path.removeprefix(self.mount))
-            refusal = socket_refusal(connection, self.token)
+            matched = SOCKETS.fullmatch(route)
+            refusal = socket_refusal(connection, self.sessions)
         else:
-            matched = (STREAMS.fullmatch(connection.url.path.removeprefix(self.mount)) if scope["method"] == "GET"
-                       else None)
-            refusal = None if signed_in(connection, self.token) else (401, "sign in first")
+            matched = STREAMS.fullmatch(route) if scope["method"] == "GET" else None
+            refusal = None if self.sessions.signed_in(connection) else (401, "sign in first")
         # Refused before anything of the API is reached (a WebSocket's refusal answers its handshake).
         if matched is None:
             await PlainTextResponse("not found", status_code=404)(scope, receive, send)

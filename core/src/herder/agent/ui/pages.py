@@ -4,7 +4,10 @@ Each page is complete HTML (it reads without JavaScript); its live parts are als
 (``?fragment=NAME``), which ``static/ui.js`` fetches again when the event stream reports a change.
 An action is a form's POST that calls the API and redirects back with what happened (so that reloading
 a page never repeats an action). A page of its own is a route here and a template; an allocation's
-tasks link to their pages by task (logs, and a running task's terminal).
+tasks link to their pages by task (logs, and a running task's terminal). The pages of a session are under
+its own prefix ``/ui/s/<secret>/`` (:mod:`herder.agent.ui.security`), which their links keep; the login
+form and the static files are outside any session, and any other URL of the UI asks for the token, then
+shows its page (``/ui/jobs/web``: a link without a session's prefix, or the page of an ended session).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from herder.agent.ui.client import ApiClient, ApiFailure, StreamForwarder, path
-from herder.agent.ui.security import Forbidden, csrf_token, read_form, sign_in, signed_in
+from herder.agent.ui.security import Forbidden, Sessions, csrf_token, read_form
 
 LOG_TAIL = 64 << 10
 """Bytes of a log a log page shows at first; the script then follows from there."""
@@ -55,23 +58,31 @@ def parse_meta(text: str) -> dict[str, str]:
 
 
 class Pages:
-    """The pages of the UI mounted at ``prefix``, over the API application ``api``."""
+    """The pages of the UI mounted at ``sessions.mount``, over the API application ``api``."""
 
-    def __init__(self, api: ASGIApp, token: str, prefix: str) -> None:
-        self.api = ApiClient(api, token)
-        self.token = token
-        self.prefix = prefix
-        self.streams = StreamForwarder(api, token, prefix)
+    def __init__(self, api: ASGIApp, sessions: Sessions) -> None:
+        self.api = ApiClient(api, sessions.token)
+        self.sessions = sessions
+        self.token = sessions.token
+        self.prefix = sessions.mount
+        self.streams = StreamForwarder(api, sessions)
         self.templates = Environment(loader=PackageLoader("herder.agent.ui", "templates"), autoescape=True,
                                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.templates.filters["size"] = size
-        self.templates.globals.update(link=self.link, signals=SIGNALS)
+        self.templates.globals.update(outside=self.outside, signals=SIGNALS)
 
     def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/login", self.login, methods=["GET", "POST"]),
+            Mount("/static", StaticFiles(packages=[("herder.agent.ui", "static")])),
+            Mount("/s/{session}", routes=self.session_routes()),
+            Route("/{page:path}", self.elsewhere),
+        ]
+
+    def session_routes(self) -> list[BaseRoute]:
         page, act = self.page, self.action
         return [
             Route("/", page(self.jobs)),
-            Route("/login", self.login, methods=["GET", "POST"]),
             Route("/logout", act(self.logout), methods=["POST"]),
             Route("/jobs/{name:path}/stop", act(self.stop), methods=["POST"]),
             Route("/jobs/{name:path}/force", act(self.force), methods=["POST"]),
@@ -84,15 +95,24 @@ class Pages:
             Route("/allocations/{alloc_id}", page(self.allocation)),
             Route("/stream/{route:path}", self.streams),
             WebSocketRoute("/ws/{route:path}", self.streams),
-            Mount("/static", StaticFiles(packages=[("herder.agent.ui", "static")])),
         ]
 
     # -- rendering ---------------------------------------------------------------
 
-    def link(self, *segments: str, **query: str) -> str:
-        """The URL of a UI page: ``link("jobs", name)``; a job's name keeps its ``/``."""
-        url = self.prefix + "/" + "/".join(quote(segment, safe="/") for segment in segments)
+    def base(self, request: Request) -> str:
+        """The prefix of the request's pages: its session's, or the UI's outside one."""
+        secret = request.path_params.get("session")
+        return self.prefix if secret is None else self.sessions.prefix(secret)
+
+    def link(self, request: Request, *segments: str, **query: str) -> str:
+        """The URL of a page of the request's session: ``link(request, "jobs", name)``; a job's name keeps
+        its ``/``. (Templates call it ``link("jobs", name)``.)"""
+        url = self.base(request) + "/" + "/".join(quote(segment, safe="/") for segment in segments)
         return url + ("?" + urlencode(query) if query else "")
+
+    def outside(self, *segments: str) -> str:
+        """The URL of what the UI serves outside any session: the login form, the static files."""
+        return self.prefix + "/" + "/".join(segments)
 
     def render(self, request: Request, template: str, status: int = 200, *,
                fragments: tuple[str, ...] | None = None, **context: Any) -> HTMLResponse:
@@ -107,7 +127,8 @@ class Pages:
         else:
             flashes = request.session.pop("flash", [])
         html = self.templates.get_template(template).render(
-            request=request, csrf=csrf_token(request), flashes=flashes, logout=bool(self.token), **context)
+            request=request, link=functools.partial(self.link, request), csrf=csrf_token(request), flashes=flashes,
+            logout=bool(self.token) and self.sessions.signed_in(request), **context)
         return HTMLResponse(html, status_code=status)
 
     def flash(self, request: Request, kind: str, text: str) -> None:
@@ -119,10 +140,10 @@ class Pages:
 
         @functools.wraps(handler)
         async def guarded(request: Request) -> Response:
-            if not signed_in(request, self.token):
+            if not self.sessions.signed_in(request):
                 if "fragment" in request.query_params:
                     return PlainTextResponse("sign in first", status_code=401)
-                return self.ask_token(request, then=request.url.path)
+                return self.ask_token(request, then=self.page_of(request))
             try:
                 return await handler(request)
             except ApiFailure as exc:
@@ -136,8 +157,8 @@ class Pages:
 
         @functools.wraps(handler)
         async def guarded(request: Request) -> Response:
-            if not signed_in(request, self.token):
-                return self.ask_token(request, then=request.url.path.rpartition("/")[0])
+            if not self.sessions.signed_in(request):
+                return self.ask_token(request, then=self.page_of(request).rpartition("/")[0] or "/")
             try:
                 fields = await read_form(request)
             except Forbidden as exc:
@@ -154,30 +175,41 @@ class Pages:
 
     # -- signing in --------------------------------------------------------------------
 
-    def ask_token(self, request: Request, *, then: str, failed: bool = False) -> HTMLResponse:
-        """The form that asks for the token (401), in place of the page ``then``, shown once signed in."""
+    def page_of(self, request: Request) -> str:
+        """The page a request is for, without its prefix: ``/jobs/web``."""
+        return request.url.path.removeprefix(self.base(request)) or "/"
+
+    def ask_token(self, request: Request, *, then: str, failed: bool = False) -> Response:
+        """The form that asks for the token (401), in place of the page ``then`` of a session, shown once
+        signed in. An agent without a token opens a session at once."""
+        if not self.token and (prefix := self.sessions.open(request, "")):
+            return RedirectResponse(prefix + then, status_code=303)
+        if "secret" in request.session:  # an ended session's: the form's CSRF token goes to the login's cookie
+            request.session.clear()
         return self.render(request, "login.html", status=401, failed=failed, then=then)
+
+    async def elsewhere(self, request: Request) -> Response:
+        """A URL of the UI outside a session's prefix: its page in a session, once the token is given."""
+        return self.ask_token(request, then=self.page_of(request))
 
     async def login(self, request: Request) -> Response:
         """The token, given (once: the session remembers it was); then the page it was asked for."""
-        if signed_in(request, self.token):
-            return RedirectResponse(self.link(), status_code=303)
         if request.method == "GET":
-            return self.ask_token(request, then=self.link())
+            return self.ask_token(request, then="/")
         try:
             fields = await read_form(request)
         except Forbidden as exc:
             return self.render(request, "error.html", status=403, message=f"refused: {exc}", errors=[])
         then = fields.get("then", "")
-        if not then.startswith(self.prefix + "/"):  # only a page of the UI: not a way to send people elsewhere
-            then = self.link()
-        if sign_in(request, self.token, fields.get("token", "")):
-            return RedirectResponse(then, status_code=303)
+        if not then.startswith("/") or then.startswith("//"):  # a page of the session, not another site's
+            then = "/"
+        if prefix := self.sessions.open(request, fields.get("token", "")):
+            return RedirectResponse(prefix + then, status_code=303)
         return self.ask_token(request, then=then, failed=True)
 
     async def logout(self, request: Request, fields: dict[str, str]) -> tuple[str, str | None]:
-        request.session.clear()
-        return "signed out", self.link("login")
+        self.sessions.close(request)
+        return "signed out", self.outside("login")
 
     # -- jobs --------------------------------------------------------------------
 
@@ -195,14 +227,14 @@ class Pages:
 
     async def force(self, request: Request, fields: dict[str, str]) -> tuple[str, str | None]:
         child = (await self.api.call("POST", path("jobs", request.path_params["name"], "periodic", "force"))).json()
-        return f"launched {child['name']}", self.link("jobs", child["name"])
+        return f"launched {child['name']}", self.link(request, "jobs", child["name"])
 
     async def dispatch(self, request: Request, fields: dict[str, str]) -> tuple[str, str | None]:
         body = {"meta": parse_meta(fields.get("meta", "")),
                 "payload": base64.b64encode(fields.get("payload", "").encode()).decode()}
         child = (await self.api.call("POST", path("jobs", request.path_params["name"], "dispatch"),
                                      json=body)).json()
-        return f"dispatched {child['name']}", self.link("jobs", child["name"])
+        return f"dispatched {child['name']}", self.link(request, "jobs", child["name"])
 
     # -- allocations -------------------------------------------------------------
 
@@ -234,17 +266,17 @@ class Pages:
         response = await self.api.call("GET", path("allocations", alloc["id"], "logs", task),
                                        params={"stream": stream, "origin": "end", "offset": LOG_TAIL})
         end = int(response.headers["X-Herder-Log-Offset"]) + len(response.content)
-        follow = self.link("stream", "allocations", alloc["id"], "logs", task,
+        follow = self.link(request, "stream", "allocations", alloc["id"], "logs", task,
                            stream=stream, offset=str(end), follow="true")
         return self.render(request, "logs.html", alloc=alloc, task=task, stream=stream,
                            text=response.content.decode("utf-8", "replace"), follow=follow)
 
     async def terminal(self, request: Request) -> Response:
-        """A terminal in a task (``static/terminal.js``, over the WebSocket ``/ui/ws/allocations/{id}/exec``)."""
+        """A terminal in a task (``static/terminal.js``, over the session's WebSocket ``ws/allocations/{id}/exec``)."""
         alloc = await self.api.get(path("allocations", request.path_params["alloc_id"]))
         task = request.path_params["task"]
         if task not in alloc["tasks"]:
             raise ApiFailure(404, f"allocation {alloc['id']} has no task {task!r}", [])
-        socket = self.link("ws", "allocations", alloc["id"], "exec")
+        socket = self.link(request, "ws", "allocations", alloc["id"], "exec")
         return self.render(request, "exec.html", alloc=alloc, task=task, socket=socket,
                            command=request.query_params.get("command", EXEC_COMMAND))

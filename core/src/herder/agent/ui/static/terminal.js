@@ -1,8 +1,9 @@
 // herder's terminal page: a command run in a task, shown in xterm.js (vendored in xterm/), over the UI's
-// WebSocket /ui/ws/allocations/{id}/exec with the frames of the API's interactive exec (docs/agent.md):
+// WebSocket /ui/s/<secret>/ws/allocations/{id}/exec (the session's) with the frames of the API's
+// interactive exec (docs/agent.md):
 // keystrokes go as {"stdin": {"data": base64}}, the terminal's size as {"tty_size": ...}, and
 // {"stdout"|"stderr": {"data": base64}} are written to the terminal until {"exited": true, ...}.
-// The socket is authenticated by the session cookie; this script holds no token.
+// The socket is authenticated by the session (its prefix and cookie); this script holds no token.
 "use strict";
 
 // The command field: a JSON array of strings as it is, else words separated by spaces.
