@@ -4,7 +4,7 @@ Nomad owns placement: the task directory, the environment and the ports come
 in the ``TaskConfig`` of ``StartTask``, and output goes to the log FIFOs
 Nomad's log collector reads (so ``nomad alloc logs`` works). herder's lifecycle
 plugins and the task's herder driver take part through herder's own lifecycle
-steps (:class:`herder.app.TaskLifecycle`), as in ``herder run``: prestart,
+steps (:class:`herder.app.nomad.TaskLifecycle`), as in ``herder run``: prestart,
 start, poststart, exited, prekill and kill, cleanup with its retries; a cleanup
 step that asks to finish later (:class:`herder.CleanupLater`) is kept in the
 plugin's state database and called again when due, by this plugin process or
@@ -38,7 +38,7 @@ from herder import (
     TaskEvent,
     TaskHandle,
 )
-from herder.app import DeferredCleanups, Resources, TaskLifecycle
+from herder.app.nomad import DeferredCleanups, Resources, TaskLifecycle
 from herder_nomad.wire import driver_pb2
 
 log = logging.getLogger(__name__)

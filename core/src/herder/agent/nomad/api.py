@@ -372,7 +372,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     @api.get("/v1/allocations", responses=ok(list[models.AllocationListStub]))
     async def allocations(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
         return await blocking(request, query, lambda: [] if foreign(request) else [
-            shapes.alloc_stub(a) for a in agent.client.allocs if a.alloc.id.startswith(prefix)])
+            shapes.alloc_stub(a) for a in app.matching(prefix, agent.client.allocs)])
 
     @api.get("/v1/allocation/{alloc_id}", responses=ok(models.Allocation))
     async def allocation(request: Request, query: Blocking, alloc_id: Id) -> Response:
