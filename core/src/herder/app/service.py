@@ -1,4 +1,5 @@
-"""The agent's own service (``herder-client``), registered where the tasks' services are, with a TTL check it passes itself."""
+"""The agent's own service (``herder-client``), registered where the tasks' services are,
+with a TTL check it passes itself."""
 
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from collections.abc import Iterable
 from typing import Any, Protocol, TextIO
 
 from rich.console import Console, RenderableType

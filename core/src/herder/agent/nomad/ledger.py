@@ -179,7 +179,7 @@ class Ledger:
     def _indexed(self, deployment: Deployment) -> Deployment:
         """``deployment``, a change of it since it was last read here counted (a new index)."""
         with self._lock:
-            create, modify, revision = self._deployment_indexes.get(deployment.id, (1, 1, 0))
+            create, _, revision = self._deployment_indexes.get(deployment.id, (1, 1, 0))
             if revision != deployment.revision:
                 self._deployment_indexes[deployment.id] = (create, self._bump(), deployment.revision)
         return deployment
