@@ -117,7 +117,8 @@ def test_port_checks_turn_passing_in_both_backends(data_dir: Path, backend: Call
     run.wait_for_health("reachable", "passing")
     run.runner.stop()
     wait()
-    checks = summary("stopped", run.runner.allocs, run.runner.health)["allocs"][run.runner.allocs[0].alloc.id]["tasks"]["server"]["checks"]
+    allocs = summary("stopped", run.runner.allocs, run.runner.health)["allocs"]
+    checks = allocs[run.runner.allocs[0].alloc.id]["tasks"]["server"]["checks"]
     assert checks == [{"service": "web-0", "check": "reachable", "status": "passing"}]
 
 

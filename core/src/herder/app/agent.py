@@ -128,11 +128,11 @@ class Agent:
     def stop_job(self, name: str) -> list[AllocRunner]:
         return self.submissions.stop(name)
 
-    def versions(self, name: str) -> list[Version]:
+    def job_versions(self, name: str) -> list[Version]:
         """The versions of job ``name`` still known, oldest first."""
         return self.client.versions.of(name)
 
-    def version(self, name: str, job_id: str) -> Version:
+    def job_version(self, name: str, job_id: str) -> Version:
         """Submission ``job_id`` of job ``name`` as a version."""
         return self.client.versions.get(name, job_id)
 

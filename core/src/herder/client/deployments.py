@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -73,7 +73,7 @@ class Deployments:
         self._of_alloc: dict[str, str] = {}
 
     def start(self, job: str, version: int, allocs: Iterable[AllocRunner],
-              groups: dict[str, Update]) -> Deployment | None:
+              groups: Mapping[str, Update]) -> Deployment | None:
         """Deploy version ``version`` of ``job``: follow ``allocs`` of the groups that have a
         strategy in ``groups``; None when none of them has one (nothing is deployed)."""
         deployed = [a for a in allocs if a.group.name in groups]

@@ -24,8 +24,9 @@ from typing import Any
 
 from herder.agent.events import EventLog
 from herder.app import Agent, NotFound
+from herder.client import deployments
 from herder.client.alloc_runner import AllocRunner
-from herder.client.deployments import Deployment, Update
+from herder.client.deployments import Deployment
 
 SECOND = 1_000_000_000
 """Nanoseconds, Nomad's unit of duration."""
@@ -37,15 +38,19 @@ DEFAULT_UPDATE: dict[str, Any] = {
 }
 
 
-def update_of(job: dict[str, Any], group: dict[str, Any]) -> Update | None:
-    """The strategy of ``group`` of Nomad job ``job`` (its own over the job's over Nomad's
-    defaults); None when the group is not deployed (``max_parallel = 0``)."""
-    merged = DEFAULT_UPDATE | _set(job.get("Update")) | _set(group.get("Update"))
-    if not merged["MaxParallel"]:
-        return None
-    return Update(health_check=str(merged["HealthCheck"]), min_healthy_time=merged["MinHealthyTime"] / SECOND,
-                  healthy_deadline=merged["HealthyDeadline"] / SECOND,
-                  progress_deadline=merged["ProgressDeadline"] / SECOND, auto_revert=bool(merged["AutoRevert"]))
+class Update(deployments.Update):
+    """A group's update strategy, as a Nomad job's ``update`` blocks give it."""
+
+    @classmethod
+    def of(cls, job: dict[str, Any], group: dict[str, Any]) -> Update | None:
+        """The strategy of ``group`` of Nomad job ``job`` (its own over the job's over Nomad's
+        defaults); None when the group is not deployed (``max_parallel = 0``)."""
+        merged = DEFAULT_UPDATE | _set(job.get("Update")) | _set(group.get("Update"))
+        if not merged["MaxParallel"]:
+            return None
+        return cls(health_check=str(merged["HealthCheck"]), min_healthy_time=merged["MinHealthyTime"] / SECOND,
+                   healthy_deadline=merged["HealthyDeadline"] / SECOND,
+                   progress_deadline=merged["ProgressDeadline"] / SECOND, auto_revert=bool(merged["AutoRevert"]))
 
 
 def _set(update: Any) -> dict[str, Any]:
@@ -119,7 +124,7 @@ class Ledger:
 
     def _deploy(self, job: str, allocs: list[AllocRunner], document: dict[str, Any], index: int) -> str:
         groups = {str(g.get("Name")): g for g in document.get("TaskGroups") or [] if isinstance(g, dict)}
-        updates = {name: update for name, group in groups.items() if (update := update_of(document, group))}
+        updates = {name: update for name, group in groups.items() if (update := Update.of(document, group))}
         if not allocs:
             return ""
         version = self.agent.client.versions.number(job, allocs[0].job_id)

@@ -172,7 +172,7 @@ class Shapes:
                                         "TimeZone": periodic.get("TimeZone") or "UTC"}
             return document
         allocs = self.agent.job(name)
-        record = self.agent.version(name, job_id or allocs[-1].job_id).record
+        record = self.agent.job_version(name, job_id or allocs[-1].job_id).record
         if record is None:
             return {"ID": name, "Name": name}
         if record.format == "json":
@@ -197,8 +197,8 @@ class Shapes:
         allocs = self.agent.job(name)
         parent = self.agent.parent(name)
         document = self.job_document(self.document(name, job_id))
-        latest = self.agent.versions(name)[-1:]
-        version = self.agent.version(name, job_id) if job_id else latest[0] if latest else None
+        latest = self.agent.job_versions(name)[-1:]
+        version = self.agent.job_version(name, job_id) if job_id else latest[0] if latest else None
         record = version.record if version else None
         index = self.ledger.index()
         document |= {"Status": self.status(name, allocs), "Stop": self.stopped(name, allocs),
@@ -267,7 +267,8 @@ class Shapes:
 
     def versions(self, name: str) -> list[dict[str, Any]]:
         """Every submission of job ``name`` still known, newest first."""
-        return [self.job(name, version.job_id) for version in reversed(self.agent.versions(name))] or [self.job(name)]
+        return [self.job(name, version.job_id)
+                for version in reversed(self.agent.job_versions(name))] or [self.job(name)]
 
     # -- evaluations and deployments ---------------------------------------------------
 
@@ -340,7 +341,7 @@ class Shapes:
         return {
             "ID": alloc.alloc.id, "EvalID": self.ledger.eval_of(alloc.alloc.id), "Name": alloc.alloc.name,
             "NodeID": self.node_id, "NodeName": self.agent.config.node_name, "JobID": alloc.job.name,
-            "JobType": alloc.job.type, "JobVersion": self.agent.version(alloc.job.name, alloc.job_id).number,
+            "JobType": alloc.job.type, "JobVersion": self.agent.job_version(alloc.job.name, alloc.job_id).number,
             "TaskGroup": alloc.group.name,
             "DesiredStatus": "stop" if alloc.stopping or alloc.status == "stopped" else "run",
             "DesiredDescription": "alloc is being stopped" if alloc.stopping else "",
