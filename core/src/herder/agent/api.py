@@ -240,7 +240,7 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
     @api.get("/v1/health", response_model=models.Health, tags=["agent"])
     async def health() -> models.Health:
         return models.Health(status="draining" if agent.draining else "ok", version=agent.version,
-                             node=agent.config.node_name, allocations=len(agent.client.allocs))
+                             node=agent.config.node_name, allocations=len(agent.allocs()))
 
     @api.get("/v1/drivers", response_model=models.Drivers, tags=["agent"])
     def drivers() -> models.Drivers:
@@ -316,7 +316,7 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
 
     @api.get("/v1/allocations", response_model=models.Allocations, tags=["allocations"])
     async def allocations() -> models.Allocations:
-        return models.Allocations(allocations=[alloc_summary(a) for a in agent.client.allocs])
+        return models.Allocations(allocations=[alloc_summary(a) for a in agent.allocs()])
 
     @api.get("/v1/allocations/{alloc_id}", response_model=models.Allocation, tags=["allocations"])
     async def allocation(alloc_id: AllocId) -> models.Allocation:

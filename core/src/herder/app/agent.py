@@ -18,6 +18,7 @@ from herder.client.config import Config
 from herder.client.deployments import Deployments
 from herder.client.gc import Collected, GarbageCollector
 from herder.client.health import HealthChange
+from herder.client.node import Node
 from herder.client.task_runner import TaskRunner
 from herder.client.versions import Version
 from herder.objects import ExecSession, TaskStats
@@ -163,6 +164,18 @@ class Agent:
         return self.registry.force(name)
 
     # -- allocations -------------------------------------------------------
+
+    def node(self) -> Node:
+        """This host as job files see it."""
+        return self.client.node()
+
+    def allocs(self) -> list[AllocRunner]:
+        """Every allocation the agent knows, running or finished and not collected yet."""
+        return self.client.allocs
+
+    def alloc_by_id(self, alloc_id: str) -> AllocRunner | None:
+        """The allocation whose ID is ``alloc_id`` exactly, if the agent still knows it."""
+        return self.client.alloc(alloc_id)
 
     def alloc(self, prefix: str) -> AllocRunner:
         """See :meth:`herder.app.allocations.Allocations.alloc`."""

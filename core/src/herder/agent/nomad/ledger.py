@@ -127,7 +127,7 @@ class Ledger:
         updates = {name: update for name, group in groups.items() if (update := Update.of(document, group))}
         if not allocs:
             return ""
-        version = self.agent.client.versions.number(job, allocs[0].job_id)
+        version = self.agent.job_version(job, allocs[0].job_id).number
         deployment = self.deployments_of.start(job, version, allocs, updates)
         if deployment is None:
             return ""

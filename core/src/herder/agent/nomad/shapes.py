@@ -79,7 +79,7 @@ class Shapes:
 
     def node(self) -> models.Node:
         drivers = self.drivers()
-        attributes = dict(self.agent.client.node().attributes)
+        attributes = dict(self.agent.node().attributes)
         attributes |= {f"driver.{name}": "1" for name, info in drivers.items() if info.Healthy}
         attributes |= {"nomad.version": self.agent.version, "unique.hostname": self.agent.config.node_name}
         return models.Node(**self._node_fields(drivers), HTTPAddr=self.address, Resources=self.node_resources(),
@@ -97,7 +97,7 @@ class Shapes:
     def node_resources(self) -> models.Resources:
         """The host's CPU (MHz: herder does not measure clock speeds, so 1000 a core, unless a
         fingerprint says ``cpu.totalcompute``), memory and the data dir's disk."""
-        attributes = self.agent.client.node().attributes
+        attributes = self.agent.node().attributes
         cores = int(attributes.get("cpu.numcores", "1"))
         disk = os.statvfs(self.agent.config.data_dir)
         return models.Resources(CPU=int(attributes.get("cpu.totalcompute", cores * 1000)), Cores=cores,
@@ -144,7 +144,7 @@ class Shapes:
             "member": {"Name": config.node_name, "Addr": host, "Port": int(port), "Status": "alive",
                        "Tags": {"region": REGION, "dc": config.datacenter, "build": self.agent.version}},
             "stats": {"client": {"node_id": self.node_id, "known_servers": self.address,
-                                 "num_allocations": str(len(self.agent.client.allocs))}},
+                                 "num_allocations": str(len(self.agent.allocs()))}},
         }
 
     # -- jobs -------------------------------------------------------------------------
@@ -297,7 +297,7 @@ class Shapes:
                                  ModifyIndex=modify_index)
 
     def _group(self, alloc_id: str) -> str | None:
-        alloc = self.agent.client.alloc(alloc_id)
+        alloc = self.agent.alloc_by_id(alloc_id)
         return alloc.group.name if alloc is not None else None
 
     # -- allocations -------------------------------------------------------------------
@@ -316,7 +316,7 @@ class Shapes:
     def alloc_stubs(self, alloc_ids: Iterable[str]) -> list[models.AllocationListStub]:
         """The stubs of those of ``alloc_ids`` the client still has."""
         return [self.alloc_stub(alloc) for alloc_id in alloc_ids
-                if (alloc := self.agent.client.alloc(alloc_id)) is not None]
+                if (alloc := self.agent.alloc_by_id(alloc_id)) is not None]
 
     def allocation(self, alloc: AllocRunner) -> models.Allocation:
         fields = self._alloc_fields(alloc)
