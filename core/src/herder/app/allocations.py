@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal as _signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from herder.app.errors import Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner
 from herder.client.client import Client
+from herder.client.runtime import shared_runtime
 from herder.client.stats import StatsSampler, UsageCollector
-from herder.client.task_runner import TaskRunner
+from herder.client.task_runner import KILL_LATENCY, TaskRunner
 from herder.errors import HerderError
 from herder.objects import ExecSession, TaskHandle, TaskStats, parse_signal
 
@@ -87,9 +88,10 @@ class Allocations:
     def restart(self, alloc: AllocRunner, task: str | None, reason: str) -> list[str]:
         """Start restarting ``task`` (or every running task); the names of the tasks restarting."""
         running = targets(alloc, task)
-        for runner in running:
-            threading.Thread(target=runner.restart, args=(reason or "Restart requested through the API",),
-                             daemon=True).start()
+        pool = shared_runtime().pool
+        for runner in running:  # a restart kills first: each begins as a kill does, not after the others
+            pool.submit(functools.partial(runner.restart, reason or "Restart requested through the API"),
+                        within=KILL_LATENCY)
         return [r.name for r in running]
 
     def stats(self, alloc: AllocRunner) -> dict[str, TaskStats | None]:

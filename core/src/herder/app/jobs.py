@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -12,6 +13,7 @@ from herder.app.reading import load_submitted
 from herder.client.alloc_runner import AllocRunner
 from herder.client.client import Client, JobSource
 from herder.client.gc import GarbageCollector
+from herder.client.runtime import shared_runtime
 from herder.errors import DispatchError
 from herder.plugins.hooks import Hooks
 
@@ -70,9 +72,9 @@ class Jobs:
                 alloc.stop()
         if current:
             # The old version's tasks may take their shutdown_delay and kill_timeout to die: the new one
-            # starts after them, and no other submission waits for that.
-            threading.Thread(target=self._replace, args=(current, allocs), name=f"replace-{job.name}",
-                             daemon=True).start()
+            # starts after them, on the runners' pool (which outgrows a blocked worker), and no other
+            # submission waits for that.
+            shared_runtime().pool.submit(functools.partial(self._replace, current, allocs))
         else:
             self.client.run(allocs)
         self.gc.wake()  # room for the new allocations, if they make too many

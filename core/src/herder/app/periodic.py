@@ -22,6 +22,7 @@ from herder.client.alloc_runner import AllocRunner
 from herder.client.client import Client, JobSource
 from herder.client.gc import GarbageCollector
 from herder.client.periodic import Launcher
+from herder.client.runtime import shared_runtime
 from herder.errors import HerderError, JobError, PlacementError
 from herder.jobspec.dispatch import PERIODIC_SUFFIX, Child, dispatch_child, periodic_child
 from herder.model import Job
@@ -127,7 +128,7 @@ class Registry:
         self._draining = draining
         self._parents: dict[str, Parent] = {}
         self.launcher = Launcher(self._launch)
-        self._warm_up = threading.Thread(target=self._prepare_launches, name="periodic-warm-up", daemon=True)
+        self._warmed_up = False
 
     def start(self) -> None:
         """Register again the jobs of the state database, and follow their schedules."""
@@ -219,8 +220,9 @@ class Registry:
             return None
         assert parent.job.periodic is not None
         last = None if parent.last_launch is None else datetime.fromtimestamp(parent.last_launch, UTC)
-        if self._warm_up.ident is None:  # started once, by the first periodic job that launches
-            self._warm_up.start()
+        if not self._warmed_up:  # once, for the first periodic job that launches, on the runners' pool
+            self._warmed_up = True
+            shared_runtime().pool.submit(self._prepare_launches)
         next_launch = self.launcher.add(parent.job.name, parent.job.periodic, last)
         parent.prepare(next_launch)
         return next_launch
