@@ -76,7 +76,7 @@ class Ledger:
 
     def __init__(self, agent: Agent, events: EventLog) -> None:
         self.agent = agent
-        self.deployments_of = agent.deployments
+        self._deployments = agent.deployments
         self.events = events
         self._lock = threading.Lock()
         self._changes = 0
@@ -128,7 +128,7 @@ class Ledger:
         if not allocs:
             return ""
         version = self.agent.job_version(job, allocs[0].job_id).number
-        deployment = self.deployments_of.start(job, version, allocs, updates)
+        deployment = self._deployments.start(job, version, allocs, updates)
         if deployment is None:
             return ""
         with self._lock:
@@ -136,7 +136,7 @@ class Ledger:
         return deployment.id
 
     def _deployment_id(self, alloc_id: str) -> str:
-        deployment = self.deployments_of.of(alloc_id)
+        deployment = self._deployments.of(alloc_id)
         return deployment.id if deployment else ""
     def evaluation(self, eval_id: str) -> Evaluation:
         with self._lock:
@@ -161,19 +161,19 @@ class Ledger:
     # -- deployments ------------------------------------------------------------
 
     def deployment_of(self, alloc_id: str) -> Deployment | None:
-        found = self.deployments_of.of(alloc_id)
+        found = self._deployments.of(alloc_id)
         return self._indexed(found) if found else None
 
     def deployment(self, deployment_id: str) -> Deployment:
         """The deployment, its health brought up to date; :class:`NotFound` if there is none."""
-        found = self.deployments_of.get(deployment_id)
+        found = self._deployments.get(deployment_id)
         if found is None:
             raise NotFound("deployment not found")
         return self._indexed(found)
 
     def deployments(self, job: str | None = None) -> list[Deployment]:
         """Newest first, as Nomad lists them."""
-        return [self._indexed(d) for d in self.deployments_of.of_job(job)]
+        return [self._indexed(d) for d in self._deployments.of_job(job)]
 
     def deployment_indexes(self, deployment: Deployment) -> tuple[int, int]:
         """The index at which ``deployment`` was made, and the one of its latest change seen here."""
