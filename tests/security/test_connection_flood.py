@@ -7,6 +7,7 @@ the tens of thousands a service manager's limit would take, are a flood.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -18,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from herder.agent.connections import BODY_TIMEOUT
 from tests.core.agent.conftest import ticker
 from tests.support.agent import AgentProcess
 from tests.support.waiting import TIMEOUT, wait_for
@@ -89,10 +91,50 @@ def test_a_flood_of_connections_that_send_nothing_leaves_the_api_answering(agent
     assert len(added.splitlines()) < 10, added[:4000]
 
 
-def test_a_client_slow_to_send_its_headers_is_closed(agent: AgentProcess) -> None:
-    """Before a first request, and between two requests of a kept-alive connection (where
-    uvicorn's keep-alive timeout stops once a request has begun)."""
+def test_a_flood_of_bodies_that_never_end_leaves_the_api_answering(agent: AgentProcess) -> None:
+    """Without the token: the web UI's sign-in form reads its body before any credential is known, so
+    each of these requests stays "busy" (not waiting for headers) for as long as its body goes on."""
     with ExitStack() as stack:
+        for _ in range(FLOOD):
+            sock = stack.enter_context(socket.create_connection(("127.0.0.1", agent.port), timeout=TIMEOUT))
+            sock.sendall(b"POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+                         b"Content-Type: application/x-www-form-urlencoded\r\n\r\n6\r\ntoken=\r\n")
+        answer = wait_for(lambda: health(agent), what="GET /v1/health from a fresh connection answered")
+        assert answer.status_code == 200, answer.text
+
+
+def resident_mib(pid: int) -> int:
+    """The memory a process holds (``VmRSS``), in MiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) // 1024
+
+
+def test_bodies_sent_without_the_token_are_not_held_job_sized(agent: AgentProcess) -> None:
+    """The sign-in form reads its body before any credential is known: 40 connections each send a
+    job-sized body (4 MiB, all but its last byte) that the agent would keep in memory, 5 MiB apiece."""
+    assert agent.proc is not None
+    before = resident_mib(agent.proc.pid)
+    with ExitStack() as stack:
+        for _ in range(40):
+            sock = stack.enter_context(socket.create_connection(("127.0.0.1", agent.port), timeout=TIMEOUT))
+            sock.sendall(b"POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4194304\r\n"
+                         b"Content-Type: application/x-www-form-urlencoded\r\n\r\n")
+            with contextlib.suppress(OSError):  # refused at its headers, and closed
+                sock.sendall(b"token=" + b"a" * (4194304 - 7))
+        answer = wait_for(lambda: health(agent), what="GET /v1/health answered")
+        grown = resident_mib(agent.proc.pid) - before
+    assert answer.status_code == 200, answer.text
+    assert grown < 64, f"the agent grew by {grown} MiB"
+
+
+def test_a_client_slow_to_send_its_request_is_closed(agent: AgentProcess) -> None:
+    """Its headers, before a first request and between two requests of a kept-alive connection (where
+    uvicorn's keep-alive timeout stops once a request has begun); and its body, which the sign-in form
+    reads without the token, waited for in the same time."""
+    with ExitStack() as stack:
+        body = stack.enter_context(socket.create_connection(("127.0.0.1", agent.port), timeout=TIMEOUT))
+        body.sendall(b"POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n"
+                     b"Content-Type: application/x-www-form-urlencoded\r\n\r\ntoken=")
         first = stack.enter_context(socket.create_connection(("127.0.0.1", agent.port), timeout=TIMEOUT))
         first.sendall(HEADERS)
         kept = stack.enter_context(socket.create_connection(("127.0.0.1", agent.port), timeout=TIMEOUT))
@@ -102,6 +144,8 @@ def test_a_client_slow_to_send_its_headers_is_closed(agent: AgentProcess) -> Non
         wait_for(lambda: closed_by_peer(first), what="the agent closing a connection without complete headers")
         wait_for(lambda: closed_by_peer(kept), what="the agent closing a kept-alive connection whose second "
                                                     "request's headers stay incomplete")
+        wait_for(lambda: closed_by_peer(body), BODY_TIMEOUT + TIMEOUT,
+                 what=f"the agent closing a connection whose body stays incomplete for {BODY_TIMEOUT:g} s")
 
 
 def running_exec(marker: str) -> int | None:

@@ -10,6 +10,7 @@ import pwd
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent import AgentProcess
+from tests.support.consul import free_ports
 from tests.support.foreground import HerderRun, task_dirs
 from tests.support.processes import wait_until_gone
 from tests.support.require import require_driver
@@ -171,3 +173,36 @@ def test_an_exec_task_as_nobody_writes_alloc_data_with_the_data_dir_kept_private
     # runc (root) makes the bind mounts: the container's user never walks the host's path to them,
     # here not even to pytest's 0700 temporary directory above the data dir
     assert mode(data_dir) == 0o700
+
+
+@pytest.mark.parametrize("squat", ["made-by-nobody", "under-a-dir-all-may-write"])
+def test_the_agent_refuses_a_data_dir_another_user_can_change(squat: str) -> None:
+    """A data dir under a shared directory: another user made it first (a chmod leaves it theirs), or
+    may rename it away, and would then swap ``state.db`` (the jobs herder runs) or ``agent.token``.
+    The agent and ``herder run`` both refuse it, naming it."""
+    root = Path(tempfile.mkdtemp(prefix="herder-squat-"))
+    try:
+        data_dir = root / "data"
+        if squat == "made-by-nobody":
+            root.chmod(0o1777)  # as /tmp
+            subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "mkdir", "-m", "0700",
+                            str(data_dir)], check=True)
+            refused = data_dir
+        else:
+            root.chmod(0o777)
+            refused = root
+        config = root / "agent.toml"
+        config.write_text(f'data_dir = "{data_dir}"\n')
+        done = subprocess.run([sys.executable, "-m", "herder", "agent", "--config", str(config), "--bind",
+                               f"127.0.0.1:{free_ports(1)[0]}"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, done.stderr
+        assert f"{refused}: " in done.stderr and "Traceback" not in done.stderr, done.stderr
+        job = root / "job.hcl"
+        job.write_text(SLEEPER)
+        ran = subprocess.run([sys.executable, "-m", "herder", "run", "--data-dir", str(data_dir), str(job)],
+                             capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 2, ran.stderr
+        assert f"{refused}: " in ran.stderr and "internal error" not in ran.stderr, ran.stderr
+        assert not (data_dir / "agent.token").exists() and not (data_dir / "state.db").exists()
+    finally:
+        shutil.rmtree(root)

@@ -72,6 +72,21 @@ def test_job_run_shows_a_failure_and_an_invalid_job(agent: AgentProcess, tmp_pat
     assert undeclared.returncode == 2 and "variable 'a' is given a value" in undeclared.stderr
 
 
+@pytest.mark.parametrize(("command", "code", "status"), [("/bin/true", 0, "complete"), ("/bin/false", 1, "failed")])
+def test_job_run_follows_a_batch_job_that_ends_at_once(agent: AgentProcess, tmp_path: Path, command: str,
+                                                       code: int, status: str) -> None:
+    """A task that exits in milliseconds has ended before the command follows the stream: it reads
+    from the submission's index, and ends with the status the client gave the allocation."""
+    job = tmp_path / "quick.hcl"
+    job.write_text(f'job "quick" {{\n type = "batch"\n group "g" {{\n  restart {{\n   attempts = 0\n'
+                   f'   mode = "fail"\n  }}\n  task "t" {{\n   driver = "raw_exec"\n   config {{\n'
+                   f'    command = "{command}"\n   }}\n  }}\n }}\n}}\n')
+    run = agent.cli("job", "run", str(job), timeout=30.0)
+    assert run.returncode == code, run.stderr
+    assert f"Job quick: {status}" in run.stderr
+    assert "Terminated" in run.stdout  # the task's events, though they came before the stream was read
+
+
 def test_an_unreachable_agent_is_one_clear_line(tmp_path: Path) -> None:
     agent = AgentProcess(tmp_path)  # never started
     [port] = free_ports(1)

@@ -162,8 +162,13 @@ def test_restart_and_signal_a_task_then_stop_the_job(agent: AgentProcess, ui: ht
     agent.wait_event(alloc, "t", "Restart Signal")
     wait_for(lambda: "restarts 1" in ui.get(f"{page}?fragment=tasks").text, what="the restart counted")
     assert "Restart requested in the web UI" in ui.get(page).text
-    stats = ui.get(f"{page}?fragment=stats").text
-    assert '<table id="stats">' in stats and "MiB" in stats
+    # The restarted task's usage is shown once the collector has sampled its new process.
+    def sampled() -> str | None:
+        text = ui.get(f"{page}?fragment=stats").text
+        return text if "MiB" in text else None
+
+    stats = wait_for(sampled, what="the restarted task's usage")
+    assert '<table id="stats">' in stats
     # Followed through the UI, the log streams what the API streams.
     with ui.stream("GET", f"/stream/allocations/{alloc}/logs/t", params={"stream": "stdout"}) as log:
         assert log.status_code == 200 and b"up\n" in log.read()

@@ -63,7 +63,7 @@ class Later:
         if first:
             raise CleanupLater(NOT_DUE if task.name == "soon" else 0.0, f"{task.name} waits")
         if task.name != "soon":
-            time.sleep(SLOW_STEP)  # the step's own work, not a wait for a condition
+            time.sleep(SLOW_STEP)  # deliberate sleep: the step's own work, which the run must wait out
         with self._lock:
             self.again.append(task.name)
 

@@ -102,11 +102,14 @@ class Guard:
         if self.token and not ui.serves(scope["path"]) and not self.authorized(dict(scope.get("headers", []))):
             await self.refusal()(scope, receive, send)
             return
-        too_large = _error(413, f"request body over {self.limit} bytes")
+        # The UI's forms are read before any credential is known (its sign-in form), so the agent would
+        # hold a job-sized body for every connection of a client without the token: they get a form's.
+        limit = min(self.limit, ui.MAX_FORM) if ui.serves(scope["path"]) else self.limit
+        too_large = _error(413, f"request body over {limit} bytes")
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
-                    if int(value) > self.limit:
+                    if int(value) > limit:
                         await too_large(scope, receive, send)
                         return
                 except ValueError:
@@ -121,7 +124,7 @@ class Guard:
                 return  # the client went away
             chunks.append(message.get("body", b""))
             seen += len(chunks[-1])
-            if seen > self.limit:
+            if seen > limit:
                 await too_large(scope, receive, send)
                 return
             if not message.get("more_body", False):
@@ -153,8 +156,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 _SSE_EVENT: dict[str, Any] = {
-    "type": "object", "description": "One server-sent event; `data` is an Event as JSON, with its `index`",
-    "properties": {"id": {"type": "string"}, "event": {"type": "string", "enum": ["task-event"]},
+    "type": "object", "description": "One server-sent event; `data` is, with its `index`, an Event as JSON "
+                                     "(`task-event`) or an allocation's end: `alloc_id`, `alloc_name`, `status` "
+                                     "(`alloc-status`)",
+    "properties": {"id": {"type": "string"}, "event": {"type": "string", "enum": ["task-event", "alloc-status"]},
                    "data": {"type": "string"}}}
 
 
@@ -269,9 +274,10 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
         if (body.text is None) == (body.job is None):
             raise ApiError(400, "give either text (a job file, with its format) or job (canonical JSON)")
         text, fmt = (body.text, body.format) if body.text is not None else (json.dumps(body.job), "json")
+        index = events.last  # before the submission: its first event comes after
         name, allocs, warnings = agent.submit(text, fmt, body.variables, body.source, body.lines)
         submitted = job_json(name, allocs) if allocs else describe_job(agent, name)  # a registered job has none
-        return models.JobSubmitted(**submitted.model_dump(), warnings=warnings)
+        return models.JobSubmitted(**submitted.model_dump(), warnings=warnings, index=index)
 
     @api.get("/v1/jobs", response_model=models.Jobs, tags=["jobs"])
     async def jobs() -> models.Jobs:
@@ -325,22 +331,26 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
 
     @api.get("/v1/events", tags=["allocations"], response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {"schema": _SSE_EVENT}},
-                              "description": "Task events as server-sent events (`event: task-event`, "
+                              "description": "Task events and allocations' ends as server-sent events "
+                                             "(`event: task-event` or `alloc-status`, "
                                              "`id:` the event's index, `data:` the event as JSON)"}})
     async def event_stream(request: Request,
                            alloc_id: Annotated[str | None, Query(max_length=64,
                                                                  description="Only this allocation's events "
                                                                              "(an ID or a unique prefix)")] = None,
                            index: Annotated[int, Query(ge=0, description="Only events after this index")] = 0,
-                           follow: bool = True) -> StreamingResponse:
+                           follow: bool = True,
+                           ends: Annotated[bool, Query(description="Also each allocation's end, once every task "
+                                                                   "of it is dead (`event: alloc-status`)")] = False
+                           ) -> StreamingResponse:
         wanted = agent.alloc(alloc_id).alloc.id if alloc_id else None
 
         async def stream() -> AsyncIterator[str]:
             seq = index
             while True:
-                last, found = events.after(seq, wanted)
-                for event in found:
-                    yield sse(event)
+                last, found = events.after(seq, wanted, ends=ends)
+                for kind, entry in found:
+                    yield sse(kind, entry)
                 seq = max(seq, last)
                 if not follow or await request.is_disconnected():
                     return

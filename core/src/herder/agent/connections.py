@@ -12,6 +12,11 @@ asyncio logs a traceback for each accept that fails. So:
 - a connection *waits* while it has sent no complete request headers: before its first request, and
   between two requests on a kept-alive connection. One that waits with part of a request for
   :data:`HEADER_TIMEOUT` is closed (an idle kept-alive one has uvicorn's own, longer, timeout);
+- a connection also waits while its request's body is incomplete, and is closed if the body takes
+  more than :data:`BODY_TIMEOUT` after the headers: a body is read before the token is checked on
+  the web UI's routes (its sign-in form), and a body left unread after a refusal is still received,
+  so a body that never ends, sent without any credential, would otherwise hold a connection for ever
+  as "busy" and, a few thousand times over, leave every new client a 503;
 - when a listener holds its limit of connections, a new one closes the oldest waiting connection
   rather than being refused: a flood of connections that send nothing cannot lock out a client that
   asks at once, since the flood's oldest make room for it. Only when every connection is busy with a
@@ -43,6 +48,8 @@ log = logging.getLogger("herder.agent")
 
 HEADER_TIMEOUT = 10.0
 """Seconds a connection may take to send a request's headers, from its start or from a request's first byte."""
+BODY_TIMEOUT = 30.0
+"""Seconds a request may take to send its body (at most 4 MiB; a job file is a few KiB) after its headers."""
 REPORT_INTERVAL = 60.0
 """Seconds between two log lines about connections dropped for one reason."""
 RESERVE_SHARE = 4
@@ -191,7 +198,9 @@ class BoundedH11Protocol(H11Protocol):
 
     limits: ClassVar[Limits]
     peer = ""
-    header_timer: asyncio.TimerHandle | None = None
+    timer: asyncio.TimerHandle | None = None
+    timed: object = None
+    """The state of h11's the timer runs for: IDLE (the headers), SEND_BODY (the body)."""
     upgraded = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -221,27 +230,39 @@ class BoundedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def track(self) -> None:
-        """Whether the connection waits for request headers now, and since when; its header timer."""
+        """Whether the connection waits for a request's headers or body now, and since when; its timer."""
         if self.upgraded:
             return
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+        phase = self.conn.their_state
+        if self.transport.is_closing() or phase not in (h11.IDLE, h11.SEND_BODY):
             self.close_timer()
             self.limits.busy(self)
             return
         self.limits.wait(self)
-        if self.timeout_keep_alive_task is not None:
+        if self.timed is not phase:
+            self.close_timer()  # the headers are in: the body's own time starts (or a new request's)
+        if phase is h11.SEND_BODY:  # whether or not the request was answered already
+            self.arm(phase, BODY_TIMEOUT, "no complete request body")
+        elif self.timeout_keep_alive_task is not None:
             self.close_timer()  # idle between requests: uvicorn's keep-alive timeout applies
-        elif self.header_timer is None:
-            self.header_timer = self.loop.call_later(HEADER_TIMEOUT, self.header_timeout)
+        else:
+            self.arm(phase, HEADER_TIMEOUT, "no complete request headers")
 
-    def header_timeout(self) -> None:
-        self.header_timer = None
-        self.limits.drop(self, f"no complete request headers within {HEADER_TIMEOUT:g} s")
+    def arm(self, phase: object, seconds: float, what: str) -> None:
+        """Close the connection unless it leaves ``phase`` within ``seconds`` (from the first call)."""
+        if self.timer is None:
+            self.timed = phase
+            self.timer = self.loop.call_later(seconds, self.timeout, f"{what} within {seconds:g} s")
+
+    def timeout(self, reason: str) -> None:
+        self.timer = None
+        self.limits.drop(self, reason)
 
     def close_timer(self) -> None:
-        if self.header_timer is not None:
-            self.header_timer.cancel()
-            self.header_timer = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.timed = None
 
     def close(self) -> None:
         self.close_timer()

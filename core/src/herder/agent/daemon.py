@@ -25,6 +25,7 @@ from herder.agent import connections, credential, exec_ws, nomad
 from herder.agent.api import ASGIApp, asgi
 from herder.agent.events import EventLog, log_health
 from herder.client.config import Config, TlsConfig, parse_bind
+from herder.client.taskdir import make_data_dir
 from herder.errors import ConfigError
 
 log = logging.getLogger("herder.agent")
@@ -216,6 +217,7 @@ def run(config: Config, *, drain: bool = False) -> int:
         host, port = check_exposure(config)
         nomad_address = check_exposure(config, nomad_bind) if nomad_bind else None
         tls = tls_context(config.tls)
+        make_data_dir(config.data_dir)  # refused if another user could change it, before anything of it is used
         config = credential.with_token(config)
     except ConfigError as exc:
         log.error("%s", exc)
@@ -237,6 +239,7 @@ def run(config: Config, *, drain: bool = False) -> int:
         log.warning("%s", warning)
     events = EventLog()
     agent = app.Agent(config, hooks, on_event=events.record, on_health=log_health, on_collected=events.forget)
+    agent.client.on_alloc_done = events.ended
 
     tally = connections.Tally()
     logging.getLogger("uvicorn.error").addFilter(_CancelledAtStop())

@@ -120,6 +120,8 @@ class Job(_Model):
 
 class JobSubmitted(Job):
     warnings: list[str]
+    index: int = Field(description="The event stream's index before the submission: "
+                                   "GET /v1/events?index= from it sees every event of the job.")
 
 
 class DispatchRequest(_Model):

@@ -134,8 +134,11 @@ def run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], as_
     elif meta or payload_file is not None:
         fail(f"--meta and --payload dispatch a parameterized job; job {job.name} is not one", EXIT_INVALID)
     view = make_view(as_json)
-    foreground = app.ForegroundRun(config, hooks, job, source, on_event=view.show, on_health=view.health,
-                                   on_message=view.message, keep=keep)
+    try:
+        foreground = app.ForegroundRun(config, hooks, job, source, on_event=view.show, on_health=view.health,
+                                       on_message=view.message, keep=keep)
+    except ConfigError as exc:  # a data dir another user could change
+        fail(str(exc), EXIT_INVALID)
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         view.message(f"Received {signal.Signals(signum).name}: stopping every task")

@@ -57,18 +57,17 @@ def config_option(func: F) -> F:
                                                 "when HERDER_TOKEN is not set.")(func)
 
 
-def events(agent: AgentClient, alloc_ids: set[str]) -> Iterator[dict[str, Any]]:
-    """The task events of ``alloc_ids`` as they come (the agent keeps the recent ones)."""
+def events(agent: AgentClient, alloc_ids: set[str], index: int = 0) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The entries of ``alloc_ids`` after ``index`` in the agent's event stream as they come, each
+    with its kind: ``task-event`` (a task's event) or ``alloc-status`` (an allocation's end)."""
     buffer = b""
-    for chunk in agent.stream("/v1/events", {"follow": "true"}, read_timeout=None):
+    for chunk in agent.stream("/v1/events", {"follow": "true", "index": index, "ends": "true"}, read_timeout=None):
         buffer += chunk
         while b"\n\n" in buffer:
             message, buffer = buffer.split(b"\n\n", 1)
-            for line in message.decode().splitlines():
-                if line.startswith("data: "):
-                    event = json.loads(line[len("data: "):])
-                    if event.get("alloc_id") in alloc_ids:
-                        yield event
+            fields = dict(line.split(": ", 1) for line in message.decode().splitlines() if ": " in line)
+            if "data" in fields and (entry := json.loads(fields["data"])).get("alloc_id") in alloc_ids:
+                yield fields.get("event", "task-event"), entry
 
 
 # -- herder job ----------------------------------------------------------------
@@ -123,14 +122,22 @@ def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
         say(f"Allocation {alloc['id'][:8]} ({alloc['name']}) placed")
     if detach:
         return
-    # A batch job is followed until its tasks are done; any other until every task runs.
+    # Followed from the submission's index, so that nothing the job did before is missed:
+    # a batch job until the client ended every allocation, any other until every task runs.
     until_done = submitted.get("type") in ("batch", "sysbatch")
-    state = _settled(agent, ids, until_done)
+    state = None if until_done else _running(agent, ids)
+    ended: dict[str, str] = {}
     if state is None:
-        for event in events(agent, ids):
-            click.echo(event_line(event))
-            if (state := _settled(agent, ids, until_done)) is not None:
-                break
+        for kind, entry in events(agent, ids, submitted["index"]):
+            if kind == "task-event":
+                click.echo(event_line(entry))
+                if not until_done and (state := _running(agent, ids)) is not None:
+                    break
+            elif kind == "alloc-status":
+                ended[entry["alloc_id"]] = entry["status"]
+                if ended.keys() == ids:
+                    state = "failed" if "failed" in ended.values() else "complete"
+                    break
     if state == "failed":
         for alloc_id in ids:
             status = agent.request("GET", f"/v1/allocations/{alloc_id}")
@@ -142,14 +149,11 @@ def job_run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...],
     sys.exit(EXIT_FAILED if state == "failed" else EXIT_OK)
 
 
-def _settled(agent: AgentClient, ids: set[str], until_done: bool) -> str | None:
-    """"failed" if a task failed; else "complete" once every task is dead (``until_done``)
-    or "running" once every task has started; None before."""
+def _running(agent: AgentClient, ids: set[str]) -> str | None:
+    """"failed" if a task failed; else "running" once every task has started; None before."""
     tasks = [t for alloc_id in ids for t in agent.request("GET", f"/v1/allocations/{alloc_id}")["tasks"].values()]
     if any(t["failed"] for t in tasks):
         return "failed"
-    if until_done:
-        return "complete" if all(t["state"] == "dead" for t in tasks) else None
     return "running" if all(t["state"] != "pending" for t in tasks) else None
 
 

@@ -108,6 +108,9 @@ class Client:
         """The cleanup steps to finish later, of this herder's tasks and of earlier ones' on the data dir."""
         self._on_event = on_event or (lambda record: None)
         self.on_health = on_health or (lambda change: None)
+        self.on_alloc_done: Callable[[AllocRunner], None] = lambda alloc: None
+        """Told of each allocation whose tasks are all dead and cleaned up, its status final
+        (the agent's event stream sets it, after the agent is made)."""
         self.builtins = builtin_plugins(self)
         hooks.add_builtins((plugin.name, plugin) for plugin in self.builtins)
         self.versions = Versions(self.store, lambda: self.allocs)
@@ -325,6 +328,7 @@ class Client:
         self.placement.release(alloc.placed)
         with contextlib.suppress(StateError):  # kept for the next commit; the store reports the failure
             self.store.release_ports(alloc.alloc.id, wait=False)
+        self.on_alloc_done(alloc)
 
     def _state_failed(self, exc: StateError) -> None:
         """The store's commits started failing (called by the store)."""

@@ -35,11 +35,13 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from herder.context import TaskDir
+from herder.errors import ConfigError
 from herder.sdk.paths import ALLOC_SHARED, TRAVERSABLE_DATA_DIR_MODE
 from herder.sdk.safefs import UnsafePathError, make_dir, open_beneath, remove_tree, safe_root
 
@@ -73,11 +75,31 @@ def make_data_dir(data_dir: Path) -> None:
 
     0711 is kept: :func:`~herder.sdk.paths.allow_traversal` set it for a task's process that
     needs it, and a restored allocation may still run one.
+
+    :raises ConfigError: the data dir, or a directory above it, is another user's or open to others'
+        writes: whoever can write there can swap the state (and so the jobs herder runs) or the token.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     with safe_root(data_dir) as fd:
-        if os.fstat(fd).st_mode & 0o7777 not in (DATA_DIR_MODE, TRAVERSABLE_DATA_DIR_MODE):
+        status = os.fstat(fd)
+        # A data dir under a shared directory (/tmp) may have been made first by another user, to whom
+        # a chmod leaves it: they could then replace state.db, or agent.token, between two starts.
+        _check_owned(data_dir, status, mode=False)
+        for parent in data_dir.absolute().parents:
+            _check_owned(parent, os.stat(parent))
+        if status.st_mode & 0o7777 not in (DATA_DIR_MODE, TRAVERSABLE_DATA_DIR_MODE):
             os.fchmod(fd, DATA_DIR_MODE)
+
+
+def _check_owned(path: Path, status: os.stat_result, *, mode: bool = True) -> None:
+    """Refuse a directory that a user other than root and this process's owns, or (with ``mode``) may
+    write: a sticky one, as /tmp, is shared safely, as others cannot rename what they do not own."""
+    if status.st_uid not in (0, os.geteuid()):
+        raise ConfigError(f"{path}: owned by uid {status.st_uid}, not by root or this process's user; "
+                          "choose a data dir that only root can change")
+    if mode and status.st_mode & 0o002 and not status.st_mode & stat.S_ISVTX:
+        raise ConfigError(f"{path}: writable by others (mode {status.st_mode & 0o7777:o}); "
+                          "choose a data dir that only root can change")
 
 
 def alloc_dir_path(data_dir: Path, alloc_id: str) -> Path:

@@ -11,12 +11,11 @@ that user, with its groups and ``HOME``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from herder import DriverError, ExecResult, ExecSession, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
-from herder.sdk import ExecProcess, SupervisedProcess, TaskUser, inherited_environment, run_capped
+from herder.sdk import HostCommands, SupervisedProcess
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -34,8 +33,7 @@ class RawExecDriver:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.enabled = bool(config.get("enabled", True))
-        # What tasks inherit of herder's own environment: taken once, not at every start.
-        self.inherited = inherited_environment(os.environ)
+        self.host = HostCommands()
 
     @hookimpl
     def herder_driver_fingerprint(self) -> Fingerprint:
@@ -53,8 +51,7 @@ class RawExecDriver:
         if not self.enabled:
             raise DriverError("raw_exec is disabled (set [plugin.raw_exec] enabled = true)")
         argv = [task.config["command"], *task.config.get("args", [])]
-        user = TaskUser.lookup(task.user) if task.user else None
-        return SupervisedProcess.spawn(task, ctx, argv, env=self._environment(ctx, user), cwd=ctx.task_dir.dir,
+        return SupervisedProcess.spawn(task, ctx, argv, env=self.host.environment(task, ctx), cwd=ctx.task_dir.dir,
                                        user=task.user or None, host_paths=True)
 
     @hookimpl
@@ -64,17 +61,9 @@ class RawExecDriver:
     @hookimpl
     def herder_task_exec(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
                          timeout: float) -> ExecResult:
-        user = TaskUser.lookup(task.user) if task.user else None
-        return run_capped(command, env=self._environment(ctx, user), cwd=ctx.task_dir.dir, timeout=timeout,
-                          user=user)
+        return self.host.exec(task, ctx, command, timeout)
 
     @hookimpl
     def herder_task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
                                  tty: bool) -> ExecSession:
-        user = TaskUser.lookup(task.user) if task.user else None
-        return ExecProcess.start(command, env=self._environment(ctx, user), cwd=ctx.task_dir.dir, tty=tty,
-                                 user=user)
-
-    def _environment(self, ctx: TaskContext, user: TaskUser | None) -> dict[str, str]:
-        """herder's own environment minus secrets, the user's ``HOME``, then the task's."""
-        return {**self.inherited, **(user.environment() if user else {}), **ctx.env}
+        return self.host.exec_session(task, ctx, command, tty)

@@ -5,11 +5,14 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
 
 - :class:`SupervisedProcess`: a task handle for a local process, started
   through the data dir's supervisor so that it outlives the herder process,
-  with its output in the rotating log files, and recoverable from ``state()``.
+  with its output in the rotating log files, and recoverable from ``state()``;
+  :class:`DelegatingHandle`: a driver's handle around one (or around any
+  handle), which overrides only what its task does differently.
 - :func:`run_capped`: run a short command with a timeout and capped output,
   as ``herder_task_exec`` needs; :class:`ExecProcess`: an interactive
   command on a pseudo-terminal or pipes, as ``herder_task_exec_session``
-  needs.
+  needs; :class:`HostCommands`: both, and the environment, for a task that
+  is a plain process of the host (raw_exec's, a plain JVM's).
 - The task environment: :func:`set_var`, :func:`get_var`,
   :func:`set_port_vars`, :func:`set_task_dirs`, :func:`clean_env_var`,
   :func:`inherited_environment`.
@@ -36,6 +39,7 @@ A driver plugin imports only :mod:`herder` (the objects, errors and
 from __future__ import annotations
 
 from herder.objects import EXEC_OUTPUT_LIMIT, parse_signal
+from herder.sdk.delegating import DelegatingHandle
 from herder.sdk.durations import format_duration, parse_duration
 from herder.sdk.env import (
     clean_env_var,
@@ -46,6 +50,7 @@ from herder.sdk.env import (
     set_var,
 )
 from herder.sdk.exec_session import ExecProcess
+from herder.sdk.host import HostCommands
 from herder.sdk.paths import locate_in_task_dir, resolve_in_task_dir
 from herder.sdk.process import exit_result, kill_group, kill_session, run_capped
 from herder.sdk.redact import redact, redact_url, secrets_of
@@ -67,7 +72,9 @@ from herder.sdk.users import TaskUser
 __all__ = [
     "EXEC_OUTPUT_LIMIT",
     "CgroupMounts",
+    "DelegatingHandle",
     "ExecProcess",
+    "HostCommands",
     "SupervisedProcess",
     "TaskUser",
     "UnsafePathError",

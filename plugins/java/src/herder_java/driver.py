@@ -15,7 +15,6 @@ shutdown hooks run.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import threading
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from herder import DriverError, ExecResult, ExecSession, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
-from herder.sdk import ExecProcess, SupervisedProcess, TaskUser, inherited_environment, resolve_in_task_dir, run_capped
+from herder.sdk import HostCommands, SupervisedProcess, resolve_in_task_dir
 from herder_java.config import TASK_SCHEMA, PluginConfig, TaskConfig, java_home
 from herder_java.handle import DESCRIPTIONS, JavaHandle, Mode
 from herder_java.version import JavaVersion, parse_version
@@ -53,8 +52,8 @@ class JavaDriver:
         self.isolation: Isolation | None = None
         if exec_isolation is not None:
             self.isolation = exec_isolation.Isolation(self.config.exec)
-        # What tasks inherit of herder's own environment without isolation: taken once, as raw_exec does.
-        self.inherited = inherited_environment(os.environ)
+        # A plain JVM's environment and what runs beside it: raw_exec's.
+        self.host = HostCommands()
         self._versions: dict[tuple[str, int, int], JavaVersion] = {}
         self._prepared: dict[tuple[str, str], Mode] = {}
         self._lock = threading.Lock()
@@ -170,7 +169,8 @@ class JavaDriver:
             argv = self._argv(binary, config, task, ctx, str, None)
             tmp = [] if config.sets("-Djava.io.tmpdir=") else [f"-Djava.io.tmpdir={ctx.task_dir.tmp_dir}"]
             work_dir = self._path(ctx, "work_dir", config.work_dir, str, None) if config.work_dir else None
-            handle = SupervisedProcess.spawn(task, ctx, [argv[0], *tmp, *argv[1:]], env=self._environment(task, ctx),
+            handle = SupervisedProcess.spawn(task, ctx, [argv[0], *tmp, *argv[1:]],
+                                             env=self.host.environment(task, ctx),
                                              cwd=Path(work_dir) if work_dir else ctx.task_dir.dir,
                                              user=task.user or None, host_paths=True, default_signal=DEFAULT_SIGNAL)
         ctx.emit_event("Driver", DESCRIPTIONS[mode], isolation=mode)
@@ -236,9 +236,7 @@ class JavaDriver:
         if handle.isolation == "exec":
             assert self.isolation is not None  # recover and start give "exec" handles only with it
             return self.isolation.exec(handle.inner, command, timeout)
-        user = TaskUser.lookup(task.user) if task.user else None
-        return run_capped(command, env=self._environment(task, ctx), cwd=ctx.task_dir.dir, timeout=timeout,
-                          user=user)
+        return self.host.exec(task, ctx, command, timeout)
 
     @hookimpl
     def herder_task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
@@ -250,14 +248,7 @@ class JavaDriver:
         if handle.isolation == "exec":
             assert self.isolation is not None  # recover and start give "exec" handles only with it
             return self.isolation.exec_session(handle.inner, command, tty)
-        user = TaskUser.lookup(task.user) if task.user else None
-        return ExecProcess.start(command, env=self._environment(task, ctx), cwd=ctx.task_dir.dir, tty=tty,
-                                 user=user)
-
-    def _environment(self, task: Task, ctx: TaskContext) -> dict[str, str]:
-        """A plain JVM's environment, as raw_exec's: herder's minus secrets, the user's ``HOME``, the task's."""
-        user = TaskUser.lookup(task.user).environment() if task.user else {}
-        return {**self.inherited, **user, **ctx.env}
+        return self.host.exec_session(task, ctx, command, tty)
 
     @hookimpl
     def herder_task_cleanup(self, task: Task, ctx: TaskContext) -> None:

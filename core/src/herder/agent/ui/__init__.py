@@ -16,6 +16,9 @@ from herder.agent.ui.pages import Pages
 from herder.agent.ui.security import SecurityHeaders, session_middleware
 
 PREFIX = "/ui"
+MAX_FORM = 64 << 10
+"""The largest body a request of the UI may send: a form with a dispatch payload (at most 16 KiB, up to
+three times that URL-encoded) and its meta."""
 
 
 def serves(path: str) -> bool:
