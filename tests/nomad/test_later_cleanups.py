@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from herder import CleanupLater, Task, TaskContext, hookimpl
-from herder.app import STATE_FILE, DeferredCleanups, Store, TaskLifecycle
+from herder.app.nomad import STATE_FILE, DeferredCleanups, Store, TaskLifecycle
 from herder.testing import DriverHarness
 from herder_nomad import tasks
 from herder_nomad.tasks import NomadTask

@@ -7,8 +7,7 @@ import json
 
 from rich.console import Console
 
-from herder.app import health_json
-from herder.cli.render import LiveTable, event_json
+from herder.cli.render import LiveTable, event_json, health_json
 from herder.client.alloc_runner import EventRecord
 from herder.client.health import HealthChange
 from herder.objects import TaskEvent

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from herder.app import ForegroundRun
+from herder.cli.render import summary
 from herder.client.client import JobSource
 from herder.errors import PlacementError
 from herder.jobspec import load_job_text
@@ -74,8 +75,8 @@ def test_restart_policy_fail_mode_with_real_exits(data_dir: Path) -> None:
     assert run.types("t").count("Started") == 3
     assert run.types("t").count("Restarting") == 2
     assert run.types("t")[-1] == "Not Restarting"
-    summary = run.runner.summary(run.status)["allocs"]
-    (alloc,) = summary.values()
+    allocs = summary(run.status, run.runner.allocs, run.runner.health)["allocs"]
+    (alloc,) = allocs.values()
     assert alloc["tasks"]["t"] == {"state": "dead", "failed": True, "restarts": 2, "exit_code": 3,
                                      "checks": []}
 

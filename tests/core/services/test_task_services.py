@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from herder.cli.render import summary
 from herder.client.config import Config
 from tests.support.consul import ConsulAgent
 from tests.support.foreground import HerderRun
@@ -116,7 +117,8 @@ def test_port_checks_turn_passing_in_both_backends(data_dir: Path, backend: Call
     run.wait_for_health("reachable", "passing")
     run.runner.stop()
     wait()
-    checks = run.runner.summary("stopped")["allocs"][run.runner.allocs[0].alloc.id]["tasks"]["server"]["checks"]
+    allocs = summary("stopped", run.runner.allocs, run.runner.health)["allocs"]
+    checks = allocs[run.runner.allocs[0].alloc.id]["tasks"]["server"]["checks"]
     assert checks == [{"service": "web-0", "check": "reachable", "status": "passing"}]
 
 

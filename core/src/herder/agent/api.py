@@ -35,6 +35,7 @@ from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.logtail import LogTail
 from herder.errors import DispatchError, JobError, PlacementError
 from herder.objects import TaskEvent, TaskStats
+from herder.presentation import event_json, rfc3339
 
 log = logging.getLogger("herder.agent")
 
@@ -244,7 +245,7 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
     @api.get("/v1/health", response_model=models.Health, tags=["agent"])
     async def health() -> models.Health:
         return models.Health(status="draining" if agent.draining else "ok", version=agent.version,
-                             node=agent.config.node_name, allocations=len(agent.client.allocs))
+                             node=agent.config.node_name, allocations=len(agent.allocs()))
 
     @api.get("/v1/drivers", response_model=models.Drivers, tags=["agent"])
     def drivers() -> models.Drivers:
@@ -321,7 +322,7 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
 
     @api.get("/v1/allocations", response_model=models.Allocations, tags=["allocations"])
     async def allocations() -> models.Allocations:
-        return models.Allocations(allocations=[alloc_summary(a) for a in agent.client.allocs])
+        return models.Allocations(allocations=[alloc_summary(a) for a in agent.allocs()])
 
     @api.get("/v1/allocations/{alloc_id}", response_model=models.Allocation, tags=["allocations"])
     async def allocation(alloc_id: AllocId) -> models.Allocation:
@@ -442,7 +443,7 @@ def alloc_status(alloc: AllocRunner, health: dict[str, list[dict[str, str]]]) ->
     summaries = task_summary(alloc)
     tasks: dict[str, models.TaskStatus] = {}
     for runner in alloc.tasks:
-        events = [app.event_json(_record(alloc, runner.name, event)) for event in list(runner.status.events)]
+        events = [event_json(_record(alloc, runner.name, event)) for event in list(runner.status.events)]
         tasks[runner.name] = models.TaskStatus(
             **summaries[runner.name].model_dump(), driver=runner.task.driver,
             events=[models.Event.model_validate(e) for e in events],
@@ -485,12 +486,12 @@ def parent_json(agent: Agent, parent: app.Parent) -> models.Job:
     periodic = parent.job.periodic
     schedule = None
     if periodic is not None:
-        next_launch = agent.launcher.next_launch(parent.job.name)
+        next_launch = agent.registry.launcher.next_launch(parent.job.name)
         last = None if parent.last_launch is None else datetime.fromtimestamp(parent.last_launch, UTC)
         schedule = models.PeriodicStatus(crons=list(periodic.crons), time_zone=periodic.time_zone,
                                          prohibit_overlap=periodic.prohibit_overlap, enabled=periodic.enabled,
-                                         next_launch=None if next_launch is None else app.rfc3339(next_launch),
-                                         last_launch=None if last is None else app.rfc3339(last))
+                                         next_launch=None if next_launch is None else rfc3339(next_launch),
+                                         last_launch=None if last is None else rfc3339(last))
     return models.Job(
         name=parent.job.name, id=parent.source.id, type=parent.job.type, status=parent.status, allocations=[],
         parameterized=parent.job.parameterized is not None, periodic=schedule,

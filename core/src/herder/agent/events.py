@@ -9,9 +9,9 @@ import threading
 from collections import Counter, deque
 from typing import Any
 
-from herder import app
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.health import HealthChange
+from herder.presentation import event_json
 
 log = logging.getLogger("herder.agent")
 
@@ -36,7 +36,7 @@ class EventLog:
         self._changed = threading.Condition()
 
     def record(self, record: EventRecord) -> None:
-        event = app.event_json(record)
+        event = event_json(record)
         log.info("%s %s: %s %s", record.alloc_name, record.task, event["type"], event["message"])
         self._add(TASK_EVENT, event)
         with self._changed:

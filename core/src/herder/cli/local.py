@@ -31,7 +31,7 @@ from herder.cli.common import (
     variable_options,
 )
 from herder.cli.output import TaskOutput
-from herder.cli.render import make_view
+from herder.cli.render import make_view, summary
 from herder.client.client import JobSource
 from herder.client.config import Config, load_config
 from herder.errors import ConfigError, JobError, PlacementError
@@ -152,7 +152,7 @@ def run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], as_
         except PlacementError as exc:
             say(f"Error: cannot place job {job.name}: {exc}")
             if as_json:
-                click.echo(json.dumps({"summary": foreground.summary("failed")}))
+                click.echo(json.dumps({"summary": summary("failed", foreground.allocs, foreground.health)}))
             sys.exit(EXIT_FAILED)
         for orphan in foreground.reaped.orphans:
             view.message(f"{orphan.alloc.name}: left running by a herder that died; stopping it")
@@ -170,7 +170,7 @@ def run(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], as_
             say(f"Error: {exc}")
             status = "failed"
     if as_json:
-        click.echo(json.dumps({"summary": foreground.summary(status)}))
+        click.echo(json.dumps({"summary": summary(status, foreground.allocs, foreground.health)}))
     else:
         view.message(f"Job {job.name}: {status}")
     sys.exit(EXIT_FAILED if status == "failed" else EXIT_OK)

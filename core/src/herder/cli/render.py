@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from rich.console import Console, RenderableType
 from rich.console import Group as RichGroup
@@ -17,13 +18,32 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 
 from herder import events
-from herder.app import event_json, health_json, rfc3339
+from herder.app import HealthLog
 from herder.cli.common import event_line
-from herder.client.alloc_runner import EventRecord
+from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.health import HealthChange
+from herder.presentation import event_json, rfc3339
 
 _STATE_STYLE = {"pending": "yellow", "running": "green", "dead": "dim"}
 _HEALTH_STYLE = {"passing": "green", "warning": "yellow", "critical": "red"}
+
+
+def health_json(change: HealthChange) -> dict[str, Any]:
+    """A service check's status change in the documented ``herder run --json`` shape."""
+    return {"time": rfc3339(datetime.now(UTC)), "alloc_id": change.alloc_id, "alloc_name": change.alloc_name,
+            "task": change.task, "check": {"service": change.service, "name": change.check,
+                                           "status": change.status, "output": change.output}}
+
+
+def summary(status: str, allocs: Iterable[AllocRunner], health: HealthLog | None = None) -> dict[str, Any]:
+    """The ``herder run --json`` summary (docs/user-guide.md)."""
+    health = health or HealthLog()
+    return {"status": status, "allocs": {
+        a.alloc.id: {"name": a.alloc.name, "tasks": {
+            t.name: {"state": t.status.state, "failed": t.status.failed, "restarts": t.status.restarts,
+                     "exit_code": t.status.exit_code, "checks": health.checks(a.alloc.id, t.name)}
+            for t in a.tasks}}
+        for a in allocs}}
 
 
 class EventView(Protocol):

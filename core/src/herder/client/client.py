@@ -22,9 +22,11 @@ from herder import events
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.config import Config
 from herder.client.deferred import DeferredCleanups
+from herder.client.deployments import Deployments
 from herder.client.fingerprints import FINGERPRINT_INTERVAL, Fingerprints
 from herder.client.health import HealthChange
 from herder.client.hooks import builtin_plugins
+from herder.client.hooks.services import ServicesPlugin
 from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
@@ -33,6 +35,7 @@ from herder.client.sessions import SessionLock, is_alive
 from herder.client.task_runner import TaskRunner
 from herder.client.taskdir import make_data_dir
 from herder.client.users import denied_users
+from herder.client.versions import Versions
 from herder.context import AllocatedPort, TaskContext
 from herder.errors import HerderError, JobError, PlacementError
 from herder.jobspec import interpolate_task, load_job_text
@@ -110,6 +113,10 @@ class Client:
         (the agent's event stream sets it, after the agent is made)."""
         self.builtins = builtin_plugins(self)
         hooks.add_builtins((plugin.name, plugin) for plugin in self.builtins)
+        self.versions = Versions(self.store, lambda: self.allocs)
+        """Every job's submissions still known, numbered."""
+        self.deployments = Deployments(self.alloc, self.checks)
+        """The health of each job version's new allocations, as its update strategy says."""
 
     def __enter__(self) -> Client:
         return self
@@ -144,6 +151,20 @@ class Client:
     def alloc(self, alloc_id: str) -> AllocRunner | None:
         with self._lock:
             return self._allocs.get(alloc_id)
+
+    def services(self) -> ServicesPlugin | None:
+        """The built-in plugin that registers the tasks' services and runs their checks."""
+        return next((p for p in self.builtins if isinstance(p, ServicesPlugin)), None)
+
+    def checks(self, alloc_id: str) -> dict[str, list[dict[str, str]]]:
+        """The service checks of an allocation, by task."""
+        services = self.services()
+        return services.health(alloc_id) if services is not None else {}
+
+    def created_at(self, alloc_id: str) -> float | None:
+        """When the allocation was placed (Unix seconds); None for one the state database does not have."""
+        record = self.store.alloc(alloc_id)
+        return record.created_at if record else None
 
     def task_runner(self, ctx: TaskContext) -> TaskRunner | None:
         """The runner of the task ``ctx`` belongs to, while its allocation is here."""

@@ -23,7 +23,7 @@ from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
 from herder import CreatedResources, DriverError, ExecSession, ExitResult, RecoverableError, Task, TaskEvent, TaskHandle
-from herder.app import (
+from herder.app.nomad import (
     STATE_FILE,
     Config,
     DeferredCleanups,

@@ -4,7 +4,7 @@ Nomad owns placement: the task directory, the environment and the ports come
 in the ``TaskConfig`` of ``StartTask``, and output goes to the log FIFOs
 Nomad's log collector reads (so ``nomad alloc logs`` works). herder's lifecycle
 plugins and the task's herder driver take part through herder's own lifecycle
-script (:class:`herder.app.TaskScript`), as in ``herder run``: validate,
+script (:class:`herder.app.nomad.TaskScript`), as in ``herder run``: validate,
 prestart, start, poststart, exited, prekill and kill, cleanup with its retries.
 Nomad's calls are synchronous, each advancing the script to its next wait:
 ``StartTask`` (or ``RecoverTask``) to the running task, ``WaitTask`` past its exit,
@@ -42,7 +42,7 @@ from herder import (
     TaskEvent,
     TaskHandle,
 )
-from herder.app import (
+from herder.app.nomad import (
     AwaitExit,
     DeferredCleanups,
     Failed,

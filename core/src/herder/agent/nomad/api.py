@@ -199,7 +199,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     @api.get("/v1/node/{node_id}/allocations", responses=ok(list[models.Allocation]))
     async def node_allocations(request: Request, query: Blocking, node_id: Id) -> Response:
         shapes.check_node(node_id)
-        return await blocking(request, query, lambda: [shapes.allocation(a) for a in agent.client.allocs])
+        return await blocking(request, query, lambda: [shapes.allocation(a) for a in agent.allocs()])
 
     @api.get("/v1/node/{node_id}", responses=ok(models.Node))
     async def node(request: Request, query: Blocking, node_id: Id) -> Response:
@@ -372,7 +372,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     @api.get("/v1/allocations", responses=ok(list[models.AllocationListStub]))
     async def allocations(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
         return await blocking(request, query, lambda: [] if foreign(request) else [
-            shapes.alloc_stub(a) for a in agent.client.allocs if a.alloc.id.startswith(prefix)])
+            shapes.alloc_stub(a) for a in app.matching(prefix, agent.allocs())])
 
     @api.get("/v1/allocation/{alloc_id}", responses=ok(models.Allocation))
     async def allocation(request: Request, query: Blocking, alloc_id: Id) -> Response:

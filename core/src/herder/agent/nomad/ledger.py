@@ -1,16 +1,17 @@
-"""What Nomad's servers keep and herder has no need of: evaluations, deployments, raft indexes.
+"""What Nomad's servers keep and herder has no need of: evaluations and raft indexes;
+and the client's deployments in Nomad's terms.
 
 herder places a job the moment it is submitted, so every evaluation here is
 complete when it is made; it only tells the command line's monitor which
-allocations the submission made, and which deployment follows them. A
-deployment follows the health of its allocations as the job's ``update`` block
-says (``min_healthy_time``, ``healthy_deadline``, ``health_check``), as Nomad's
-deployment watcher does. The index every answer carries (``X-Nomad-Index``)
-is the agent's event count plus the changes made here, so it grows whenever
-anything a watcher reads may have changed.
+allocations the submission made, and which deployment follows them. The
+deployments are the client's (:mod:`herder.client.deployments`): here a Nomad
+job's ``update`` blocks become their strategies, and their changes indexes.
+The index every answer carries (``X-Nomad-Index``) is the agent's event count
+plus the changes made here, so it grows whenever anything a watcher reads may
+have changed.
 
 Kept in memory: an agent started again knows the allocations (they are in its
-state) but not the evaluations and deployments of before.
+state) but not the evaluations of before.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from herder.agent.events import EventLog
 from herder.app import Agent, NotFound
+from herder.client import deployments
 from herder.client.alloc_runner import AllocRunner
+from herder.client.deployments import Deployment
 
 SECOND = 1_000_000_000
 """Nanoseconds, Nomad's unit of duration."""
@@ -34,18 +37,9 @@ DEFAULT_UPDATE: dict[str, Any] = {
     "HealthyDeadline": 300 * SECOND, "ProgressDeadline": 600 * SECOND, "AutoRevert": False, "Canary": 0,
 }
 
-DeploymentStatus = Literal["running", "successful", "failed", "cancelled"]
 
-
-@dataclass(frozen=True)
-class Update:
-    """A group's update strategy, as a deployment follows it (seconds)."""
-
-    health_check: str
-    min_healthy_time: float
-    healthy_deadline: float
-    progress_deadline: float
-    auto_revert: bool
+class Update(deployments.Update):
+    """A group's update strategy, as a Nomad job's ``update`` blocks give it."""
 
     @classmethod
     def of(cls, job: dict[str, Any], group: dict[str, Any]) -> Update | None:
@@ -77,37 +71,21 @@ class Evaluation:
     deployment: str = ""
 
 
-@dataclass
-class Deployment:
-    id: str
-    job: str
-    version: int
-    allocs: list[str]
-    groups: dict[str, Update]
-    desired: dict[str, int]
-    create_index: int
-    started: float = field(default_factory=time.time)
-    status: DeploymentStatus = "running"
-    description: str = "Deployment is running"
-    modify_index: int = 0
-    healthy: dict[str, bool | None] = field(default_factory=dict)
-    """Each allocation's health, None while it is not known yet."""
-
-
 class Ledger:
-    """The evaluations, deployments and indexes of the Nomad API, over ``agent``. Thread-safe."""
+    """The evaluations and indexes of the Nomad API, over ``agent``. Thread-safe."""
 
     def __init__(self, agent: Agent, events: EventLog) -> None:
         self.agent = agent
+        self._deployments = agent.deployments
         self.events = events
         self._lock = threading.Lock()
         self._changes = 0
         self._evaluations: dict[str, Evaluation] = {}
-        self._deployments: dict[str, Deployment] = {}
         self._alloc_evals: dict[str, str] = {}
-        self._alloc_deployments: dict[str, str] = {}
         self._created: dict[str, int] = {}
         self._alloc_indexes: dict[str, int] = {}
+        self._deployment_indexes: dict[str, tuple[int, int, int]] = {}
+        """Each deployment's create index, and its modify index with the revision it was made at."""
 
     # -- indexes --------------------------------------------------------------
 
@@ -137,28 +115,29 @@ class Ledger:
             for alloc in fresh:
                 self._alloc_evals[alloc.alloc.id] = evaluation.id
                 self._alloc_indexes[alloc.alloc.id] = index
-            if triggered_by == "job-register" and job_type == "service" and document is not None:
-                evaluation.deployment = self._deploy(job, fresh, document, index) if fresh else \
-                    self._alloc_deployments.get(allocs[0].alloc.id, "") if allocs else ""
+        if triggered_by == "job-register" and job_type == "service" and document is not None:
+            evaluation.deployment = self._deploy(job, fresh, document, index) if fresh else \
+                self._deployment_id(allocs[0].alloc.id) if allocs else ""
+        with self._lock:
             self._evaluations[evaluation.id] = evaluation
-            return evaluation
+        return evaluation
 
     def _deploy(self, job: str, allocs: list[AllocRunner], document: dict[str, Any], index: int) -> str:
         groups = {str(g.get("Name")): g for g in document.get("TaskGroups") or [] if isinstance(g, dict)}
         updates = {name: update for name, group in groups.items() if (update := Update.of(document, group))}
-        deployed = [a for a in allocs if a.group.name in updates]
-        if not deployed:
+        if not allocs:
             return ""
-        deployment = Deployment(
-            id=str(uuid.uuid4()), job=job, version=self.version(job, deployed[0].job_id),
-            allocs=[a.alloc.id for a in deployed], groups=updates,
-            desired={name: sum(a.group.name == name for a in deployed) for name in updates},
-            create_index=index, modify_index=index)
-        self._deployments[deployment.id] = deployment
-        for alloc in deployed:
-            self._alloc_deployments[alloc.alloc.id] = deployment.id
+        version = self.agent.job_version(job, allocs[0].job_id).number
+        deployment = self._deployments.start(job, version, allocs, updates)
+        if deployment is None:
+            return ""
+        with self._lock:
+            self._deployment_indexes[deployment.id] = (index, index, deployment.revision)
         return deployment.id
 
+    def _deployment_id(self, alloc_id: str) -> str:
+        deployment = self._deployments.of(alloc_id)
+        return deployment.id if deployment else ""
     def evaluation(self, eval_id: str) -> Evaluation:
         with self._lock:
             found = self._evaluations.get(eval_id)
@@ -182,87 +161,35 @@ class Ledger:
     # -- deployments ------------------------------------------------------------
 
     def deployment_of(self, alloc_id: str) -> Deployment | None:
-        with self._lock:
-            found = self._alloc_deployments.get(alloc_id)
-        return self.deployment(found) if found else None
+        found = self._deployments.of(alloc_id)
+        return self._indexed(found) if found else None
 
     def deployment(self, deployment_id: str) -> Deployment:
         """The deployment, its health brought up to date; :class:`NotFound` if there is none."""
-        with self._lock:
-            found = self._deployments.get(deployment_id)
-            if found is None:
-                raise NotFound("deployment not found")
-            self._follow(found)
-            return found
+        found = self._deployments.get(deployment_id)
+        if found is None:
+            raise NotFound("deployment not found")
+        return self._indexed(found)
 
     def deployments(self, job: str | None = None) -> list[Deployment]:
         """Newest first, as Nomad lists them."""
+        return [self._indexed(d) for d in self._deployments.of_job(job)]
+
+    def deployment_indexes(self, deployment: Deployment) -> tuple[int, int]:
+        """The index at which ``deployment`` was made, and the one of its latest change seen here."""
         with self._lock:
-            found = [d for d in self._deployments.values() if job is None or d.job == job]
-            for deployment in found:
-                self._follow(deployment)
-        return sorted(found, key=lambda d: d.create_index, reverse=True)
+            create, modify, _ = self._deployment_indexes.get(deployment.id, (1, 1, 0))
+            return create, modify
 
-    def _follow(self, deployment: Deployment) -> None:
-        """Bring the deployment's health up to date (the lock held)."""
-        if deployment.status != "running":
-            return
-        now = time.time()
-        healthy = {alloc_id: self._health(alloc_id, deployment, now) for alloc_id in deployment.allocs}
-        status: DeploymentStatus = "running"
-        description = deployment.description
-        stopped = [alloc_id for alloc_id in deployment.allocs
-                   if (alloc := self.agent.client.alloc(alloc_id)) is None or alloc.stopping]
-        if any(h is False for h in healthy.values()):
-            status, description = "failed", "Failed due to unhealthy allocations"
-        elif all(healthy.values()):
-            status, description = "successful", "Deployment completed successfully"
-        elif stopped:
-            status, description = "cancelled", "Cancelled because job is stopped"
-        elif any(now - deployment.started > update.progress_deadline for update in deployment.groups.values()):
-            status, description = "failed", "Failed due to progress deadline"
-        if healthy != deployment.healthy or status != deployment.status:
-            deployment.healthy, deployment.status, deployment.description = healthy, status, description
-            deployment.modify_index = self._bump()
-
-    def _health(self, alloc_id: str, deployment: Deployment, now: float) -> bool | None:
-        """An allocation's health as its group's update block judges it: False once a task failed
-        or it outlived the healthy deadline unhealthy, True once every task ran ``min_healthy_time``
-        (and, with ``health_check = "checks"``, every check passes)."""
-        known = deployment.healthy.get(alloc_id)
-        if known is not None:
-            return known  # Nomad sets an allocation's health once
-        alloc = self.agent.client.alloc(alloc_id)
-        if alloc is None:
-            return None
-        update = deployment.groups[alloc.group.name]
-        if alloc.failed or alloc.status == "failed":
-            return False
-        main = [t for t in alloc.tasks if t.task.is_main or t.task.is_sidecar]
-        started = [t.status.started_at for t in main if t.status.state == "running" and not t.done]
-        if len(started) == len(main) and all(s is not None and now - s >= update.min_healthy_time
-                                             for s in started):
-            checks = self.agent.health(alloc_id) if update.health_check == "checks" else {}
-            if all(c["status"] == "passing" for task in checks.values() for c in task):
-                return True
-        if now - deployment.started > update.healthy_deadline:
-            return False
-        return None
+    def _indexed(self, deployment: Deployment) -> Deployment:
+        """``deployment``, a change of it since it was last read here counted (a new index)."""
+        with self._lock:
+            create, _, revision = self._deployment_indexes.get(deployment.id, (1, 1, 0))
+            if revision != deployment.revision:
+                self._deployment_indexes[deployment.id] = (create, self._bump(), deployment.revision)
+        return deployment
 
     # -- jobs -------------------------------------------------------------------
-
-    def version(self, job: str, job_id: str) -> int:
-        """The version of job ``job`` that submission ``job_id`` is: how many other submissions
-        of it the agent still knows came before."""
-        return self.job_ids(job).index(job_id) if job_id in self.job_ids(job) else 0
-
-    def job_ids(self, job: str) -> list[str]:
-        """The submissions of job ``job`` still known, oldest first."""
-        found: list[str] = []
-        for alloc in self.agent.client.allocs:
-            if alloc.job.name == job and alloc.job_id not in found:
-                found.append(alloc.job_id)
-        return found
 
     def created(self, alloc: AllocRunner) -> int:
         """When ``alloc`` was placed, in Unix nanoseconds."""
@@ -270,8 +197,8 @@ class Ledger:
         with self._lock:
             known = self._created.get(alloc_id)
         if known is None:
-            record = self.agent.client.store.alloc(alloc_id)
-            known = int((record.created_at if record else time.time()) * SECOND)
+            created_at = self.agent.created_at(alloc_id)
+            known = int((created_at if created_at is not None else time.time()) * SECOND)
             with self._lock:
                 self._created[alloc_id] = known
         return known

@@ -12,10 +12,10 @@ from fastapi import Request
 
 from herder import app
 from herder.agent.nomad import models
-from herder.agent.nomad.ledger import SECOND, Deployment, Evaluation, Ledger
+from herder.agent.nomad.ledger import SECOND, Evaluation, Ledger
 from herder.app import Agent, NotFound
 from herder.client.alloc_runner import AllocRunner
-from herder.jobspec import evaluate_job_text
+from herder.client.deployments import Deployment
 from herder.jobspec.nomad_json import to_nomad
 from herder.objects import TaskEvent, TaskStats
 
@@ -79,7 +79,7 @@ class Shapes:
 
     def node(self) -> models.Node:
         drivers = self.drivers()
-        attributes = dict(self.agent.client.node().attributes)
+        attributes = dict(self.agent.node().attributes)
         attributes |= {f"driver.{name}": "1" for name, info in drivers.items() if info.Healthy}
         attributes |= {"nomad.version": self.agent.version, "unique.hostname": self.agent.config.node_name}
         return models.Node(**self._node_fields(drivers), HTTPAddr=self.address, Resources=self.node_resources(),
@@ -97,7 +97,7 @@ class Shapes:
     def node_resources(self) -> models.Resources:
         """The host's CPU (MHz: herder does not measure clock speeds, so 1000 a core, unless a
         fingerprint says ``cpu.totalcompute``), memory and the data dir's disk."""
-        attributes = self.agent.client.node().attributes
+        attributes = self.agent.node().attributes
         cores = int(attributes.get("cpu.numcores", "1"))
         disk = os.statvfs(self.agent.config.data_dir)
         return models.Resources(CPU=int(attributes.get("cpu.totalcompute", cores * 1000)), Cores=cores,
@@ -144,7 +144,7 @@ class Shapes:
             "member": {"Name": config.node_name, "Addr": host, "Port": int(port), "Status": "alive",
                        "Tags": {"region": REGION, "dc": config.datacenter, "build": self.agent.version}},
             "stats": {"client": {"node_id": self.node_id, "known_servers": self.address,
-                                 "num_allocations": str(len(self.agent.client.allocs))}},
+                                 "num_allocations": str(len(self.agent.allocs()))}},
         }
 
     # -- jobs -------------------------------------------------------------------------
@@ -172,15 +172,14 @@ class Shapes:
                                         "TimeZone": periodic.get("TimeZone") or "UTC"}
             return document
         allocs = self.agent.job(name)
-        record = self.agent.client.store.job(job_id or allocs[-1].job_id)
+        record = self.agent.job_version(name, job_id or allocs[-1].job_id).record
         if record is None:
             return {"ID": name, "Name": name}
         if record.format == "json":
             submitted = json.loads(record.text)
             if isinstance(submitted, dict) and isinstance(submitted.get("Job"), dict):
                 return dict(submitted["Job"])  # sent in Nomad's JSON: given back as it came
-        _, document = evaluate_job_text(record.text, record.format, record.source, record.variables)
-        return to_nomad(document)["Job"]
+        return to_nomad(app.canonical_document(record))["Job"]
 
     def job_document(self, job: dict[str, Any]) -> dict[str, Any]:
         """A Nomad job with the fields a Nomad server fills in, where the job leaves them out."""
@@ -198,12 +197,12 @@ class Shapes:
         allocs = self.agent.job(name)
         parent = self.agent.parent(name)
         document = self.job_document(self.document(name, job_id))
-        ids = self.ledger.job_ids(name)
-        job_id = job_id or (ids[-1] if ids else None)
-        record = self.agent.client.store.job(job_id) if job_id else None
+        latest = self.agent.job_versions(name)[-1:]
+        version = self.agent.job_version(name, job_id) if job_id else latest[0] if latest else None
+        record = version.record if version else None
         index = self.ledger.index()
         document |= {"Status": self.status(name, allocs), "Stop": self.stopped(name, allocs),
-                     "Version": ids.index(job_id) if job_id in ids else 0,
+                     "Version": version.number if version else 0,
                      "SubmitTime": nanoseconds(record.created_at if record else None),
                      "ParentID": allocs[-1].job.parent_id or "" if allocs else "",
                      "Dispatched": bool(allocs and "/dispatch-" in name), "ModifyIndex": index,
@@ -268,7 +267,8 @@ class Shapes:
 
     def versions(self, name: str) -> list[dict[str, Any]]:
         """Every submission of job ``name`` still known, newest first."""
-        return [self.job(name, job_id) for job_id in reversed(self.ledger.job_ids(name))] or [self.job(name)]
+        return [self.job(name, version.job_id)
+                for version in reversed(self.agent.job_versions(name))] or [self.job(name)]
 
     # -- evaluations and deployments ---------------------------------------------------
 
@@ -289,14 +289,15 @@ class Shapes:
                 RequireProgressBy=rfc3339(found.started + update.progress_deadline),
                 DesiredTotal=found.desired.get(name, 0), PlacedAllocs=len(mine),
                 HealthyAllocs=sum(h is True for h in health), UnhealthyAllocs=sum(h is False for h in health))
+        create_index, modify_index = self.ledger.deployment_indexes(found)
         return models.Deployment(ID=found.id, JobID=found.job, JobVersion=found.version,
-                                 JobModifyIndex=found.create_index, JobSpecModifyIndex=found.create_index,
-                                 JobCreateIndex=found.create_index, TaskGroups=groups, Status=found.status,
-                                 StatusDescription=found.description, CreateIndex=found.create_index,
-                                 ModifyIndex=found.modify_index)
+                                 JobModifyIndex=create_index, JobSpecModifyIndex=create_index,
+                                 JobCreateIndex=create_index, TaskGroups=groups, Status=found.status,
+                                 StatusDescription=found.description, CreateIndex=create_index,
+                                 ModifyIndex=modify_index)
 
     def _group(self, alloc_id: str) -> str | None:
-        alloc = self.agent.client.alloc(alloc_id)
+        alloc = self.agent.alloc_by_id(alloc_id)
         return alloc.group.name if alloc is not None else None
 
     # -- allocations -------------------------------------------------------------------
@@ -315,7 +316,7 @@ class Shapes:
     def alloc_stubs(self, alloc_ids: Iterable[str]) -> list[models.AllocationListStub]:
         """The stubs of those of ``alloc_ids`` the client still has."""
         return [self.alloc_stub(alloc) for alloc_id in alloc_ids
-                if (alloc := self.agent.client.alloc(alloc_id)) is not None]
+                if (alloc := self.agent.alloc_by_id(alloc_id)) is not None]
 
     def allocation(self, alloc: AllocRunner) -> models.Allocation:
         fields = self._alloc_fields(alloc)
@@ -340,14 +341,14 @@ class Shapes:
         return {
             "ID": alloc.alloc.id, "EvalID": self.ledger.eval_of(alloc.alloc.id), "Name": alloc.alloc.name,
             "NodeID": self.node_id, "NodeName": self.agent.config.node_name, "JobID": alloc.job.name,
-            "JobType": alloc.job.type, "JobVersion": self.ledger.version(alloc.job.name, alloc.job_id),
+            "JobType": alloc.job.type, "JobVersion": self.agent.job_version(alloc.job.name, alloc.job_id).number,
             "TaskGroup": alloc.group.name,
             "DesiredStatus": "stop" if alloc.stopping or alloc.status == "stopped" else "run",
             "DesiredDescription": "alloc is being stopped" if alloc.stopping else "",
             "ClientStatus": ALLOC_STATUS.get(alloc.status, alloc.status),
             "TaskStates": states,
             "DeploymentStatus": None if deployment is None else models.AllocDeploymentStatus(
-                Healthy=health, ModifyIndex=deployment.modify_index),
+                Healthy=health, ModifyIndex=self.ledger.deployment_indexes(deployment)[1]),
             "CreateIndex": self.ledger.create_index(alloc.alloc.id), "ModifyIndex": index,
             "CreateTime": created, "ModifyTime": max([created, *(event.Time for task in states.values()
                                                                  for event in task.Events)]),
