@@ -19,6 +19,8 @@ from herder.plugins.hooks import Hooks
 from herder.state import StateError, Store
 from herder.supervisor import Supervisor
 
-__all__ = ["STATE_FILE", "AwaitExit", "Config", "DeferredCleanups", "Failed", "Hooks", "Ran", "Resources",
-           "StateError", "StatsSampler", "Stepper", "Stop", "Store", "Supervisor", "TaskLifecycle", "TaskScript", "Woke",
-           "load_hooks", "parse_signal", "run_through"]
+__all__ = [
+    "STATE_FILE", "AwaitExit", "Config", "DeferredCleanups", "Failed", "Hooks", "Ran", "Resources",
+    "StateError", "StatsSampler", "Stepper", "Stop", "Store", "Supervisor", "TaskLifecycle", "TaskScript",
+    "Woke", "load_hooks", "parse_signal", "run_through"
+]
