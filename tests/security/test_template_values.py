@@ -16,7 +16,7 @@ import tracemalloc
 import pytest
 
 from herder.client.hooks.gotemplate import Template, TemplateError
-from herder.client.hooks.templates import FUNCTION_NAMES, PURE_FUNCTIONS
+from herder.client.hooks.template_functions import FUNCTION_NAMES, PURE_FUNCTIONS
 from herder.deadline import TimeLimitExceeded, time_limit
 
 TEN_KB = '{{ $a := printf "%010000d" 0 }}'

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from herder.client.hooks.gotemplate import Template, TemplateError
-from herder.client.hooks.templates import PURE_FUNCTIONS
+from herder.client.hooks.template_functions import PURE_FUNCTIONS
 from tests.core.client.test_gotemplate import DATA, ERRORS, TABLE
 from tests.support.require import require
 

@@ -16,14 +16,9 @@ from pathlib import Path
 import pytest
 
 from herder.client.hooks import templates
+from herder.client.hooks.template_functions import timestamp
 from herder.client.hooks.template_sources import CatalogService, ServiceEntry
-from herder.client.hooks.templates import (
-    TemplateRenderError,
-    TemplatesConfig,
-    TemplatesPlugin,
-    parse_env_file,
-    timestamp,
-)
+from herder.client.hooks.templates import TemplateRenderError, TemplatesConfig, TemplatesPlugin, parse_env_file
 from herder.errors import ConfigError, RecoverableError
 from herder.model import Task, Template
 from tests.core.client.artifact_support import Context

@@ -3,11 +3,12 @@
 A built-in lifecycle plugin, run after artifacts in ``herder_task_prestart``
 (so a template's ``source`` may come from an artifact). Each ``template``
 stanza is rendered with Go's text/template language (:mod:`.gotemplate`)
-and consul-template's functions (``env``, ``file``, ``key``,
-``keyOrDefault``, ``keyExists``, ``service``, ``services``, ``toUpper``,
-``toLower``, ``toTitle``, ``toJSON``, ``split``, ``join``, ``replaceAll``,
-``trimSpace``, ``contains``, ``parseInt``, ``parseFloat``, ``parseBool``,
-``base64Encode``, ``base64Decode``, ``timestamp``), written atomically with
+and consul-template's functions (:mod:`.template_functions`: ``env``,
+``file``, ``key``, ``keyOrDefault``, ``keyExists``, ``service``,
+``services``, ``toUpper``, ``toLower``, ``toTitle``, ``toJSON``, ``split``,
+``join``, ``replaceAll``, ``trimSpace``, ``contains``, ``parseInt``,
+``parseFloat``, ``parseBool``, ``base64Encode``, ``base64Decode``,
+``timestamp``), written atomically with
 its ``perms`` (default 0640; never setuid, setgid or sticky) and owned by the
 task's user; with ``env = true`` its ``KEY=value`` lines join the task's
 environment.
@@ -33,22 +34,20 @@ the file changed, its ``change_mode`` applied after a random share of its
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import os
 import random
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from herder import hookimpl
 from herder.client.config import Config
 from herder.client.hooks.gotemplate import MAX_OUTPUT, MAX_SECONDS, TemplateError
 from herder.client.hooks.gotemplate import Template as GoTemplate
+from herder.client.hooks.template_functions import FUNCTION_NAMES, Dependency, Reader
 from herder.client.hooks.template_sources import (
     ConsulCatalog,
     ConsulKV,
@@ -63,7 +62,6 @@ from herder.client.taskdir import Owner, task_owner
 from herder.context import TaskContext
 from herder.deadline import TimeLimitExceeded, time_limit
 from herder.errors import ConfigError, HerderError, RecoverableError
-from herder.jobspec.goregexp import compile_go, replace_all
 from herder.model import Task, Template
 from herder.objects import ExitResult, TaskHandle, parse_signal
 from herder.sdk.durations import parse_duration
@@ -117,10 +115,6 @@ class TemplatesConfig:
         return cls(poll_interval=interval)
 
 
-Dependency = tuple[str, str]
-"""What a render read: (``kv`` | ``file`` | ``service`` | ``services`` | ``source``, argument)."""
-
-
 @dataclass
 class _Rendered:
     """One template's last render: its text and what it read."""
@@ -141,71 +135,6 @@ class _Watched:
     """The last re-render failure told in an event: the same one is not told again every poll."""
 
 
-class _Reader:
-    """The template functions of one render, recording what they read and what is missing."""
-
-    def __init__(self, plugin: TemplatesPlugin, ctx: TaskContext) -> None:
-        self.plugin = plugin
-        self.ctx = ctx
-        self.deps: dict[Dependency, Any] = {}
-        self.missing: list[str] = []
-
-    def _miss(self, what: str) -> None:
-        if what not in self.missing:
-            self.missing.append(what)
-
-    def read(self, kind: str, arg: str) -> Any:
-        value = self.plugin.lookup(kind, arg, self.ctx)
-        self.deps[(kind, arg)] = value
-        return value
-
-    # -- consul-template's functions -----------------------------------------------
-
-    def env(self, *names: str) -> Any:
-        if not names:  # ``env.NAME``: herder's SPEC writes it so
-            return dict(self.ctx.env)
-        if len(names) != 1:
-            raise ValueError(f"env takes one name, got {len(names)}")
-        return self.ctx.env.get(names[0], "")
-
-    def file(self, path: str) -> str:
-        value = self.read("file", path)
-        if value is None:
-            self._miss(f"file({path})")
-            return ""
-        return str(value)
-
-    def key(self, path: str) -> str:
-        value = self.read("kv", path)
-        if value is None:
-            self._miss(f"kv.block({path})")
-            return ""
-        return str(value)
-
-    def key_or_default(self, path: str, default: str) -> str:
-        value = self.read("kv", path)
-        return default if value is None else str(value)
-
-    def key_exists(self, path: str) -> bool:
-        return self.read("kv", path) is not None
-
-    def service(self, query: str, *options: str) -> list[Any]:
-        entries = self.read("service", query)
-        if not entries:
-            self._miss(f"health.service({query})")
-            return []
-        return list(entries)
-
-    def services(self) -> list[Any]:
-        return list(self.read("services", ""))
-
-    def functions(self) -> dict[str, Callable[..., Any]]:
-        return {
-            "env": self.env, "file": self.file, "key": self.key, "keyOrDefault": self.key_or_default,
-            "keyExists": self.key_exists, "service": self.service, "services": self.services, **PURE_FUNCTIONS,
-        }
-
-
 def _split_query(query: str) -> tuple[str, str]:
     """``tag.name@dc`` -> (name, tag); the datacenter is the agent's own."""
     name = query.split("@", 1)[0]
@@ -213,114 +142,8 @@ def _split_query(query: str) -> tuple[str, str]:
     return (rest, tag) if tag else (name, "")
 
 
-# -- pure functions ------------------------------------------------------------------
-
-_GO_LAYOUT = re.compile(r"2006|January|Jan|Monday|Mon|MST|Z07:00|-07:00|-0700|15|06|01|02|03|04|05|PM|\.000|_2|1|2")
-_STRFTIME = {"2006": "%Y", "January": "%B", "Jan": "%b", "Monday": "%A", "Mon": "%a", "MST": "%Z", "-0700": "%z",
-             "15": "%H", "06": "%y", "01": "%m", "02": "%d", "03": "%I", "04": "%M", "05": "%S", "PM": "%p",
-             "1": "%-m", "2": "%-d"}
-
-
-def _go_time(moment: datetime, layout: str) -> str:
-    """``moment`` in a Go time layout (``2006-01-02T15:04:05Z07:00``)."""
-    def token(match: re.Match[str]) -> str:
-        text = match.group()
-        if text in ("Z07:00", "-07:00"):
-            offset = moment.strftime("%z")
-            return "Z" if text == "Z07:00" and offset in ("+0000", "") else f"{offset[:3]}:{offset[3:]}"
-        if text == ".000":
-            return f".{moment.microsecond // 1000:03d}"
-        if text == "_2":
-            return f"{moment.day:2d}"
-        if text == "1":
-            return str(moment.month)
-        if text == "2":
-            return str(moment.day)
-        return moment.strftime(_STRFTIME[text])
-    return _GO_LAYOUT.sub(token, layout)
-
-
-def timestamp(*layout: str) -> str:
-    """consul-template's ``timestamp``: now in UTC, RFC 3339 or a Go layout; ``"unix"`` for seconds."""
-    now = datetime.now(UTC)
-    if not layout:
-        return _go_time(now, "2006-01-02T15:04:05Z07:00")
-    if layout[0] == "unix":
-        return str(int(now.timestamp()))
-    return _go_time(now, layout[0])
-
-
-def _to_json(value: Any, indent: int | None = None) -> str:
-    def plain(item: Any) -> Any:
-        if hasattr(item, "__dataclass_fields__"):
-            return {name: plain(getattr(item, name)) for name in item.__dataclass_fields__}
-        if isinstance(item, (list, tuple)):
-            return [plain(i) for i in item]
-        if isinstance(item, Mapping):
-            return {str(k): plain(v) for k, v in item.items()}
-        return item
-    return json.dumps(plain(value), sort_keys=True, indent=indent, separators=None if indent else (",", ":"))
-
-
-def _contains(needle: Any, haystack: Any) -> bool:
-    return needle in haystack
-
-
-PURE_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "toUpper": lambda s: str(s).upper(),
-    "toLower": lambda s: str(s).lower(),
-    "toTitle": lambda s: str(s).title(),
-    "trimSpace": lambda s: str(s).strip(),
-    "toJSON": _to_json,
-    "toJSONPretty": lambda v: _to_json(v, indent=2),
-    "split": lambda sep, s: str(s).split(sep) if s != "" else [],
-    "join": lambda sep, items: _join(sep, items),
-    "replaceAll": lambda old, new, s: _replace_all(old, new, str(s)),
-    "contains": _contains,
-    "in": lambda haystack, needle: needle in haystack,
-    "parseInt": lambda s: int(str(s).strip(), 0),
-    "parseFloat": lambda s: float(str(s).strip()),
-    "parseBool": lambda s: {"1": True, "t": True, "true": True, "0": False, "f": False, "false": False}[
-        str(s).strip().lower()],
-    "base64Encode": lambda s: base64.b64encode(str(s).encode()).decode(),
-    "base64Decode": lambda s: base64.b64decode(str(s)).decode(),
-    "timestamp": timestamp,
-    # Go's regexp (RE2, linear time), as consul-template has them: the pattern comes first.
-    "regexMatch": lambda pattern, s: compile_go(str(pattern)).search(str(s)) is not None,
-    "regexReplaceAll": lambda pattern, replacement, s: replace_all(str(pattern), str(s), str(replacement),
-                                                                   MAX_OUTPUT),
-}
-
-
-def _join(sep: str, items: Any) -> str:
-    texts = [str(item) for item in items]
-    _check_length(len(sep) * max(0, len(texts) - 1) + sum(map(len, texts)))
-    return sep.join(texts)
-
-
-def _replace_all(old: str, new: str, text: str) -> str:
-    count = text.count(old) if old else len(text) + 1
-    _check_length(len(text) + count * (len(new) - len(old)))
-    return text.replace(old, new)
-
-
-def _check_length(length: int) -> None:
-    """Refuse a result over the output's bound before it is built: ``replaceAll`` and ``join`` multiply
-    their input (``replaceAll "0" $a $a`` makes 100 MB of a 10 kB string)."""
-    if length > MAX_OUTPUT:
-        raise ValueError(f"the result would be longer than {MAX_OUTPUT} characters")
-
-
-def _unbound(*args: Any) -> Any:
-    raise TemplateError("a template function was called outside a render")
-
-
-FUNCTION_NAMES: dict[str, Callable[..., Any]] = {
-    **dict.fromkeys(("env", "file", "key", "keyOrDefault", "keyExists", "service", "services"), _unbound),
-    **PURE_FUNCTIONS,
-}
-"""Every function a template may call: what parsing checks names against (a render binds them)."""
 PARSED_CACHE_SIZE = 256
+"""How many parsed templates the plugin keeps: past it, the one parsed first is dropped."""
 
 
 # -- env files ------------------------------------------------------------------------
@@ -415,7 +238,7 @@ class TemplatesPlugin:
 
     def render(self, template: Template, ctx: TaskContext) -> tuple[str, dict[Dependency, Any], list[str]]:
         """Render one template: its text, what it read, and what is missing."""
-        reader = _Reader(self, ctx)
+        reader = Reader(self.lookup, ctx)
         text = template.data
         where = f"template {template.destination}"
         if template.source:
