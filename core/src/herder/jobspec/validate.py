@@ -20,7 +20,7 @@ from jsonschema.protocols import Validator
 
 # The module, not its names: herder.objects itself imports this package.
 from herder import objects
-from herder.jobspec.hcl_eval import to_text
+from herder.jobspec.hcl_values import to_text
 from herder.jobspec.paths import Path, render_path
 from herder.jobspec.variables import coerce_scalar
 from herder.sdk.durations import parse_duration

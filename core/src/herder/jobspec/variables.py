@@ -27,17 +27,9 @@ from typing import Any
 
 from herder.jobspec.files import JobFiles
 from herder.jobspec.hcl import DynamicBlock
-from herder.jobspec.hcl_eval import (
-    Call,
-    EvalError,
-    Evaluator,
-    HclSyntaxError,
-    Node,
-    Reference,
-    convert,
-    describe,
-)
+from herder.jobspec.hcl_eval import Call, Evaluator, HclSyntaxError, Node, Reference, convert
 from herder.jobspec.hcl_tree import Expression, as_text, parse_template, parse_type
+from herder.jobspec.hcl_values import EvalError, describe
 from herder.jobspec.paths import Path, render_path
 
 
