@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
-from herder.app import STATE_FILE, DeferredCleanups, Hooks, Store
+from herder.app.nomad import STATE_FILE, DeferredCleanups, Hooks, Store
 from herder.plugins.loader import load_plugins
 from herder.testing import DriverHarness
 from herder_nomad import cty

@@ -352,7 +352,9 @@ class TaskRun:
 
         :raises JobError: the config does not match the driver's schema (each error names its path).
         """
-        if not isinstance(self._steps.at if self._steps else None, Prestarted):
+        # After a run that ended (its exit seen by :meth:`wait`), the script first notes the end, then
+        # begins the next run: advance until the new run's prestart is done.
+        while not isinstance(self._steps.at if self._steps else None, Prestarted):
             self._advance()
 
     def start(self) -> TaskHandle:
