@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
-from herder.app import STATE_FILE, DeferredCleanups, Hooks, Store
+from herder.app.nomad import STATE_FILE, DeferredCleanups, Hooks, Store
 from herder.plugins.loader import load_plugins
 from herder.testing import DriverHarness
 from herder_nomad import cty
@@ -44,11 +44,21 @@ class Plugins:
         hooks.add_builtins([("recorder", self.recorder)])
         return hooks
 
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
     def calls(self) -> list[str]:
-        """The task's hook calls in order, an event as its type (the allocation's hooks are a front end's own)."""
-        lines = [json.loads(line) for line in self.log.read_text().splitlines()]
+        """The task's hook calls in order, an event as its type."""
         return [line["type"] if line["hook"] == "herder_task_event" else line["hook"]
-                for line in lines if line["hook"].startswith("herder_task_")]
+                for line in self.lines() if line["hook"].startswith("herder_task_")]
+
+    def with_alloc_hooks(self) -> list[str]:
+        """The allocation's hooks and the task's, in order (the task's events left out)."""
+        return [line["hook"] for line in self.lines() if line["hook"] != "herder_task_event"]
+
+    def allocs(self) -> list[str]:
+        """The allocation each allocation hook was called with, by name."""
+        return [line["alloc"] for line in self.lines() if line["hook"].startswith("herder_alloc_")]
 
 
 def through_the_task_runner(plugins: Plugins, data_dir: Path) -> None:
@@ -134,7 +144,11 @@ def test_every_front_end_takes_a_task_through_the_same_script(harness: DriverHar
     runner, kit, nomad = (Plugins(tmp_path / f"{name}.log") for name in ("runner", "kit", "nomad"))
     through_the_task_runner(runner, tmp_path / "runner")
     through_the_harness(kit, harness)
+    harness.close()  # the harness ends its allocations as it closes
     through_the_nomad_plugin(nomad, tmp_path)
     assert runner.calls() == ["Received", *EXPECTED]  # the agent's own: it took the allocation
     assert kit.calls() == EXPECTED
     assert nomad.calls() == EXPECTED
+    hooks = ["herder_alloc_prerun", *[call for call in EXPECTED if call.startswith("herder_")], "herder_alloc_postrun"]
+    assert runner.with_alloc_hooks() == kit.with_alloc_hooks() == nomad.with_alloc_hooks() == hooks
+    assert runner.allocs() == nomad.allocs() == ["j.g[0]"] * 2
