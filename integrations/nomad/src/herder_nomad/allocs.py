@@ -8,6 +8,13 @@ is destroyed (``DestroyTask``, after its cleanup). The ``Alloc`` the hooks get
 holds the tasks the plugin heard of so far, not the whole group: the plugin
 does not see the tasks of other drivers, nor those not started yet.
 
+A task is counted by its name, which stays the same when Nomad starts it
+again: a start that failed with a recoverable error (Nomad starts the task
+again, by its restart policy) leaves it counted; any other failed start ends
+it, as a destroy would. Should Nomad give up on a task after recoverable
+failures, its allocation gets no postrun from the plugin (Nomad does not say
+so to a driver).
+
 Across a plugin restart: a task that ``RecoverTask`` gets back was started by
 an earlier plugin process, which ran its allocation's prerun; it is counted, and
 prerun is not called again (Nomad's task handle, which it keeps in its own
@@ -58,7 +65,7 @@ class Allocations:
         """Before the task of ``config`` starts: its allocation's prerun, if it is the first task. What
         went wrong when prerun failed (the task is then ended: :meth:`destroyed`)."""
         try:
-            self._of(config, task, recovered=False).task_starts(plugins, config.id)
+            self._of(config, task, recovered=False).task_starts(plugins, config.name)
         except Exception as exc:
             self.destroyed(plugins, config)
             return plugins.describe_failure("herder_alloc_prerun", exc)
@@ -66,7 +73,7 @@ class Allocations:
 
     def recovered(self, config: driver_pb2.TaskConfig, task: Task) -> None:
         """The task of ``config``, started by an earlier plugin process, runs on: counted, with no prerun."""
-        self._of(config, task, recovered=True).task_recovered(config.id)
+        self._of(config, task, recovered=True).task_recovered(config.name)
 
     def destroyed(self, plugins: Hooks, config: driver_pb2.TaskConfig) -> None:
         """The task of ``config`` is cleaned up (or never started): its allocation's postrun, if it was the
@@ -76,7 +83,7 @@ class Allocations:
         if hooks is None:
             return
         try:
-            hooks.task_ends(plugins, config.id)
+            hooks.task_ends(plugins, config.name)
         except Exception as exc:
             log.warning("allocation %s: %s", config.alloc_id, plugins.describe_failure("herder_alloc_postrun", exc))
         finally:

@@ -292,7 +292,8 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         failed = tasks.start(running)
         if failed is not None:
             tasks.cleanup(running, self._later())
-            self.allocs.destroyed(hooks, config)
+            if not isinstance(failed.error, RecoverableError):  # else Nomad starts the task again
+                self.allocs.destroyed(hooks, config)
             self._refuse(failed, running, context)
         self.tasks[config.id] = running
         return driver_pb2.StartTaskResponse(
