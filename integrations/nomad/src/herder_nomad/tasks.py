@@ -8,7 +8,8 @@ script (:class:`herder.app.nomad.TaskScript`), as in ``herder run``: validate,
 prestart, start, poststart, exited, prekill and kill, cleanup with its retries.
 Nomad's calls are synchronous, each advancing the script to its next wait:
 ``StartTask`` (or ``RecoverTask``) to the running task, ``WaitTask`` past its exit,
-``StopTask`` through the kill path, ``DestroyTask`` through cleanup. A cleanup
+``StopTask`` through the kill path, ``DestroyTask`` through cleanup (the
+allocation's hooks around the tasks: :mod:`herder_nomad.allocs`). A cleanup
 step that asks to finish later (:class:`herder.CleanupLater`) is kept in the
 plugin's state database and called again when due, by this plugin process or
 the next one (:func:`cleanup`).
