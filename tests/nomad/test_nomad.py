@@ -376,6 +376,9 @@ job "rec" {
     assert "Driver Failure" in types and "Restarting" in types, types
     calls = [(e["hook"], e["kind"]) for e in map(json.loads, hooks.read_text().splitlines())
              if e["hook"] not in ("herder_task_event", "herder_driver_fingerprint", "herder_driver_task_schema")]
+    # The allocation's hooks once each, around both tries: the first start failed with a recoverable error.
+    assert (calls[0], calls[-1]) == (("herder_alloc_prerun", "lifecycle"), ("herder_alloc_postrun", "lifecycle"))
+    calls = calls[1:-1]
     first_try = [("herder_task_prestart", "lifecycle"), ("herder_task_prestart", "driver"),
                  ("herder_task_start", "driver"), ("herder_task_cleanup", "driver"),
                  ("herder_task_cleanup", "lifecycle")]

@@ -44,11 +44,21 @@ class Plugins:
         hooks.add_builtins([("recorder", self.recorder)])
         return hooks
 
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
     def calls(self) -> list[str]:
-        """The task's hook calls in order, an event as its type (the allocation's hooks are a front end's own)."""
-        lines = [json.loads(line) for line in self.log.read_text().splitlines()]
+        """The task's hook calls in order, an event as its type."""
         return [line["type"] if line["hook"] == "herder_task_event" else line["hook"]
-                for line in lines if line["hook"].startswith("herder_task_")]
+                for line in self.lines() if line["hook"].startswith("herder_task_")]
+
+    def with_alloc_hooks(self) -> list[str]:
+        """The allocation's hooks and the task's, in order (the task's events left out)."""
+        return [line["hook"] for line in self.lines() if line["hook"] != "herder_task_event"]
+
+    def allocs(self) -> list[str]:
+        """The allocation each allocation hook was called with, by name."""
+        return [line["alloc"] for line in self.lines() if line["hook"].startswith("herder_alloc_")]
 
 
 def through_the_task_runner(plugins: Plugins, data_dir: Path) -> None:
@@ -90,12 +100,18 @@ class Context:
         raise Aborted(f"{code}: {message}")
 
 
-def through_the_nomad_plugin(plugins: Plugins, tmp_path: Path) -> None:
+def nomad_plugin(plugins: Plugins, data_dir: Path) -> HerderDriver:
+    """A plugin process, configured as ``SetConfig`` would, keeping its state in ``data_dir``."""
     plugin = HerderDriver()
-    plugin.data_dir = tmp_path / "data"
+    plugin.data_dir = data_dir
     plugin.hooks = plugins.add_to(Hooks(load_plugins({"raw_exec": {"enabled": True}})))
-    plugin.data_dir.mkdir()
+    plugin.data_dir.mkdir(exist_ok=True)
     plugin.later = DeferredCleanups(Store(plugin.data_dir / STATE_FILE), plugin.hooks, lambda stored: None)
+    return plugin
+
+
+def task_config(tmp_path: Path) -> driver_pb2.TaskConfig:
+    """Task ``t`` of allocation ``alloc-1`` (``j.g[0]``), as Nomad's ``StartTask`` gives it."""
     alloc_dir = tmp_path / "alloc"
     for sub in ("t/local", "t/secrets", "t/tmp", "alloc/logs"):
         (alloc_dir / sub).mkdir(parents=True)
@@ -103,10 +119,15 @@ def through_the_nomad_plugin(plugins: Plugins, tmp_path: Path) -> None:
         (tmp_path / stream).touch()
     driver_config = cty.encode_object({"driver": ("string", "raw_exec"),
                                        "config": ("dynamic", {"command": "/bin/sh", "args": SLEEPER})})
-    config = driver_pb2.TaskConfig(id="task-1", name="t", alloc_id="alloc-1", alloc_dir=str(alloc_dir),
-                                   job_name="j", task_group_name="g", msgpack_driver_config=driver_config,
-                                   stdout_path=str(tmp_path / "stdout"), stderr_path=str(tmp_path / "stderr"),
-                                   env={"NOMAD_ALLOC_INDEX": "0"})
+    return driver_pb2.TaskConfig(id="task-1", name="t", alloc_id="alloc-1", alloc_dir=str(alloc_dir),
+                                 job_name="j", task_group_name="g", msgpack_driver_config=driver_config,
+                                 stdout_path=str(tmp_path / "stdout"), stderr_path=str(tmp_path / "stderr"),
+                                 env={"NOMAD_ALLOC_INDEX": "0"})
+
+
+def through_the_nomad_plugin(plugins: Plugins, tmp_path: Path) -> None:
+    plugin = nomad_plugin(plugins, tmp_path / "data")
+    config = task_config(tmp_path)
     context: Any = Context()
     try:
         plugin.StartTask(driver_pb2.StartTaskRequest(task=config), context)
@@ -134,7 +155,30 @@ def test_every_front_end_takes_a_task_through_the_same_script(harness: DriverHar
     runner, kit, nomad = (Plugins(tmp_path / f"{name}.log") for name in ("runner", "kit", "nomad"))
     through_the_task_runner(runner, tmp_path / "runner")
     through_the_harness(kit, harness)
+    harness.close()  # the harness ends its allocations as it closes
     through_the_nomad_plugin(nomad, tmp_path)
     assert runner.calls() == ["Received", *EXPECTED]  # the agent's own: it took the allocation
     assert kit.calls() == EXPECTED
     assert nomad.calls() == EXPECTED
+    hooks = ["herder_alloc_prerun", *[call for call in EXPECTED if call.startswith("herder_")], "herder_alloc_postrun"]
+    assert runner.with_alloc_hooks() == kit.with_alloc_hooks() == nomad.with_alloc_hooks() == hooks
+    assert runner.allocs() == nomad.allocs() == ["j.g[0]"] * 2
+
+
+def test_a_task_recovered_by_the_next_plugin_process_gets_no_second_prerun(tmp_path: Path) -> None:
+    plugins, config, context = Plugins(tmp_path / "nomad.log"), task_config(tmp_path), Context()
+    first = nomad_plugin(plugins, tmp_path / "data")
+    try:
+        started = first.StartTask(driver_pb2.StartTaskRequest(task=config), context)
+    finally:
+        first.close()  # the task runs on, for the next plugin process
+    second = nomad_plugin(plugins, tmp_path / "data")
+    try:
+        second.RecoverTask(driver_pb2.RecoverTaskRequest(task_id="task-1", handle=started.handle), context)
+    finally:
+        second.DestroyTask(driver_pb2.DestroyTaskRequest(task_id="task-1", force=True), context)
+        second.close()
+    hooks = plugins.with_alloc_hooks()
+    assert hooks.count("herder_alloc_prerun") == 1
+    assert hooks[0] == "herder_alloc_prerun"
+    assert hooks[-2:] == ["herder_task_cleanup", "herder_alloc_postrun"]

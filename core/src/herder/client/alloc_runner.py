@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from herder import events
+from herder.client.alloc_hooks import AllocHooks
 from herder.client.placement import PlacedAlloc, PlacedTask
 from herder.client.restarts import RestartTracker
 from herder.client.task_runner import TaskRunner, TaskStatus
@@ -128,6 +129,7 @@ class AllocRunner:
         self.hooks = hooks
         self.store = store
         self.restored = restored is not None
+        self.alloc_hooks = AllocHooks(self.alloc, prerun_done=self.restored)
         self._on_event = on_event
         self._on_done = on_done
         self._defer_cleanup = defer_cleanup
@@ -222,7 +224,7 @@ class AllocRunner:
         _written(lambda: self.store.update_alloc(self.alloc.id, status="running", wait=False))
         if not self.restored:
             try:
-                self.hooks.alloc_prerun(self.alloc)
+                self.alloc_hooks.prerun(self.hooks)
             except Exception as exc:
                 message = self.hooks.describe_failure("herder_alloc_prerun", exc)
                 for runner in self.tasks:
@@ -381,7 +383,7 @@ class AllocRunner:
                 return
             self._tasks_dead.set()
         try:
-            self.hooks.alloc_postrun(self.alloc)
+            self.alloc_hooks.postrun(self.hooks)
         except Exception as exc:
             for runner in self.tasks:
                 runner.emit(events.TASK_HOOK_FAILED, self.hooks.describe_failure("herder_alloc_postrun", exc))

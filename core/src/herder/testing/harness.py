@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from herder.client.alloc_hooks import AllocHooks
 from herder.client.lifecycle import TaskLifecycle
 from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
@@ -193,7 +194,7 @@ class DriverHarness:
         placed = self._session.placement.place(job, job.groups[0], 0, self._session.node)
         run = TaskRun(self, placed)
         self.runs.append(run)
-        self.hooks.alloc_prerun(placed.alloc)
+        run.alloc_hooks.prerun(self.hooks)
         return run
 
     def restart(self) -> None:
@@ -215,7 +216,7 @@ class DriverHarness:
             placed = self._session.placement.restore(
                 run.placed.job, run.placed.group, alloc.id, alloc.index, self._session.node, run.placed.ports,
                 {TASK_NAME: run.ctx.created.items()})
-            run._attach(placed)
+            run._attach(placed, restored=True)
 
     def close(self) -> None:
         """Kill every task still running, clean up every task not cleaned up yet, run
@@ -245,7 +246,7 @@ class DriverHarness:
             if not run.cleaned_up:
                 attempt(run.cleanup, CALL_LIMIT, "herder_task_cleanup")
         for run in self.runs:
-            attempt(functools.partial(self.hooks.alloc_postrun, run.placed.alloc), CALL_LIMIT, "herder_alloc_postrun")
+            attempt(functools.partial(run.alloc_hooks.postrun, self.hooks), CALL_LIMIT, "herder_alloc_postrun")
             attempt(functools.partial(self._session.placement.release, run.placed), CALL_LIMIT, "releasing placement")
         processes.kill(processes.marked(*(run.marker for run in self.runs)))
         attempt(self._reap, CALL_LIMIT, "reaping the supervisor's processes")
@@ -304,9 +305,10 @@ class TaskRun:
         self.cleaned_up = False
         self._attach(placed)
 
-    def _attach(self, placed: PlacedAlloc) -> None:
-        """Take the context of a (new or restored) placement; any handle belonged to the one before."""
+    def _attach(self, placed: PlacedAlloc, *, restored: bool = False) -> None:
+        """Take the context of a (new or ``restored``) placement; any handle belonged to the one before."""
         self.placed = placed
+        self.alloc_hooks = AllocHooks(placed.alloc, prerun_done=restored)
         placed_task = placed.tasks[0]
         self.ctx: TaskContext = placed_task.ctx
         self.ctx.emitter = self._record

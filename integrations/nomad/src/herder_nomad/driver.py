@@ -38,6 +38,7 @@ from herder.app.nomad import (
     parse_signal,
 )
 from herder_nomad import cty, hclspec, tasks
+from herder_nomad.allocs import Allocations
 from herder_nomad.identity import PluginIdentity, plugin_version
 from herder_nomad.tasks import NomadTask
 from herder_nomad.wire import (
@@ -105,6 +106,7 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         self.supervisor: Supervisor | None = None
         self.tasks: dict[str, NomadTask] = {}
         self.events = tasks.EventHub()
+        self.allocs = Allocations()
         self.later: DeferredCleanups | None = None
         """The cleanup steps left for later, in ``state.db`` of the data dir: made by ``SetConfig``."""
         self.sampler = StatsSampler()
@@ -275,10 +277,14 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         if config.id in self.tasks:
             _abort(context, grpc.StatusCode.ALREADY_EXISTS, f"task {config.id} is already started")
         task = self._decode_task(config, hooks, context)
+        prerun_failed = self.allocs.starting(hooks, config, task)
+        if prerun_failed is not None:
+            _abort(context, grpc.StatusCode.INTERNAL, prerun_failed)
         holder: list[NomadTask] = []
         try:
             ctx = tasks.build_context(config, self._supervisor(), self._emitter(config, hooks, holder))
         except OSError as err:
+            self.allocs.destroyed(hooks, config)
             _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot open the task's log FIFOs: {err}")
         running = NomadTask(id=config.id, lifecycle=TaskLifecycle(hooks, task, ctx, interrupt=self.stopping),
                             config=config)
@@ -286,6 +292,8 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
         failed = tasks.start(running)
         if failed is not None:
             tasks.cleanup(running, self._later())
+            if not isinstance(failed.error, RecoverableError):  # else Nomad starts the task again
+                self.allocs.destroyed(hooks, config)
             self._refuse(failed, running, context)
         self.tasks[config.id] = running
         return driver_pb2.StartTaskResponse(
@@ -350,6 +358,7 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
             _abort(context, grpc.StatusCode.NOT_FOUND,
                    f"task {task_id}: herder's {driver} driver cannot find it any more")
         self.tasks[task_id] = running
+        self.allocs.recovered(config, running.task)
         return driver_pb2.RecoverTaskResponse()
 
     # -- running tasks --------------------------------------------------------------
@@ -394,6 +403,7 @@ class HerderDriver(PluginIdentity, driver_pb2_grpc.DriverServicer):
             tasks.stop(running, 0.0, int(signal.SIGKILL))
         tasks.cleanup(running, self._later())
         self.tasks.pop(request.task_id, None)
+        self.allocs.destroyed(running.lifecycle.hooks, running.config)
         return driver_pb2.DestroyTaskResponse()
 
     def InspectTask(self, request: driver_pb2.InspectTaskRequest, context: grpc.ServicerContext) -> Any:

@@ -8,7 +8,8 @@ script (:class:`herder.app.nomad.TaskScript`), as in ``herder run``: validate,
 prestart, start, poststart, exited, prekill and kill, cleanup with its retries.
 Nomad's calls are synchronous, each advancing the script to its next wait:
 ``StartTask`` (or ``RecoverTask``) to the running task, ``WaitTask`` past its exit,
-``StopTask`` through the kill path, ``DestroyTask`` through cleanup. A cleanup
+``StopTask`` through the kill path, ``DestroyTask`` through cleanup (the
+allocation's hooks around the tasks: :mod:`herder_nomad.allocs`). A cleanup
 step that asks to finish later (:class:`herder.CleanupLater`) is kept in the
 plugin's state database and called again when due, by this plugin process or
 the next one (:func:`cleanup`).
@@ -211,6 +212,14 @@ def build_task(config: driver_pb2.TaskConfig, driver: str, driver_config: dict[s
     )
 
 
+def alloc_index(config: driver_pb2.TaskConfig) -> int:
+    """The index of the task's allocation in its group, from Nomad's environment (0 when unreadable)."""
+    try:
+        return int(config.env.get("NOMAD_ALLOC_INDEX", "0"))
+    except ValueError:
+        return 0
+
+
 def open_output(path: str) -> BinaryIO:
     """One of Nomad's log FIFOs (or a plain file), for writing; fails at once when nobody reads a FIFO."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -224,12 +233,8 @@ def build_context(config: driver_pb2.TaskConfig, supervisor: object, emit: Calla
     """The task's context; its output goes to ``outputs``, else to Nomad's log FIFOs."""
     env = task_environment(config)
     stdout, stderr = outputs or (open_output(config.stdout_path), open_output(config.stderr_path))
-    try:
-        index = int(env.get("NOMAD_ALLOC_INDEX", "0"))
-    except ValueError:
-        index = 0
     return TaskContext(
-        alloc_id=config.alloc_id, alloc_name=env.get("NOMAD_ALLOC_NAME", ""), alloc_index=index,
+        alloc_id=config.alloc_id, alloc_name=env.get("NOMAD_ALLOC_NAME", ""), alloc_index=alloc_index(config),
         job_name=config.job_name, group_name=config.task_group_name, task_name=config.name, env=env,
         task_dir=task_paths(config), ports=task_ports(config), stdout=stdout, stderr=stderr,
         created=created or CreatedResources(), logger=logging.getLogger(f"herder.task.{config.name}"),
