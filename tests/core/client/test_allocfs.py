@@ -28,15 +28,15 @@ def files(tmp_path: Path) -> AllocFiles:
 
 
 def test_the_top_is_the_tasks_view(files: AllocFiles) -> None:
-    assert [f.name for f in files.list("/")] == ["alloc", "t"]
+    assert [f.name for f in files.entries("/")] == ["alloc", "t"]
     assert files.stat("/").is_dir and files.stat("/").name == "alloc-id"
     with pytest.raises(FileRefused) as refused:
-        files.list(".herder-artifact-1")
+        files.entries(".herder-artifact-1")
     assert refused.value.missing
 
 
 def test_names_are_what_lstat_says_and_content_types_are_sniffed(files: AllocFiles) -> None:
-    listed = {f.name: f for f in files.list("t/local")}
+    listed = {f.name: f for f in files.entries("t/local")}
     assert stat.S_ISLNK(listed["link"].mode) and stat.S_ISFIFO(listed["fifo"].mode)
     assert files.stat("/t/local/a.txt").content_type == "text/plain; charset=utf-8"
     assert files.stat("t/local/b.bin").content_type == "application/octet-stream"

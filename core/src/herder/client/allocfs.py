@@ -77,7 +77,7 @@ class AllocFiles:
         self.alloc_dir = alloc_dir
         self.tops = frozenset((ALLOC_SHARED, *tasks))
 
-    def list(self, path: str) -> list[FileInfo]:
+    def entries(self, path: str) -> list[FileInfo]:
         """The entries of directory ``path``, sorted by name; at the top, only the task's view."""
         parts = self._parts(path)
         with self._dir(parts, path) as fd:

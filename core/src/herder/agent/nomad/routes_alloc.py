@@ -24,7 +24,7 @@ from herder.agent.nomad.frames import DELETED, FOLLOW_POLL, FRAME_SIZE, HEARTBEA
 from herder.agent.nomad.ledger import Ledger
 from herder.agent.nomad.shapes import NomadError, Shapes
 from herder.app import Agent
-from herder.client.allocfs import FileInfo, FileRefused
+from herder.client.allocfs import AllocFiles, FileInfo, FileRefused
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -45,14 +45,14 @@ def register(api: FastAPI, agent: Agent, shapes: Shapes, ledger: Ledger,
     """Add the routes to ``api``; ``answer`` makes a JSON answer at an index, ``scoped`` refuses another region
     (and, for a write, another namespace)."""
 
-    def files(alloc_id: str, request: Request) -> Any:
+    def files(alloc_id: str, request: Request) -> AllocFiles:
         scoped(request)
         return app.files(shapes.alloc(alloc_id, request))
 
     @api.get("/v1/client/fs/ls/{alloc_id}", responses={200: {"model": list[models.AllocFileInfo]}})
     async def ls(request: Request, alloc_id: Id, path: FilePath = "/") -> Response:
         found = files(alloc_id, request)
-        listed = await asyncio.to_thread(refused_as_nomad, found.list, path or "/")
+        listed = await asyncio.to_thread(refused_as_nomad, found.entries, path or "/")
         return answer([file_info(info) for info in listed], ledger.index())
 
     @api.get("/v1/client/fs/stat/{alloc_id}", responses={200: {"model": models.AllocFileInfo}})
