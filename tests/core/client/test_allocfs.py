@@ -66,3 +66,11 @@ def test_only_a_regular_file_of_one_name_outside_secrets_is_opened(files: AllocF
 ])
 def test_modes_read_as_go_writes_them(mode: int, text: str) -> None:
     assert go_file_mode(mode) == text
+
+
+def test_a_collected_allocation_has_no_files(tmp_path: Path) -> None:
+    gone = AllocFiles(tmp_path / "collected", ["t"])
+    for read in (gone.stat, gone.entries):
+        with pytest.raises(FileRefused) as refused:
+            read("/")
+        assert refused.value.missing

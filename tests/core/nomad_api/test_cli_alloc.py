@@ -99,6 +99,11 @@ def test_alloc_status_shows_addresses_task_resources_and_usage(nomad_agent: Noma
     assert memory[1].endswith("/64"), resources  # "1.6 MiB/64 MiB": used/asked
     assert "Memory Stats" not in status.stdout and "CPU Stats" not in status.stdout
 
+    def cpu_measured() -> bool:  # the collector's first two looks at the task make its CPU percent
+        usage = nomad_agent.get(f"/v1/client/allocation/{alloc['ID']}/stats")["Tasks"]["t"]["ResourceUsage"]
+        return bool(usage["CpuStats"]["Measured"])
+
+    wait_for(cpu_measured, what="the task's CPU percent measured")
     stats = nomad_agent.nomad("alloc", "status", "-stats", alloc["ID"])
     assert stats.returncode == 0, stats.stderr
     memory_stats = section(stats.stdout, "Memory Stats")

@@ -96,7 +96,7 @@ class AllocFiles:
         """What ``path`` is (a link is a link); for a regular file the caller may read, its content type."""
         parts = self._parts(path)
         if not parts:
-            with safe_root(self.alloc_dir) as fd:
+            with self._dir(parts, path) as fd:
                 return _info(self.alloc_dir.name, os.fstat(fd), "application/octet-stream")
         with self._dir(parts[:-1], path) as parent:
             try:
