@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from herder.agent.nomad.routes_alloc import go_file_mode
+from herder.client import allocfs
 from herder.client.allocfs import AllocFiles, FileRefused
 
 
@@ -74,3 +75,13 @@ def test_a_collected_allocation_has_no_files(tmp_path: Path) -> None:
         with pytest.raises(FileRefused) as refused:
             read("/")
         assert refused.value.missing
+
+
+def test_a_directory_of_too_many_names_is_not_listed(files: AllocFiles, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(allocfs, "MAX_ENTRIES", 6)  # t/local has six names
+    assert len(files.entries("t/local")) == 6
+    monkeypatch.setattr(allocfs, "MAX_ENTRIES", 5)
+    with pytest.raises(FileRefused, match="more than 5 entries; not listed"):
+        files.entries("t/local")
+    monkeypatch.setattr(allocfs, "MAX_ENTRIES", 2)  # the top has three names, two of them the task's
+    assert [f.name for f in files.entries("/")] == ["alloc", "t"]

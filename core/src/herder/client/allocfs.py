@@ -22,7 +22,8 @@ reads as root, so nothing is reached by path:
   allocation directory (its staging directories); a task's ``secrets`` are
   listed but never read, as Nomad refuses it.
 
-Reads are bounded by the caller: a file is read in chunks, never whole.
+Reads are bounded by the caller: a file is read in chunks, never whole. A
+listing is bounded here (:data:`MAX_ENTRIES`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ from herder.sdk.paths import ALLOC_SHARED
 from herder.sdk.safefs import UnsafePathError, components, open_beneath, open_file, safe_root
 
 SECRETS = "secrets"
+MAX_ENTRIES = 10_000
+"""The most entries a directory listing has: a task can make a million names, each a row the agent would
+hold and send; a directory with more is refused, whole."""
 SNIFF = 512
 """The bytes :meth:`AllocFiles.stat` reads to tell text from binary, as Nomad's content type detection."""
 
@@ -81,10 +85,16 @@ class AllocFiles:
         """The entries of directory ``path``, sorted by name; at the top, only the task's view."""
         parts = self._parts(path)
         with self._dir(parts, path) as fd:
-            names = sorted(os.listdir(fd))
-            if not parts:
-                names = [name for name in names if name in self.tops]
+            names: list[str] = []
+            with os.scandir(fd) as listing:
+                for entry in listing:
+                    if not (parts or entry.name in self.tops):
+                        continue
+                    if len(names) == MAX_ENTRIES:
+                        raise FileRefused(f"{path}: more than {MAX_ENTRIES} entries; not listed")
+                    names.append(entry.name)
             found = []
+            names.sort()
             for name in names:
                 try:
                     found.append(_info(name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
