@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.core.nomad_api.conftest import NomadAgent
+from tests.support.consul import free_ports
 from tests.support.waiting import TIMEOUT, wait_for
 
 # Agents and the real nomad command line, as subprocesses: the API they test is the same on every Python.
@@ -203,3 +204,42 @@ def test_alloc_stop_replaces_the_allocation(nomad_agent: NomadAgent, tmp_path: P
     with nomad_agent.nomad_http() as http:
         assert http.put("/v1/allocation/00000000-0000-0000-0000-000000000000/stop").status_code == 404
     nomad_agent.nomad("job", "stop", "-detach", "replaced")
+
+
+def test_alloc_stop_replaces_an_allocation_on_a_static_port_once_the_port_is_free(nomad_agent: NomadAgent,
+                                                                                  tmp_path: Path) -> None:
+    [port] = free_ports(1, low=2000, high=12000)
+    path = tmp_path / "static.nomad"
+    path.write_text(textwrap.dedent(STATIC.format(port=port)))
+    assert nomad_agent.nomad("job", "run", "-detach", str(path)).returncode == 0
+
+    def running() -> list[dict[str, Any]]:
+        return [a for a in nomad_agent.get("/v1/job/static/allocations") if a["ClientStatus"] == "running"]
+
+    [first] = wait_for(running, what="the allocation of static running")
+    stopped = nomad_agent.nomad("alloc", "stop", first["ID"])
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert " created: " not in stopped.stdout  # its port is held until it is dead: placed then, not now
+    [second] = wait_for(lambda: [a for a in running() if a["ID"] != first["ID"]], what="the replacement running")
+    ports = nomad_agent.get(f"/v1/allocation/{second['ID']}")["AllocatedResources"]["Shared"]["Ports"]
+    assert [(p["Label"], p["Value"]) for p in ports] == [("http", port)]
+    nomad_agent.nomad("job", "stop", "-detach", "static")
+
+
+STATIC = """
+job "static" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    network {{
+      port "http" {{ static = {port} }}
+    }}
+    task "t" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "exec sleep 3600"]
+      }}
+    }}
+  }}
+}}
+"""
