@@ -106,7 +106,7 @@ def asgi(agent: Agent, events: EventLog, address: str, ui_address: str) -> ASGIA
     return SameSite(guarded, Hosts.of(agent.config, address), refuse, untyped_json=True)
 
 
-def refuse(status: int, message: str) -> ASGIApp:
+def refuse(status: int, message: str) -> Response:
     """A request :class:`SameSite` refuses, answered as Nomad answers a refusal: plain text."""
     return PlainTextResponse(f"Permission denied: {message}" if status == 403 else message, status_code=status)
 
@@ -500,7 +500,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
 
     # `nomad alloc exec`: herder's own exec WebSocket, whose frames are Nomad's.
     exec_ws.register(api, agent, "/v1/client/allocation/{alloc_id}/exec",
-                     authorized=functools.partial(carries_token, agent.config.token))
+                     authorized=functools.partial(carries_token, agent.config.token), error=refuse)
     return api
 
 
