@@ -45,6 +45,14 @@ def test_plan_says_what_a_run_would_do_and_check_index_enforces_it(nomad_agent: 
     assert '+/- Task: "t" (forces create/destroy update)' in out
     assert "+/- Config {" in out and 'echo hello;' in out and 'echo changed;' in out
 
+    restarted = tmp_path / "restarted.nomad"
+    original = service(tmp_path, "planned").read_text()
+    restarted.write_text(original.replace("update {", "restart {\n      attempts = 5\n    }\n    update {"))
+    code, out = plan(nomad_agent, restarted)
+    assert code == 0, out  # in place: no allocation is created or destroyed
+    assert '+/- Task Group: "g" (1 in-place update)' in out and '+/- Task: "t" (forces in-place update)' in out
+    assert '+/- Attempts: "2" => "5"' in out and 'Mode:     "fail"' in out
+
     scaled = service(tmp_path, "planned", count=3)
     code, out = plan(nomad_agent, scaled)
     assert code == 1, out

@@ -41,10 +41,10 @@ def group_update(old: Document, new: Document, group: str) -> UpdateKind:
     """How group ``group``'s allocations of job version ``old`` are updated to version ``new``
     (both canonical ``job`` maps holding the group)."""
     old_group, new_group = _group(old, group), _group(new, group)
+    if _destructive(old, new, old_group, new_group):  # the job's meta and placement count too
+        return UpdateKind.DESTRUCTIVE
     if old_group == new_group:
         return UpdateKind.NONE
-    if _destructive(old, new, old_group, new_group):
-        return UpdateKind.DESTRUCTIVE
     if _without(old_group, "count") == _without(new_group, "count"):
         return UpdateKind.COUNT
     return UpdateKind.IN_PLACE

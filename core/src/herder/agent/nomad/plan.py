@@ -15,6 +15,7 @@ from typing import Any
 from herder import app
 from herder.agent.nomad import models
 from herder.agent.nomad.diff import ADDED, DELETED, EDITED, NONE, job_diff
+from herder.agent.nomad.ledger import SECOND
 from herder.agent.nomad.shapes import NomadError, Shapes
 from herder.app import NotFound
 from herder.jobspec import evaluate_job_text
@@ -27,6 +28,11 @@ ENFORCE_PREFIX = "Enforcing job modify index"
 # Nomad's names of the updates a group's allocations undergo (scheduler/annotate.go), by DesiredUpdates field.
 _UPDATE_NAMES = {"Ignore": "ignore", "Place": "create", "Stop": "destroy", "InPlaceUpdate": "in-place update",
                  "DestructiveUpdate": "create/destroy update"}
+_RESTART_DEFAULTS = {
+    "service": {"Attempts": 2, "Delay": 15 * SECOND, "Interval": 1800 * SECOND, "Mode": "fail"},
+    "batch": {"Attempts": 3, "Delay": 15 * SECOND, "Interval": 86400 * SECOND, "Mode": "fail"},
+}
+"""Nomad's restart policies of a group that has none (api/tasks.go), by job type."""
 _TASK_ANNOTATIONS = {UpdateKind.IN_PLACE: "forces in-place update",
                      UpdateKind.DESTRUCTIVE: "forces create/destroy update"}
 
@@ -101,8 +107,14 @@ def _desired(old: dict[str, Any] | None, new: dict[str, Any], group: str, count:
 
 def _nomad(shapes: Shapes, job: dict[str, Any], stopped: bool) -> dict[str, Any]:
     """A canonical job in Nomad's JSON, with the fields a Nomad server fills in (both sides of a
-    diff written alike, whatever shape each was submitted in)."""
-    return shapes.job_document(to_nomad({"job": job})["Job"]) | {"Stop": stopped}
+    diff written alike, whatever shape each was submitted in): a change of one restart field shows
+    beside the others, as Nomad's."""
+    document = shapes.job_document(to_nomad({"job": job})["Job"]) | {"Stop": stopped}
+    restart = _RESTART_DEFAULTS.get(str(document["Type"]), _RESTART_DEFAULTS["service"])
+    for group in document["TaskGroups"]:
+        group["RestartPolicy"] = restart | {k: v for k, v in (group.get("RestartPolicy") or {}).items()
+                                            if v is not None}
+    return document
 
 
 def _annotate(diff: dict[str, Any], updates: dict[str, dict[str, int]], old: dict[str, Any] | None,
