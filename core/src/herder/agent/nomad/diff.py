@@ -121,9 +121,11 @@ def _list(key: str, old: list[Any], new: list[Any]) -> list[dict[str, Any]]:
             pairs = [(old[i] if i < len(old) else None, new[i] if i < len(new) else None)
                      for i in range(max(len(old), len(new)))]
         return [diff for a, b in pairs for diff in _object(name, a, b, frozenset(), contextual=True)]
-    olds, news = [_text(v) for v in old], [_text(v) for v in new]
-    fields = [{"Type": DELETED, "Name": key, "Old": v, "New": "", "Annotations": None} for v in olds if v not in news]
-    fields += [{"Type": ADDED, "Name": key, "Old": "", "New": v, "Annotations": None} for v in news if v not in olds]
+    old_values, new_values = [_text(v) for v in old], [_text(v) for v in new]
+    fields = [{"Type": DELETED, "Name": key, "Old": v, "New": "", "Annotations": None}
+              for v in old_values if v not in new_values]
+    fields += [{"Type": ADDED, "Name": key, "Old": "", "New": v, "Annotations": None}
+               for v in new_values if v not in old_values]
     if not fields:
         return []
     kind = ADDED if not old else DELETED if not new else EDITED
