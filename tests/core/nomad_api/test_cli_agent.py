@@ -10,6 +10,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.core.nomad_api.conftest import NomadAgent
@@ -39,6 +40,16 @@ def test_members_agent_info_and_version(nomad_agent: NomadAgent) -> None:
     assert me["config"]["HerderVersion"] == me["stats"]["herder"]["version"] != "1.1.2"
     node = nomad_agent.get("/v1/node/" + me["stats"]["client"]["node_id"])
     assert node["Attributes"]["nomad.version"] == "1.1.2" and node["Attributes"]["herder.version"]
+
+
+def test_ui_without_a_job_opens_the_root_which_is_the_ui(nomad_agent: NomadAgent) -> None:
+    opened = ok(nomad_agent, "ui")
+    assert f'Opening URL "{nomad_agent.nomad_url}"' in opened
+    with httpx.Client(timeout=30.0) as browser:
+        root = browser.get(nomad_agent.nomad_url + "/")
+        assert root.status_code == 307 and root.headers["location"] == "/ui/"
+        ui = browser.get(nomad_agent.nomad_url + "/ui/")
+        assert ui.status_code == 307 and ui.headers["location"] == f"{nomad_agent.url}/ui/"
 
 
 def test_operator_metrics_as_json_and_prometheus(nomad_agent: NomadAgent) -> None:
@@ -108,6 +119,8 @@ def test_node_eligibility_then_drain_close_the_node_to_new_jobs(nomad_agent: Nom
     node = nomad_agent.get("/v1/node/" + nomad_agent.get("/v1/nodes")[0]["ID"])
     assert node["SchedulingEligibility"] == "ineligible" and node["DrainStrategy"] is None
     assert nomad_agent.nomad("job", "run", "-detach", str(service(tmp_path, "refused"))).returncode == 1
+    # Nothing left to stop: the drain completes at once, and the command line's watch sees it.
+    assert "Drain complete" in ok(nomad_agent, "node", "drain", "-enable", "-yes", "-self")
 
     ok(nomad_agent, "node", "drain", "-disable", "-yes", "-self")
     assert nomad_agent.get("/v1/nodes")[0]["SchedulingEligibility"] == "eligible"

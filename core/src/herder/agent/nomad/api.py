@@ -18,9 +18,10 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from herder import app
 from herder.agent import exec_ws
@@ -103,7 +104,15 @@ def asgi(agent: Agent, events: EventLog, address: str, ui_address: str) -> ASGIA
     listener, with the web UI, at ``ui_address``), guarded as herder's: the same site's requests only
     (whose JSON Nomad's clients send without a Content-Type), then the token."""
     guarded = NomadGuard(create_app(agent, events, address, ui_address), agent.config.token)
-    return SameSite(guarded, Hosts.of(agent.config, address), refuse, untyped_json=True)
+
+    async def front(scope: Scope, receive: Receive, send: Send) -> None:
+        # Nomad's root is its web UI (``nomad ui`` without a job opens it), here as its /ui/ redirect.
+        if scope["type"] == "http" and scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
+            await RedirectResponse("/ui/", status_code=307)(scope, receive, send)
+            return
+        await guarded(scope, receive, send)
+
+    return SameSite(front, Hosts.of(agent.config, address), refuse, untyped_json=True)
 
 
 def refuse(status: int, message: str) -> Response:

@@ -97,6 +97,12 @@ class Ledger:
         with self._lock:
             return 1 + self.events.last + self._changes
 
+    def change(self) -> int:
+        """Count a change made elsewhere that a watcher reads (the node's drain, its eligibility); the index
+        it makes."""
+        with self._lock:
+            return self._bump()
+
     def _bump(self) -> int:
         """Count a change (the lock held); the index it makes."""
         self._changes += 1

@@ -10,6 +10,7 @@ then enforces (:func:`enforce_index`).
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from herder import app
@@ -19,8 +20,10 @@ from herder.agent.nomad.ledger import SECOND
 from herder.agent.nomad.shapes import NomadError, Shapes
 from herder.app import NotFound
 from herder.jobspec import evaluate_job_text
+from herder.jobspec.dispatch import next_launch_time
 from herder.jobspec.nomad_json import to_nomad
 from herder.jobspec.update_kind import UpdateKind, group_update
+from herder.model import Periodic
 
 ENFORCE_PREFIX = "Enforcing job modify index"
 """How Nomad's refusal of a stale ``-check-index`` begins (the command line looks for it)."""
@@ -69,7 +72,13 @@ def plan(agent: app.Agent, shapes: Shapes, name: str, job: dict[str, Any]) -> di
             "Annotations": {"DesiredTGUpdates": {group: zero | counts for group, counts in updates.items()},
                             "PreemptedAllocs": None},
             "FailedTGAllocs": {group: metric.model_dump(mode="json") for group, metric in failed.items()} or None,
-            "NextPeriodicLaunch": models.ZERO_TIME, "Warnings": "\n".join(new_job.warnings)}
+            "NextPeriodicLaunch": _next_launch(new_job.periodic), "Warnings": "\n".join(new_job.warnings)}
+
+
+def _next_launch(periodic: Periodic | None) -> str:
+    """When a periodic job submitted now would launch first (Go's zero time: never, or not periodic)."""
+    launch = next_launch_time(periodic, datetime.now(UTC)) if periodic is not None and periodic.enabled else None
+    return models.ZERO_TIME if launch is None else launch.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _current(agent: app.Agent, shapes: Shapes, name: str) -> tuple[dict[str, Any] | None, dict[str, int], bool]:

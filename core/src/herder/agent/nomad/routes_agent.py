@@ -86,7 +86,11 @@ def register(api: FastAPI, agent: app.Agent, events: EventLog, ledger: Ledger, s
             await asyncio.to_thread(agent.begin_drain)
         else:
             agent.end_drain(eligible=body.MarkEligible)
-        index = ledger.index()
+        index = ledger.change()
+        if not agent.drain_pending():
+            # Complete at once (nothing to stop, or ended): a change of its own, as Nomad's drainer's, which
+            # the command line's watch of the node, from the index answered here, wakes for.
+            ledger.change()
         return answer({"NodeModifyIndex": index, "EvalIDs": None, "EvalCreateIndex": 0, "LastIndex": index},
                       index)
 
@@ -98,7 +102,7 @@ def register(api: FastAPI, agent: app.Agent, events: EventLog, ledger: Ledger, s
         if body.Eligibility not in ("eligible", "ineligible"):
             raise NomadError(400, f"invalid scheduling eligibility {body.Eligibility!r}")
         agent.set_eligible(body.Eligibility == "eligible")
-        index = ledger.index()
+        index = ledger.change()
         return answer({"NodeModifyIndex": index, "EvalIDs": None, "EvalCreateIndex": 0, "LastIndex": index},
                       index)
 
