@@ -197,3 +197,6 @@ def test_the_ui_address_without_the_token_only_says_where_the_ui_is(guarded: Nom
             assert browser.request(method, f"/ui/{page}").status_code in (403, 404, 405)
         spoofed = browser.get(f"/ui/{page}", headers={"Host": "evil.example"})
         assert spoofed.status_code == 403 and "location" not in spoofed.headers
+        root = browser.get("/")  # Nomad's root, its UI: also outside the guard, and only that
+        assert root.status_code == 307 and root.headers["location"] == "/ui/" and root.content == b""
+        assert browser.post("/", content=b"{}").status_code == 403
