@@ -64,6 +64,14 @@ def test_plan_says_what_a_run_would_do_and_check_index_enforces_it(nomad_agent: 
             in stale.stderr), stale.stderr
     assert len({a["JobVersion"] for a in allocs(nomad_agent, "planned")}) == 1  # nothing was submitted
 
+    with nomad_agent.nomad_http() as http:  # Nomad's other two refusals
+        job = {"ID": "planned", "TaskGroups": []}
+        exists = http.put("/v1/jobs", json={"Job": job, "EnforceIndex": True, "JobModifyIndex": 0})
+        assert (exists.status_code, exists.text) == (409, "Enforcing job modify index 0: job already exists")
+        job = {"ID": "never-registered", "TaskGroups": []}
+        missing = http.put("/v1/jobs", json={"Job": job, "EnforceIndex": True, "JobModifyIndex": 7})
+        assert (missing.status_code, missing.text) == (409, "Enforcing job modify index 7: job does not exist")
+
     fresh = nomad_agent.nomad("job", "run", "-detach", "-check-index", str(index), str(changed))
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
     assert nomad_agent.get("/v1/job/planned")["JobModifyIndex"] > index
