@@ -134,6 +134,8 @@ def test_status_and_search_find_jobs_allocations_and_the_node(nomad_agent: Nomad
         fuzzy = http.put("/v1/search/fuzzy", json={"Text": "earche", "Context": "all"}).json()
         assert {"ID": "searched", "Scope": ["default", "searched"]} in fuzzy["Matches"]["jobs"]
         assert {"ID": "searched.g[0]", "Scope": ["default", alloc]} in fuzzy["Matches"]["allocs"]
+        command = http.put("/v1/search/fuzzy", json={"Text": "bin/s", "Context": "commands"}).json()
+        assert {"ID": "/bin/sh", "Scope": ["default", "searched", "g", "t"]} in command["Matches"]["commands"]
         short = http.put("/v1/search/fuzzy", json={"Text": "s"})
         assert short.status_code == 400 and short.text == "fuzzy search query must be at least 2 characters, got 1"
         unknown = http.put("/v1/search", json={"Prefix": "s", "Context": "bogus"})

@@ -24,6 +24,8 @@ SEARCH_LIMIT = 20
 PREFIX_CONTEXTS = ("allocs", "deployment", "evals", "jobs", "nodes")
 """The contexts herder has, of those of Nomad's search; the others (plugins, volumes, ...) match nothing."""
 OTHER_CONTEXTS = ("namespaces", "plugins", "scaling_policy", "volumes")
+FUZZY_CONTEXTS = ("allocs", "classes", "commands", "groups", "images", "jobs", "nodes", "services", "tasks")
+"""What a fuzzy search of ``all`` answers (Nomad 1.1's, within jobs too)."""
 FUZZY_MIN = 2
 """The shortest text a fuzzy search takes, as Nomad's."""
 
@@ -74,7 +76,7 @@ def register(api: FastAPI, agent: app.Agent, ledger: Ledger, shapes: Shapes, *, 
     @api.post("/v1/search", include_in_schema=False)
     async def search(request: Request) -> Response:
         body = await decode(request, SearchRequest)
-        contexts = _contexts(body.Context)
+        contexts = _contexts(body.Context, PREFIX_CONTEXTS + OTHER_CONTEXTS)
         found = {} if foreign(request) else await asyncio.to_thread(_prefix_matches, agent, ledger, shapes,
                                                                     body.Prefix, contexts)
         matches: dict[str, list[str] | None] = {}
@@ -91,7 +93,7 @@ def register(api: FastAPI, agent: app.Agent, ledger: Ledger, shapes: Shapes, *, 
     @api.post("/v1/search/fuzzy", include_in_schema=False)
     async def fuzzy(request: Request) -> Response:
         body = await decode(request, FuzzySearchRequest)
-        contexts = _contexts(body.Context)
+        contexts = _contexts(body.Context, FUZZY_CONTEXTS)
         if len(body.Text) < FUZZY_MIN:
             raise NomadError(400, f"fuzzy search query must be at least {FUZZY_MIN} characters, got {len(body.Text)}")
         found = {} if foreign(request) else await asyncio.to_thread(_fuzzy_matches, agent, shapes, body.Text)
@@ -106,9 +108,10 @@ def register(api: FastAPI, agent: app.Agent, ledger: Ledger, shapes: Shapes, *, 
                        "KnownLeader": True}, index)
 
 
-def _contexts(context: str) -> tuple[str, ...]:
-    """The contexts a search of ``context`` looks in; 400 with Nomad's message for one it does not know."""
-    every = tuple(sorted(PREFIX_CONTEXTS + OTHER_CONTEXTS))
+def _contexts(context: str, known: tuple[str, ...]) -> tuple[str, ...]:
+    """The contexts a search of ``context`` looks in, of those ``known``; 400 with Nomad's message for
+    one it does not know."""
+    every = tuple(sorted(known))
     if context in ("all", ""):
         return every
     if context not in every:
@@ -133,15 +136,39 @@ def _prefix_matches(agent: app.Agent, ledger: Ledger, shapes: Shapes, prefix: st
 
 
 def _fuzzy_matches(agent: app.Agent, shapes: Shapes, text: str) -> dict[str, list[dict[str, Any]]]:
-    """Nomad 1.1's fuzzy search: the jobs, allocations (by name) and nodes whose name holds ``text``,
-    each with its scope (namespace, then the job or the allocation's ID)."""
+    """Nomad 1.1's fuzzy search: the names holding ``text`` (in any case) of jobs, their groups, tasks and
+    services and their tasks' commands, images and classes (the latest version of each job), allocations
+    and the node, each with its scope (the namespace, then the IDs of what holds it), the earliest
+    match first."""
     wanted = text.lower()
-    jobs = sorted(set(agent.jobs()) | set(agent.parents()))
-    allocs = sorted(agent.allocs(), key=lambda alloc: alloc.alloc.name)
-    return {
-        "jobs": [{"ID": name, "Scope": [NAMESPACE, name]} for name in jobs if wanted in name.lower()],
-        "allocs": [{"ID": alloc.alloc.name, "Scope": [NAMESPACE, alloc.alloc.id]}
-                   for alloc in allocs if wanted in alloc.alloc.name.lower()],
-        "nodes": [{"ID": agent.config.node_name, "Scope": [shapes.node_id]}]
-        if wanted in agent.config.node_name.lower() else [],
-    }
+    found: dict[str, list[tuple[int, str, list[str]]]] = {}
+
+    def match(context: str, name: str, *scope: str) -> None:
+        if (at := name.lower().find(wanted)) >= 0:
+            found.setdefault(context, []).append((at, name, list(scope)))
+
+    jobs = {name: allocs[-1].job for name, allocs in agent.jobs().items()}
+    jobs |= {name: parent.job for name, parent in agent.parents().items()}
+    for name, job in jobs.items():
+        match("jobs", name, NAMESPACE, name)
+        for group in job.groups:
+            match("groups", group.name, NAMESPACE, name)
+            for service in group.services:
+                match("services", service.name, NAMESPACE, name, group.name)
+            for task in group.tasks:
+                match("tasks", task.name, NAMESPACE, name, group.name)
+                for service in task.services:
+                    match("services", service.name, NAMESPACE, name, group.name, task.name)
+                key = _DRIVER_KEYS.get(task.driver)
+                if key is not None and isinstance(value := task.config.get(key[1]), str):
+                    match(key[0], value, NAMESPACE, name, group.name, task.name)
+    for alloc in agent.allocs():
+        match("allocs", alloc.alloc.name, NAMESPACE, alloc.alloc.id)
+    match("nodes", agent.config.node_name, shapes.node_id)
+    return {context: [{"ID": name, "Scope": scope} for _, name, scope in sorted(matches, key=lambda m: m[:2])]
+            for context, matches in found.items()}
+
+
+_DRIVER_KEYS = {"docker": ("images", "image"), "exec": ("commands", "command"),
+                "raw_exec": ("commands", "command"), "java": ("classes", "class")}
+"""What Nomad's fuzzy search reads of a task's config, by driver: its context and the config's key."""
