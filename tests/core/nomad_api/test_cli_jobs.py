@@ -113,6 +113,26 @@ def test_stop_purge_forgets_the_job_after_stopping_its_allocations(nomad_agent: 
     purge(nomad_agent, "purged")
 
 
+def test_stop_purge_of_a_periodic_job_leaves_its_children(nomad_agent: NomadAgent, tmp_path: Path) -> None:
+    path = tmp_path / "nightly.nomad"
+    path.write_text('job "nightly" {\n  type = "batch"\n  periodic {\n    cron = "0 0 * * *"\n  }\n'
+                    '  group "g" {\n    task "t" {\n      driver = "raw_exec"\n'
+                    '      config {\n        command = "/bin/sleep"\n        args = ["3600"]\n      }\n    }\n  }\n}\n')
+    ran = nomad_agent.nomad("job", "run", str(path))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    forced = nomad_agent.nomad("job", "periodic", "force", "-detach", "nightly")
+    assert forced.returncode == 0, forced.stderr
+    child = wait_for(lambda: next((j["ID"] for j in nomad_agent.get("/v1/jobs") if j["ParentID"] == "nightly"), None),
+                     what="the launched child")
+    purge(nomad_agent, "nightly")
+    with nomad_agent.nomad_http() as http:
+        assert http.get("/v1/job/nightly").status_code == 404  # (`job status nightly` finds the child, a prefix)
+    listed = {j["ID"]: j for j in nomad_agent.get("/v1/jobs")}
+    assert "nightly" not in listed and child in listed  # stopped, as Nomad stops a periodic job's children
+    wait_for(lambda: nomad_agent.get(f"/v1/job/{child}")["Status"] == "dead", what="the child stopped")
+    purge(nomad_agent, child)
+
+
 def test_status_and_search_find_jobs_allocations_and_the_node(nomad_agent: NomadAgent, tmp_path: Path) -> None:
     ran = nomad_agent.nomad("job", "run", "-detach", str(service(tmp_path, "searched")))
     assert ran.returncode == 0, ran.stderr

@@ -149,10 +149,11 @@ class Jobs:
 
         :raises NotFound: no job ``name``."""
         allocs = self.stop(name)
+        own = [alloc for alloc in allocs if alloc.job.name == name]  # a periodic job's children stay, stopped
         with self._purged_lock:
-            self._purged.update(alloc.alloc.id for alloc in allocs)
+            self._purged.update(alloc.alloc.id for alloc in own)
         self.registry.deregister(name)
-        shared_runtime().pool.submit(functools.partial(self._collect, allocs))
+        shared_runtime().pool.submit(functools.partial(self._collect, own))
         return allocs
 
     def _collect(self, allocs: list[AllocRunner]) -> None:
