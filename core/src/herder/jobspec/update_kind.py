@@ -4,18 +4,16 @@ Nomad's ``tasksUpdated`` (``scheduler/util.go``) tells an update its tasks must
 restart for (destructive: the allocations are replaced) from one they need not
 (in place: the allocations stay, their services, checks and policies change);
 a change of ``count`` alone only places or stops allocations. This is that
-decision over two canonical job documents (the ``job`` maps), pure, so that the
-plan of the Nomad-compatible API and the client's deployments decide alike.
+decision over two versions of a job, pure, so that the plan of the
+Nomad-compatible API and the client's deployments decide alike.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
 
-Document = Mapping[str, Any]
-"""A canonical job document's ``job`` map."""
+from herder.model import Group, Job, Task
 
 
 class UpdateKind(enum.Enum):
@@ -26,69 +24,44 @@ class UpdateKind(enum.Enum):
     COUNT = "count"
     """Only ``count``: allocations are placed or stopped, the others left alone."""
     IN_PLACE = "in-place"
-    """A change no task restarts for (services, checks, meta of services, update, restart, reschedule)."""
+    """A change no task restarts for (services, checks, meta of services, restart, kill timeouts...)."""
     DESTRUCTIVE = "destructive"
     """A change the tasks restart for: the allocations are replaced."""
 
 
-# What Nomad's tasksUpdated compares, by canonical key: any change of one of these replaces the allocations.
-_GROUP_KEYS = ("ephemeral_disk", "network", "affinity", "spread", "consul")
-_TASK_KEYS = ("driver", "user", "config", "env", "artifacts", "vault", "templates", "affinity")
-_RESOURCE_KEYS = ("cpu", "cores", "memory", "memory_max", "device", "network")
+# What Nomad's tasksUpdated compares of a task: any change of one of these replaces the allocations.
+_TASK_FIELDS = ("driver", "user", "config", "env", "artifacts", "templates", "resources")
 
 
-def group_update(old: Document, new: Document, group: str) -> UpdateKind:
+def group_update(old: Job, new: Job, group: str) -> UpdateKind:
     """How group ``group``'s allocations of job version ``old`` are updated to version ``new``
-    (both canonical ``job`` maps holding the group)."""
-    old_group, new_group = _group(old, group), _group(new, group)
-    if _destructive(old, new, old_group, new_group):  # the job's meta and placement count too
+    (destructive too when the group is in only one of them)."""
+    before = next((g for g in old.groups if g.name == group), None)
+    after = next((g for g in new.groups if g.name == group), None)
+    if before is None or after is None or _destructive(old, before, new, after):
         return UpdateKind.DESTRUCTIVE
-    if old_group == new_group:
+    if before == after:
         return UpdateKind.NONE
-    if _without(old_group, "count") == _without(new_group, "count"):
+    if replace(before, count=0) == replace(after, count=0):
         return UpdateKind.COUNT
     return UpdateKind.IN_PLACE
 
 
-def _destructive(old: Document, new: Document, old_group: Document, new_group: Document) -> bool:
-    old_tasks, new_tasks = _by_name(old_group.get("tasks")), _by_name(new_group.get("tasks"))
-    if old_tasks.keys() != new_tasks.keys():
+def _destructive(old: Job, before: Group, new: Job, after: Group) -> bool:
+    tasks = {task.name: task for task in after.tasks}
+    if len(before.tasks) != len(after.tasks) or tasks.keys() != {task.name for task in before.tasks}:
         return True
-    if any(old_group.get(key) != new_group.get(key) for key in _GROUP_KEYS):
+    if before.ports != after.ports:  # the group's network
         return True
-    if old.get("affinity") != new.get("affinity") or old.get("spread") != new.get("spread"):
-        return True
-    if _connect(old_group) != _connect(new_group):
-        return True
-    for name, old_task in old_tasks.items():
-        new_task = new_tasks[name]
-        if any(old_task.get(key) != new_task.get(key) for key in _TASK_KEYS):
+    for task in before.tasks:
+        other = tasks[task.name]
+        if any(getattr(task, name) != getattr(other, name) for name in _TASK_FIELDS):
             return True
-        if _meta(old, old_group, old_task) != _meta(new, new_group, new_task):
-            return True
-        old_resources, new_resources = old_task.get("resources") or {}, new_task.get("resources") or {}
-        if any(old_resources.get(key) != new_resources.get(key) for key in _RESOURCE_KEYS):
+        if _meta(old, before, task) != _meta(new, after, other):
             return True
     return False
 
 
-def _group(job: Document, name: str) -> Document:
-    return _by_name(job.get("groups")).get(name, {})
-
-
-def _by_name(items: Any) -> dict[str, Document]:
-    return {str(item.get("name")): item for item in items or () if isinstance(item, Mapping)}
-
-
-def _without(group: Document, key: str) -> dict[str, Any]:
-    return {k: v for k, v in group.items() if k != key}
-
-
-def _meta(job: Document, group: Document, task: Document) -> dict[str, Any]:
+def _meta(job: Job, group: Group, task: Task) -> dict[str, str]:
     """The task's meta as its environment sees it: the job's, the group's, then its own (Nomad's CombinedTaskMeta)."""
-    return {**(job.get("meta") or {}), **(group.get("meta") or {}), **(task.get("meta") or {})}
-
-
-def _connect(group: Document) -> list[Any]:
-    """The ``connect`` blocks of the group's services, which a task restarts for."""
-    return [service.get("connect") for service in group.get("services") or () if isinstance(service, Mapping)]
+    return {**job.meta, **group.meta, **task.meta}

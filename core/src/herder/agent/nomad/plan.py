@@ -10,6 +10,7 @@ then enforces (:func:`enforce_index`).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,11 +20,13 @@ from herder.agent.nomad.diff import ADDED, DELETED, EDITED, NONE, job_diff
 from herder.agent.nomad.ledger import SECOND
 from herder.agent.nomad.shapes import NomadError, Shapes
 from herder.app import NotFound
+from herder.client.client import JobSource
 from herder.jobspec import evaluate_job_text
 from herder.jobspec.dispatch import next_launch_time
 from herder.jobspec.nomad_json import to_nomad
 from herder.jobspec.update_kind import UpdateKind, group_update
-from herder.model import Periodic
+from herder.model import Group, Job, Periodic
+from herder.state import JobRecord
 
 ENFORCE_PREFIX = "Enforcing job modify index"
 """How Nomad's refusal of a stale ``-check-index`` begins (the command line looks for it)."""
@@ -57,14 +60,14 @@ def plan(agent: app.Agent, shapes: Shapes, name: str, job: dict[str, Any]) -> di
     :raises JobError: the job is invalid.
     """
     new_job, document = evaluate_job_text(json.dumps({"Job": job}), "json", "<api>", {})
-    new = document["job"]
-    old, live, stopped = _current(agent, shapes, name)
-    updates = {group.name: _desired(old, new, group.name, group.count, live.get(group.name, 0))
-               for group in new_job.groups}
-    for group in sorted(set(live) - set(updates)):
-        updates[group] = {"Stop": live[group]}
-    diff = job_diff(_nomad(shapes, old, stopped) if old is not None else None, _nomad(shapes, new, False))
-    _annotate(diff, updates, old, new)
+    current = _current(agent, shapes, name)
+    changed = current is None or replace(current.job, warnings=[]) != replace(new_job, warnings=[])
+    updates = {group.name: _desired(current, new_job, group, changed) for group in new_job.groups}
+    gone = {name: live for name, live in (current.live if current else {}).items() if name not in updates}
+    updates |= {name: {"Stop": live} for name, live in sorted(gone.items())}
+    diff = job_diff(_nomad(shapes, current.document, current.stopped) if current else None,
+                    _nomad(shapes, document["job"], False))
+    _annotate(diff, updates, current.job if current else None, new_job)
     failed = _unplaceable(agent, shapes, new_job.groups, updates)
     zero = dict.fromkeys(("Ignore", "Place", "Migrate", "Stop", "InPlaceUpdate", "DestructiveUpdate", "Canary",
                           "Preemptions"), 0)
@@ -81,35 +84,52 @@ def _next_launch(periodic: Periodic | None) -> str:
     return models.ZERO_TIME if launch is None else launch.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _current(agent: app.Agent, shapes: Shapes, name: str) -> tuple[dict[str, Any] | None, dict[str, int], bool]:
-    """Job ``name``'s current version (canonical ``job`` map; None if there is none), its live
-    allocations by group, and whether it is stopped."""
+@dataclass(frozen=True)
+class _Current:
+    """A job's current version, as a job and as its canonical ``job`` map; its live allocations by group,
+    and whether it is stopped."""
+
+    job: Job
+    document: dict[str, Any]
+    live: dict[str, int]
+    stopped: bool
+
+
+def _current(agent: app.Agent, shapes: Shapes, name: str) -> _Current | None:
+    """Job ``name``'s current version; None if there is none."""
     parent = agent.parent(name)
     try:
         allocs = agent.job(name)
     except NotFound:
-        return None, {}, False
+        return None
     if parent is not None:
-        return app.canonical_document(parent.source)["job"], {}, parent.status == "stopped"
+        return _Current(*_evaluated(parent.source), {}, parent.status == "stopped")
     latest = agent.job_versions(name)[-1:]
     record = latest[0].record if latest else None
     if record is None:
-        return None, {}, False
+        return None
     live: dict[str, int] = {}
     for alloc in allocs:
         if alloc.job_id == record.id and alloc.status in ("pending", "running") and not alloc.stopping:
             live[alloc.group.name] = live.get(alloc.group.name, 0) + 1
-    return app.canonical_document(record)["job"], live, shapes.stopped(name, allocs)
+    return _Current(*_evaluated(record), live, shapes.stopped(name, allocs))
 
 
-def _desired(old: dict[str, Any] | None, new: dict[str, Any], group: str, count: int, live: int) -> dict[str, int]:
-    """What group ``group`` (``count`` wanted, ``live`` running) undergoes, in Nomad's DesiredUpdates fields."""
-    kind = UpdateKind.DESTRUCTIVE if old is None else group_update(old, new, group)
-    kept = min(live, count)
-    counts = {"Place": max(0, count - live), "Stop": max(0, live - count)}
-    if kept:
-        field = {UpdateKind.NONE: "Ignore", UpdateKind.COUNT: "InPlaceUpdate", UpdateKind.IN_PLACE: "InPlaceUpdate",
-                 UpdateKind.DESTRUCTIVE: "DestructiveUpdate"}[kind]
+def _evaluated(submitted: JobSource | JobRecord) -> tuple[Job, dict[str, Any]]:
+    """A submission as a job and as its canonical ``job`` map."""
+    job, document = evaluate_job_text(submitted.text, submitted.format, submitted.source, submitted.variables)
+    return job, document["job"]
+
+
+def _desired(current: _Current | None, new: Job, group: Group, changed: bool) -> dict[str, int]:
+    """What ``group`` of job ``new`` undergoes, in Nomad's DesiredUpdates fields: its allocations
+    placed or stopped for its count, the others updated as Nomad's scheduler decides (every one of
+    a job that changed is, to its new version)."""
+    live = current.live.get(group.name, 0) if current else 0
+    kind = group_update(current.job, new, group.name) if current else UpdateKind.DESTRUCTIVE
+    counts = {"Place": max(0, group.count - live), "Stop": max(0, live - group.count)}
+    if kept := min(live, group.count):
+        field = "DestructiveUpdate" if kind is UpdateKind.DESTRUCTIVE else "InPlaceUpdate" if changed else "Ignore"
         counts[field] = kept
     return {key: value for key, value in counts.items() if value}
 
@@ -126,8 +146,7 @@ def _nomad(shapes: Shapes, job: dict[str, Any], stopped: bool) -> dict[str, Any]
     return document
 
 
-def _annotate(diff: dict[str, Any], updates: dict[str, dict[str, int]], old: dict[str, Any] | None,
-              new: dict[str, Any]) -> None:
+def _annotate(diff: dict[str, Any], updates: dict[str, dict[str, int]], old: Job | None, new: Job) -> None:
     """Nomad's annotations of a plan's diff (scheduler/annotate.go): each group's updates, what a
     change of its count forces, and what each changed task forces."""
     for group in diff["TaskGroups"] or []:
