@@ -162,7 +162,8 @@ class _Lines(logging.Handler):
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
         level = _HCLOG_NAMES.get(record.levelno, "INFO")
         line = f"{stamp} [{level}]{' ' * (6 - len(level))}{record.name}: {record.getMessage()}\n"
-        self.loop.call_soon_threadsafe(self._put, line.encode("utf-8", "replace"))
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the agent is stopping
+            self.loop.call_soon_threadsafe(self._put, line.encode("utf-8", "replace"))
 
     def _put(self, line: bytes) -> None:
         with contextlib.suppress(asyncio.QueueFull):
