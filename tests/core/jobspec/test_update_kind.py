@@ -16,7 +16,8 @@ JOB: dict[str, Any] = {
     "name": "web", "meta": {"owner": "a"},
     "groups": [{
         "name": "g", "count": 2, "network": {"ports": [{"label": "http"}]}, "restart": {"attempts": 1, "mode": "fail"},
-        "services": [{"name": "s", "port": "http", "tags": ["a"], "checks": [{"type": "tcp", "interval": "10s", "timeout": "2s"}]}],
+        "services": [{"name": "s", "port": "http", "tags": ["a"],
+                      "checks": [{"type": "tcp", "interval": "10s", "timeout": "2s"}]}],
         "tasks": [{"name": "t", "driver": "raw_exec", "user": "nobody", "config": {"command": "/bin/sleep"},
                    "env": {"A": "b"}, "meta": {"b": "2"}, "resources": {"cpu": 100, "memory": 64},
                    "templates": [{"data": "x", "destination": "local/x"}], "kill_timeout": "5s",
