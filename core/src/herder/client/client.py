@@ -43,7 +43,17 @@ from herder.model import Group, Job, Task
 from herder.objects import TaskEvent
 from herder.plugins.hooks import Hooks
 from herder.sdk import UnsafePathError
-from herder.state import AllocRecord, JobRecord, PortRecord, StateError, Store, TaskRecord, job_id
+from herder.state import (
+    LIVE_STATUSES,
+    AllocRecord,
+    AllocStatus,
+    JobRecord,
+    PortRecord,
+    StateError,
+    Store,
+    TaskRecord,
+    job_id,
+)
 from herder.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -210,7 +220,7 @@ class Client:
         return [self._adopt(alloc, source.id) for alloc in placed]
 
     def restore(self, *, job_name: str | None = None, session: str | None = None,
-                keep: bool | None = None) -> list[AllocRunner]:
+                keep: bool | None = None, history: bool = False) -> list[AllocRunner]:
         """Take over the live allocations an earlier herder left on this data dir.
 
         Only allocations whose owning process is dead are taken (``job_name``,
@@ -219,12 +229,26 @@ class Client:
         restored (its job no longer loads, its ports are held, a task left a
         link where its directories were) is failed, and what of it still runs
         is stopped before this returns (see :meth:`_fail_restore`).
+
+        With ``history``, the finished allocations are taken too, as read-only
+        records of what happened (see :meth:`_recall`), so that an agent started
+        again lists what the last one did until garbage collection removes it;
+        they are not returned, as there is nothing of them to run.
         """
         restored: list[AllocRunner] = []
-        for record in self.store.allocs(job_name=job_name, live=True, session=session):
+        node = self.node()
+        alive: dict[str, bool] = {}  # by session: a data dir's history holds many allocations of few sessions
+        for record in self.store.allocs(job_name=job_name, live=None if history else True, session=session):
             if keep is not None and record.keep != keep:
                 continue
-            if record.session == self.session or is_alive(self.data_dir, record.session):
+            if record.session == self.session:
+                continue
+            if record.session not in alive:
+                alive[record.session] = is_alive(self.data_dir, record.session)
+            if alive[record.session]:
+                continue
+            if record.status not in LIVE_STATUSES:
+                self._recall(record, node)
                 continue
             if not self.store.claim_alloc(record.id, owner=record.session, by=self.session, keep=self.keep):
                 continue  # another herder took it over first
@@ -237,6 +261,22 @@ class Client:
             tasks = {task.name: task for task in self.store.tasks(record.id)}
             restored.append(self._adopt(placed, record.job_id, tasks))
         return restored
+
+    def _recall(self, record: AllocRecord, node: Node) -> None:
+        """Keep a finished allocation an earlier herder left as the read-only record of
+        what happened: its tasks' last states and events, its logs where they were.
+        Nothing of it runs, holds a port or is created: its directories are only named.
+        One whose job no longer loads stays in the state database alone, for the
+        garbage collector."""
+        try:
+            job, group = self._stored_job(record)
+        except HerderError as exc:
+            log.warning("finished allocation %s is not listed: %s", record.name, exc)
+            return
+        tasks = {task.name: task for task in self.store.tasks(record.id)}
+        created = {name: task.created for name, task in tasks.items()}
+        placed = self.placement.teardown(job, group, record.id, record.index, node, created)
+        self._adopt(placed, record.job_id, tasks, finished=record.status)
 
     def _fail_restore(self, record: AllocRecord, message: str) -> None:
         """Fail an allocation that cannot be restored, telling each task why.
@@ -303,10 +343,11 @@ class Client:
             return None
         return interpolate_task(found.task, found.make_lookup(dict(found.ctx.env))), found.ctx
 
-    def _adopt(self, placed: PlacedAlloc, job: str, restored: dict[str, TaskRecord] | None = None) -> AllocRunner:
+    def _adopt(self, placed: PlacedAlloc, job: str, restored: dict[str, TaskRecord] | None = None, *,
+               finished: AllocStatus | None = None) -> AllocRunner:
         runner = AllocRunner(placed, job, self.hooks, self.store, on_event=self._on_event,
                              on_done=self._alloc_done, defer_cleanup=self.deferred.add, restored=restored,
-                             max_kill_timeout=self.config.client.max_kill_timeout)
+                             max_kill_timeout=self.config.client.max_kill_timeout, finished=finished)
         with self._lock:
             self._allocs[placed.alloc.id] = runner
         return runner
