@@ -203,6 +203,12 @@ class AllocRunner:
         return self._stop_requested.is_set() or self._killing
 
     @property
+    def stop_requested(self) -> bool:
+        """Whether the allocation was asked to stop (its desired status is ``stop``): a failed one is
+        not rescheduled then."""
+        return self._stop_requested.is_set()
+
+    @property
     def failed(self) -> bool:
         return self._state_lost or any(t.status.failed for t in self.tasks)
 

@@ -1,0 +1,52 @@
+"""``herder run`` in the foreground reschedules a failed allocation as the agent does, and follows
+the replacement to its end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.foreground import HerderRun
+
+pytestmark = pytest.mark.slow
+
+BATCH = """
+job "third-time" {
+  type = "batch"
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    reschedule {
+      attempts = 2
+      interval = "1h"
+      delay    = "200ms"
+    }
+    ephemeral_disk {
+      sticky = true
+    }
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "sh"
+        args    = ["-c", "echo run >> $NOMAD_ALLOC_DIR/data/runs; test $(wc -l < $NOMAD_ALLOC_DIR/data/runs) -ge 3"]
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_foreground_run_follows_its_replacements_to_the_end(tmp_path: Path, config_file: Path) -> None:
+    job = tmp_path / "job.hcl"
+    job.write_text(BATCH)
+    run = HerderRun(job, tmp_path / "data", config=config_file)
+    stderr = run.finish()
+    assert run.proc.returncode == 0, stderr
+    assert run.summary is not None and run.summary["status"] == "complete"
+    allocs = list(run.summary["allocs"].values())
+    assert [a["tasks"]["t"]["exit_code"] for a in allocs] == [1, 1, 0]  # the third run found two before it
+    assert stderr.count("failed: rescheduled as") == 2
+    assert len(run.of("Alloc Data Moved")) == 2
