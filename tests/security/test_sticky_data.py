@@ -39,7 +39,7 @@ job "swapper" {
       config {
         command = "/bin/sh"
         # Only the first run swaps (it disarms the next): the replacement shows what it was given.
-        args    = ["-c", "rm $VICTIM.armed && rmdir $NOMAD_ALLOC_DIR/data && ln -s $VICTIM $NOMAD_ALLOC_DIR/data; exit 1"]
+        args    = ["-c", "cd $NOMAD_ALLOC_DIR && rm $VICTIM.armed && rmdir data && ln -s $VICTIM data; exit 1"]
       }
       env {
         VICTIM = "%s"

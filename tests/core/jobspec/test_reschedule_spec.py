@@ -26,8 +26,9 @@ def test_each_job_type_has_nomads_default(job_type: str, policy: ReschedulePolic
 
 
 def test_the_groups_block_over_the_jobs_over_the_default() -> None:
-    job = load(task_hcl("", group_body='reschedule {\n delay = "200ms"\n }\nephemeral_disk {\n sticky = true\n }')
-               .replace('job "web" {', 'job "web" {\n  reschedule {\n delay_function = "fibonacci"\n max_delay = "10s"\n }'))
+    text = task_hcl("", group_body='reschedule {\n delay = "200ms"\n }\nephemeral_disk {\n sticky = true\n }')
+    job = load(text.replace('job "web" {',
+                            'job "web" {\n  reschedule {\n delay_function = "fibonacci"\n max_delay = "10s"\n }'))
     group = job.groups[0]
     assert group.reschedule == ReschedulePolicy(delay=0.2, delay_function="fibonacci", max_delay=10, unlimited=True)
     assert group.ephemeral_disk.sticky and group.ephemeral_disk.carried

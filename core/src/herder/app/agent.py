@@ -70,8 +70,9 @@ class Agent:
     # -- lifetime ------------------------------------------------------------
 
     def start(self, address: tuple[str, int] | None = None) -> list[AllocRunner]:
-        """Start the background work, reattach what the previous agent left
-        running and list what it finished (until collected); ``address`` (where the API listens) registers the agent as a service."""
+        """Start the background work, reattach what the previous agent left running and list
+        what it finished (until collected); ``address`` (where the API listens) registers the
+        agent as a service."""
         self.client.start()
         restored = self.client.restore(keep=True, history=True)
         for alloc in restored:

@@ -205,9 +205,9 @@ class Replacements:
         tracker = self.tracker(alloc.alloc.id)
         due = next((work.due for work in store.deferred(KIND) if work.key == alloc.alloc.id), None)
         policy = alloc.group.reschedule
-        attempts = policy.attempts if policy is not None and not policy.unlimited else 0
+        counted = policy is not None and not policy.unlimited and policy.attempts > 0
         at = failed_at(alloc) if alloc.status == "failed" else time.time()
         return Rescheduling(previous=record.previous if record else "", next=store.replacement(alloc.alloc.id) or "",
                             tracker=tracker, due=due,
-                            attempted=reschedule.attempted(policy, tracker, at) if attempts else 0,
-                            attempts=attempts)
+                            attempted=reschedule.attempted(policy, tracker, at) if policy and counted else 0,
+                            attempts=policy.attempts if policy and counted else 0)
