@@ -131,6 +131,9 @@ class ReschedulePolicy:
     max_delay: float = 0.0
     """The longest delay (not for ``constant``); 0 is no bound."""
     unlimited: bool = False
+    given: bool = field(default=False, compare=False)
+    """Whether the job file has a ``reschedule`` block for the group (the job's or its own), rather
+    than only its type's default: ``herder run`` in the foreground reschedules only then."""
 
     @property
     def enabled(self) -> bool:

@@ -64,6 +64,7 @@ def test_alloc_status_shows_the_replacement_the_attempts_and_the_next_time(nomad
     status = nomad_agent.nomad("alloc", "status", second["ID"])
     assert status.returncode == 0, status.stderr
     assert "Reschedule Attempts  = 1/2" in status.stdout
+    assert "Desired Description  = alloc was rescheduled because it failed" in status.stdout
     assert f"Replacement Alloc ID = {third['ID'][:8]}" in status.stdout
     last = nomad_agent.nomad("alloc", "status", third["ID"])
     assert "Reschedule Attempts = 2/2" in last.stdout and "Replacement Alloc ID" not in last.stdout

@@ -77,6 +77,8 @@ class ForegroundRun:
                              on_lost=None if keep else {"argv": reap_command(config), "env": dict(os.environ)})
         self.allocs: list[AllocRunner] = []
         self._replaced: set[str] = set()  # the allocations rescheduled: their replacements' outcome counts
+        # One run ends when its job fails, unless the job file asks for a reschedule.
+        self.client.replacements.by_default = False
         self.client.replacements.on_placed = self._rescheduled
         self.reaped = Reaped()
         self._stop_requested = threading.Event()

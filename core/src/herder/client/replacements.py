@@ -21,19 +21,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from herder.client import reschedule
 from herder.client.alloc_runner import AllocRunner
 from herder.client.reschedule import RescheduleEvent
 from herder.client.runtime import shared_runtime
 from herder.errors import HerderError
-from herder.state import Deferred, StateError
-
-if TYPE_CHECKING:
-    from herder.client.client import Client
+from herder.state import Deferred, StateError, Store
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +52,19 @@ class Rescheduling:
     attempts: int = 0
 
 
+class Placer(Protocol):
+    """What of the client rescheduling uses (:class:`herder.client.client.Client`)."""
+
+    store: Store
+
+    def alloc(self, alloc_id: str) -> AllocRunner | None: ...
+
+    def place_replacement(self, previous: AllocRunner, tracker: Sequence[RescheduleEvent], *,
+                          done: tuple[str, str] | None = None) -> AllocRunner: ...
+
+    def run(self, allocs: Iterable[AllocRunner]) -> None: ...
+
+
 def failed_at(alloc: AllocRunner) -> float:
     """When an allocation failed: the last of its tasks' ends (Nomad's ``LastEventTime``), else now."""
     ends = [t.status.finished_at for t in alloc.tasks if t.status.finished_at is not None]
@@ -65,8 +75,11 @@ class Replacements:
     """The pending replacements of ``client``'s failed allocations, each on the shared timer.
     ``on_placed`` is told of each replacement placed and started (with the allocation it replaces)."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Placer) -> None:
         self.client = client
+        self.by_default = True
+        """Whether a group whose job file has no ``reschedule`` block is rescheduled by its job type's
+        default (an agent's); if not (a foreground run's), only the groups that ask are."""
         self.on_placed: Callable[[AllocRunner, AllocRunner], None] = lambda previous, alloc: None
         self._lock = threading.Lock()
         self._timers: dict[str, Callable[[], None]] = {}  # failed allocation ID -> what cancels its timer
@@ -80,6 +93,8 @@ class Replacements:
         more attempt, its replacement is due after the next delay."""
         policy = alloc.group.reschedule
         if alloc.status != "failed" or alloc.stop_requested or policy is None or not policy.enabled:
+            return
+        if not (policy.given or self.by_default):
             return
         tracker = self.tracker(alloc.alloc.id)
         failed = failed_at(alloc)

@@ -51,7 +51,8 @@ def reschedule_policy(job: dict[str, Any], group: dict[str, Any], path: Path,
                 problem((*where, "reschedule"), f"{job_type} jobs are not rescheduled: remove the block")
         return None
     policy = ReschedulePolicy(**(defaults | reschedule_fields(job.get("reschedule", {}))
-                                 | reschedule_fields(group.get("reschedule", {}))))
+                                 | reschedule_fields(group.get("reschedule", {}))),
+                              given="reschedule" in job or "reschedule" in group)
     check_policy(policy, (*path, "reschedule"), problem)
     return policy
 

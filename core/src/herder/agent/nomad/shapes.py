@@ -356,8 +356,9 @@ class Shapes:
             "NodeID": self.node_id, "NodeName": self.agent.config.node_name, "JobID": alloc.job.name,
             "JobType": alloc.job.type, "JobVersion": self.agent.job_version(alloc.job.name, alloc.job_id).number,
             "TaskGroup": alloc.group.name,
-            "DesiredStatus": "stop" if alloc.stopping or alloc.status == "stopped" else "run",
-            "DesiredDescription": "alloc is being stopped" if alloc.stopping else "",
+            "DesiredStatus": "stop" if alloc.stopping or alloc.status == "stopped" or rescheduling.next else "run",
+            "DesiredDescription": "alloc is being stopped" if alloc.stopping else
+                                  "alloc was rescheduled because it failed" if rescheduling.next else "",
             "ClientStatus": ALLOC_STATUS.get(alloc.status, alloc.status),
             "TaskStates": states,
             "DeploymentStatus": None if deployment is None else models.AllocDeploymentStatus(
