@@ -125,3 +125,38 @@ def test_a_pending_replacement_outlives_an_agent_killed(tmp_path: Path) -> None:
         assert logs.stdout.strip() == "2", logs  # and it had the first one's data
     finally:
         agent.shutdown()
+
+
+STICKY_SERVICE = """
+job "kept" {
+  group "g" {
+    ephemeral_disk {
+      sticky = true
+    }
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "sh"
+        args    = ["-c", "cd $NOMAD_ALLOC_DIR/data; echo $VERSION >> versions; cat versions; exec sleep 3600"]
+      }
+      env {
+        VERSION = "%s"
+      }
+      kill_timeout = "1s"
+    }
+  }
+}
+"""
+
+
+def test_a_new_version_of_a_sticky_group_starts_with_the_data_of_the_one_it_replaces(agent: AgentProcess) -> None:
+    first = agent.submit(STICKY_SERVICE % "v1")["allocations"][0]["id"]
+    wait_for(lambda: agent.cli("alloc", "logs", first, "t").stdout == "v1\n", what="the first version's output")
+    second = agent.submit(STICKY_SERVICE % "v2")["allocations"][0]["id"]
+    wait_for(lambda: agent.cli("alloc", "logs", second, "t").stdout == "v1\nv2\n",
+             what=lambda: f"the second version's output: {agent.cli('alloc', 'logs', second, 't').stdout!r}")
+    assert agent.alloc(second)["previous_allocation"] == first
+    assert agent.alloc(first)["next_allocation"] == second
+    assert agent.alloc(first)["status"] == "stopped"
+    stopped = agent.cli("job", "stop", "kept")
+    assert stopped.returncode == 0, stopped.stderr
