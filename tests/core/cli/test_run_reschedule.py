@@ -3,6 +3,8 @@ the replacement to its end."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,7 +33,7 @@ job "third-time" {
       driver = "raw_exec"
       config {
         command = "sh"
-        args    = ["-c", "echo run >> $NOMAD_ALLOC_DIR/data/runs; test $(wc -l < $NOMAD_ALLOC_DIR/data/runs) -ge 3"]
+        args    = ["-c", "cd $NOMAD_ALLOC_DIR/data; echo run >> runs; wc -l < runs; test $(wc -l < runs) -ge 3"]
       }
     }
   }
@@ -50,3 +52,12 @@ def test_a_foreground_run_follows_its_replacements_to_the_end(tmp_path: Path, co
     assert [a["tasks"]["t"]["exit_code"] for a in allocs] == [1, 1, 0]  # the third run found two before it
     assert stderr.count("failed: rescheduled as") == 2
     assert len(run.of("Alloc Data Moved")) == 2
+
+
+def test_logs_follow_the_replacements_too(tmp_path: Path, config_file: Path) -> None:
+    job = tmp_path / "job.hcl"
+    job.write_text(BATCH)
+    run = subprocess.run([sys.executable, "-m", "herder", "run", "--logs", "--config", str(config_file),
+                          "--data-dir", str(tmp_path / "data"), str(job)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert [line for line in run.stdout.splitlines() if " | " in line] == [f"third-time.g[0] t | {n}" for n in (1, 2, 3)]
