@@ -20,6 +20,9 @@ job "{name}" {{
       attempts = 0
       mode     = "fail"
     }}
+    reschedule {{
+      attempts = 0
+    }}
     task "t" {{
       driver = "raw_exec"
       config {{
