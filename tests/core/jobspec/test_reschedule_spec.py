@@ -53,6 +53,13 @@ def test_nomads_json_policy_in_nanoseconds() -> None:
     ('attempts = 2\n unlimited = false', "job.groups[0].reschedule.interval: must be given when attempts is more "
                                          "than 0"),
     ('delay = "10s"\n max_delay = "5s"', "job.groups[0].reschedule.max_delay: 5s is less than the delay (10s)"),
+    ('attempts = 5\n interval = "20s"\n delay = "10s"\n delay_function = "constant"\n unlimited = false',
+     "job.groups[0].reschedule.interval: only 2 of the 5 attempts fit in 20s with these delays: make it at least 50s"),
+    ('attempts = 5\n interval = "1m"\n delay = "10s"\n max_delay = "1m"\n unlimited = false',
+     "job.groups[0].reschedule.interval: only 3 of the 5 attempts fit in 1m with these delays: make it at least 2m40s"),
+    ('attempts = 5\n interval = "20s"\n delay = "5s"\n delay_function = "fibonacci"\n max_delay = "1m"\n'
+     ' unlimited = false',  # 5, 5, 10, 15, 25: Nomad compares the last delay alone with the interval
+     "job.groups[0].reschedule.interval: only 4 of the 5 attempts fit in 20s with these delays: make it at least 25s"),
     ('delay_function = "linear"', "job.groups[0].reschedule.delay_function: 'linear' is not one of constant, "
                                   "exponential, fibonacci"),
 ])

@@ -2,7 +2,8 @@
 
 The policy is the group's block over the job's over the job type's default
 (Nomad's ``ReschedulePolicy.Merge`` in its API's canonicalisation), checked as
-Nomad's ``ReschedulePolicy.Validate`` does, but for two floors: Nomad refuses
+Nomad's ``ReschedulePolicy.Validate`` does (the attempts must fit in the
+interval with their delays), but for two floors: Nomad refuses
 a ``delay`` under 5 s and an ``interval`` under 15 s to spare its servers;
 a single host has no such need, and a test or a fast-failing job may want less.
 """
@@ -68,9 +69,47 @@ def check_policy(policy: ReschedulePolicy, path: Path, problem: Problem) -> None
             problem(path, f"attempts = {policy.attempts} with unlimited = true is ambiguous: give one of them")
     if policy.delay_function not in DELAY_FUNCTIONS:
         problem((*path, "delay_function"), f"must be one of {', '.join(DELAY_FUNCTIONS)}")
-    elif policy.delay_function != "constant" and policy.max_delay < policy.delay:
+        return
+    if policy.delay_function != "constant" and policy.max_delay < policy.delay:
         problem((*path, "max_delay"), f"{format_duration(policy.max_delay)} is less than the delay "
                                       f"({format_duration(policy.delay)})")
+        return
+    if not policy.unlimited and policy.interval > 0:
+        possible, needed = _viable_attempts(policy)
+        if possible < policy.attempts:
+            problem((*path, "interval"), f"only {possible} of the {policy.attempts} attempts fit in "
+                                         f"{format_duration(policy.interval)} with these delays: make it at "
+                                         f"least {format_duration(needed)}")
+
+
+def _viable_attempts(policy: ReschedulePolicy) -> tuple[int, float]:
+    """How many of the policy's attempts fit in its interval, and the interval all of them need
+    (Nomad's ``ReschedulePolicy.viableAttempts``)."""
+    attempts, delay, ceiling, interval = policy.attempts, policy.delay, policy.max_delay, policy.interval
+    if policy.delay_function == "constant":
+        needed = attempts * delay
+        return (attempts, needed) if interval >= needed else (int(interval // delay) if delay else attempts, needed)
+    if policy.delay_function == "exponential":
+        needed, possible = 0.0, 0
+        for attempt in range(attempts):
+            step = 2 ** attempt * delay
+            if step > ceiling:
+                needed += ceiling
+            else:
+                needed = step
+            possible += needed < interval
+        return possible, needed
+    slots = [delay, delay]  # fibonacci: linear by the ceiling once it is reached
+    at_ceiling = False
+    for attempt in range(2, attempts):
+        step = slots[attempt - 1] + (ceiling if at_ceiling else slots[attempt - 2])
+        if not at_ceiling and step > ceiling:
+            step, at_ceiling = ceiling, True
+        slots.append(step)
+    needed = slots[-1]
+    if interval >= needed:
+        return attempts, needed
+    return next((index for index, slot in enumerate(slots) if slot > interval), len(slots)), needed
 
 
 def ephemeral_disk(spec: dict[str, Any]) -> EphemeralDisk:
