@@ -101,7 +101,7 @@ def test_a_failed_allocation_is_replaced_with_its_data_until_its_attempts_are_us
 
 
 def test_a_stopped_job_is_not_rescheduled(agent: AgentProcess) -> None:
-    first = agent.submit(flaky("stopped", delay="1h"))["allocations"][0]["id"]
+    first = agent.submit(flaky("stopped", delay="30m"))["allocations"][0]["id"]
     wait_for(lambda: agent.alloc(first)["reschedule"]["next_at"] is not None, what="the replacement due")
     stopped = agent.cli("job", "stop", "stopped")
     assert stopped.returncode == 0, stopped.stderr

@@ -70,12 +70,12 @@ def test_alloc_status_shows_the_replacement_the_attempts_and_the_next_time(nomad
     assert "Reschedule Attempts = 2/2" in last.stdout and "Replacement Alloc ID" not in last.stdout
 
     later = tmp_path / "later.nomad"
-    later.write_text(FLAKY.format(name="later", delay="1h"))
+    later.write_text(FLAKY.format(name="later", delay="30m"))
     assert nomad_agent.nomad("job", "run", "-detach", str(later)).returncode == 0
     wait_for(lambda: allocs(nomad_agent, "later")[0]["FollowupEvalID"], what="a follow-up evaluation")
     pending = nomad_agent.nomad("alloc", "status", allocs(nomad_agent, "later")[0]["ID"])
-    assert re.search(r"Reschedule Eligibility = (1h|59m\S*) from now", pending.stdout), pending.stdout
+    assert re.search(r"Reschedule Eligibility = (30m|29m\S*) from now", pending.stdout), pending.stdout
     job = nomad_agent.nomad("job", "status", "later")
     assert "Future Rescheduling Attempts" in job.stdout, job.stdout
-    assert re.search(r"g +\S{8} +(1h|59m\S*) from now", job.stdout), job.stdout
+    assert re.search(r"g +\S{8} +(30m|29m\S*) from now", job.stdout), job.stdout
     assert nomad_agent.nomad("job", "stop", "-detach", "later").returncode == 0

@@ -405,7 +405,8 @@ class Client:
             pool.submit(functools.partial(self._start, alloc))
 
     def _start(self, alloc: AllocRunner) -> None:
-        if not alloc.restored and alloc.group.ephemeral_disk.carried:
+        # Before its first task starts (an allocation restored before it ran included), never after.
+        if alloc.group.ephemeral_disk.carried and all(t.status.state == "pending" for t in alloc.tasks):
             self._take_data(alloc)
         alloc.start()
 

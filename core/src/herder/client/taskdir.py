@@ -188,7 +188,11 @@ def move_alloc_data(data_dir: Path, previous: str, alloc_id: str) -> None:
             where = alloc_dir_path(data_dir, previous) / ALLOC_SHARED / "data"
             raise UnsafePathError(str(where), "not a directory (a task left something else there)")
         os.rmdir("data", dir_fd=target)
-        os.rename("data", "data", src_dir_fd=source, dst_dir_fd=target)
+        try:
+            os.rename("data", "data", src_dir_fd=source, dst_dir_fd=target)
+        except OSError:
+            os.close(make_dir(target, "data", SHARED_DIRS["data"]))  # it starts with an empty one after all
+            raise
 
 
 def mounts_beneath(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:
