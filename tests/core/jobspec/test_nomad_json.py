@@ -74,7 +74,8 @@ def test_the_api_example_loads_with_nomads_defaults_for_nulls() -> None:
     assert (main.resources.memory, main.resources.memory_max) == (128, 256)
     assert main.services[0].checks[0].interval == 10.0
     assert (group.restart.attempts, group.restart.delay) == (1, 5.0)
-    assert "ephemeral_disk" in job.warnings[0]
+    assert group.ephemeral_disk.size == 300 and not group.ephemeral_disk.carried
+    assert group.reschedule is not None and (group.reschedule.attempts, group.reschedule.delay) == (1, 5.0)
 
 
 def test_detection_is_by_content() -> None:

@@ -20,6 +20,7 @@ from herder.client.deployments import Deployments
 from herder.client.gc import Collected, GarbageCollector
 from herder.client.health import HealthChange
 from herder.client.node import Node
+from herder.client.replacements import Rescheduling
 from herder.client.task_runner import TaskRunner
 from herder.client.versions import Version
 from herder.objects import ExecSession, TaskStats
@@ -82,13 +83,15 @@ class Agent:
     # -- lifetime ------------------------------------------------------------
 
     def start(self, address: tuple[str, int] | None = None) -> list[AllocRunner]:
-        """Start the background work and reattach what the previous agent left
-        running; ``address`` (where the API listens) registers the agent as a service."""
+        """Start the background work, reattach what the previous agent left running and list
+        what it finished (until collected); ``address`` (where the API listens) registers the
+        agent as a service."""
         self.client.start()
-        restored = self.client.restore(keep=True)
+        restored = self.client.restore(keep=True, history=True)
         for alloc in restored:
             log.info("reattaching allocation %s (%s)", alloc.alloc.name, alloc.alloc.id)
         self.client.run(restored)
+        self.client.replacements.start()
         self.gc.start()
         self.usage.start()
         self.registry.start()
@@ -97,10 +100,12 @@ class Agent:
         return restored
 
     def begin_drain(self) -> list[AllocRunner]:
-        """Start stopping every task gracefully (returns at once); no new job is taken, no child launched."""
+        """Start stopping every task gracefully (returns at once); no new job is taken, no child launched,
+        no failed allocation replaced."""
         if self._drain_started is None:
             self._drain_started = time.time()
         self._draining.set()
+        self.client.replacements.cancel_all()
         allocs = self.client.allocs
         for alloc in allocs:
             alloc.stop()
@@ -233,6 +238,10 @@ class Agent:
 
     def created_at(self, alloc_id: str) -> float | None:
         return self.client.created_at(alloc_id)
+
+    def rescheduling(self, alloc: AllocRunner) -> Rescheduling:
+        """What ``alloc`` replaces, what replaced it, its reschedule attempts and its next time."""
+        return self.client.replacements.of(alloc)
 
     def health(self, alloc_id: str) -> dict[str, list[dict[str, str]]]:
         """The service checks of an allocation, by task."""

@@ -139,6 +139,7 @@ class Jobs:
         :raises NotFound: no job ``name``."""
         parent = self.registry.parent(name)
         allocs = self.job(name) if parent is None else self.registry.stop_parent(parent)
+        self.client.replacements.cancel(name)
         for alloc in allocs:
             alloc.stop()
         return allocs

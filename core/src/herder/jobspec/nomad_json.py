@@ -40,7 +40,7 @@ _RENAMED = {
 # Maps whose keys are the user's own (driver config, env, meta, ...): copied as they are.
 _VERBATIM = {"Config", "Env", "Meta", "Header", "GetterOptions", "GetterHeaders", "CanaryMeta", "TaggedAddresses"}
 # Fields Nomad gives in nanoseconds that are durations in herder's document.
-_DURATIONS = {"KillTimeout", "ShutdownDelay", "Interval", "Delay", "Timeout", "Grace", "Splay"}
+_DURATIONS = {"KillTimeout", "ShutdownDelay", "Interval", "Delay", "MaxDelay", "Timeout", "Grace", "Splay"}
 # Fields of a job set by Nomad's servers, not by the job's author (``nomad job inspect`` shows them).
 _SERVER_FIELDS = {
     "Stop", "Status", "StatusDescription", "Stable", "Version", "SubmitTime", "CreateIndex", "ModifyIndex",

@@ -69,6 +69,8 @@ class Evaluation:
     created: int
     """Unix nanoseconds."""
     deployment: str = ""
+    wait_until: float | None = None
+    """A follow-up evaluation's time (epoch seconds): when a failed allocation is replaced."""
 
 
 class Ledger:
@@ -82,6 +84,7 @@ class Ledger:
         self._changes = 0
         self._evaluations: dict[str, Evaluation] = {}
         self._alloc_evals: dict[str, str] = {}
+        self._followups: dict[str, Evaluation] = {}  # failed allocation ID -> its follow-up evaluation
         self._created: dict[str, int] = {}
         self._alloc_indexes: dict[str, int] = {}
         self._deployment_indexes: dict[str, tuple[int, int, int]] = {}
@@ -151,6 +154,20 @@ class Ledger:
     def _deployment_id(self, alloc_id: str) -> str:
         deployment = self._deployments.of(alloc_id)
         return deployment.id if deployment else ""
+    def followup(self, alloc: AllocRunner, due: float) -> Evaluation:
+        """The evaluation that replaces failed allocation ``alloc`` at ``due`` (Nomad's follow-up
+        evaluation, which its ``alloc status`` reads the next reschedule time from)."""
+        with self._lock:
+            found = self._followups.get(alloc.alloc.id)
+            if found is None or found.wait_until != due:
+                index = self._bump()
+                found = Evaluation(id=found.id if found else str(uuid.uuid4()), job=alloc.job.name,
+                                   job_type=alloc.job.type, triggered_by="alloc-failure", allocs=[],
+                                   create_index=index, created=time.time_ns(), wait_until=due)
+                self._followups[alloc.alloc.id] = found
+                self._evaluations[found.id] = found
+            return found
+
     def evaluation(self, eval_id: str) -> Evaluation:
         with self._lock:
             found = self._evaluations.get(eval_id)

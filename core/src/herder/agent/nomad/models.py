@@ -230,6 +230,23 @@ class AllocatedResources(Nomad):
 _AllocatedResources = AllocatedResources
 
 
+class RescheduleEvent(Nomad):
+    RescheduleTime: int
+    """Unix nanoseconds."""
+    PrevAllocID: str
+    PrevNodeID: str
+    Delay: int
+    """Nanoseconds."""
+
+
+class RescheduleTracker(Nomad):
+    Events: list[RescheduleEvent]
+    LastReschedule: str = "ok"
+
+
+_RescheduleTracker = RescheduleTracker
+
+
 class AllocationListStub(Nomad):
     ID: str
     EvalID: str = ""
@@ -248,7 +265,7 @@ class AllocationListStub(Nomad):
     TaskStates: dict[str, TaskState] = Field(default_factory=dict)
     DeploymentStatus: AllocDeploymentStatus | None = None
     FollowupEvalID: str = ""
-    RescheduleTracker: None = None
+    RescheduleTracker: _RescheduleTracker | None = None
     PreemptedAllocations: list[str] | None = None
     PreemptedByAllocation: str = ""
     CreateIndex: int = 0

@@ -20,7 +20,7 @@ from herder.client.deployments import Deployment
 from herder.client.placement import GROUP_PORTS
 from herder.context import AllocatedPort
 from herder.jobspec.nomad_json import to_nomad
-from herder.model import PortSpec, Task
+from herder.model import Job, PortSpec, Task
 from herder.objects import TaskEvent, TaskStats
 
 REGION = "global"
@@ -330,7 +330,10 @@ class Shapes:
     # -- evaluations and deployments ---------------------------------------------------
 
     def evaluation(self, found: Evaluation) -> models.Evaluation:
+        waiting = found.wait_until is not None and found.wait_until > time.time()
         return models.Evaluation(ID=found.id, Type=found.job_type, TriggeredBy=found.triggered_by, JobID=found.job,
+                                 Status="pending" if waiting else "complete",
+                                 WaitUntil=rfc3339(found.wait_until) if found.wait_until else models.ZERO_TIME,
                                  JobModifyIndex=found.create_index, DeploymentID=found.deployment,
                                  CreateIndex=found.create_index, ModifyIndex=found.create_index,
                                  SnapshotIndex=found.create_index, CreateTime=found.created,
@@ -383,7 +386,11 @@ class Shapes:
         except NotFound:  # the job was collected meanwhile
             job = self.job_document({"ID": alloc.job.name, "Type": alloc.job.type})
         fields["ClientDescription"] = CLIENT_DESCRIPTION.get(fields["ClientStatus"], "")
+        rescheduling = self.agent.rescheduling(alloc)
+        job["TaskGroups"] = [{**group, "ReschedulePolicy": reschedule_policy(alloc.job, str(group.get("Name")))}
+                             for group in job.get("TaskGroups") or []]
         return models.Allocation(**fields, Job=job, **self.resources(alloc, job),
+                                 PreviousAllocation=rescheduling.previous, NextAllocation=rescheduling.next,
                                  DeploymentID=deployment.id if deployment else "",
                                  Metrics=models.AllocationMetric(NodesAvailable={self.agent.config.datacenter: 1}),
                                  AllocModifyIndex=fields["ModifyIndex"])
@@ -430,13 +437,19 @@ class Shapes:
         health = None if deployment is None else deployment.healthy.get(alloc.alloc.id)
         index = self.ledger.index()
         states = {runner.name: self.task_state(alloc, runner.name) for runner in alloc.tasks}
+        rescheduling = self.agent.rescheduling(alloc)
         return {
+            "FollowupEvalID": self.ledger.followup(alloc, rescheduling.due).id if rescheduling.due else "",
+            "RescheduleTracker": models.RescheduleTracker(Events=[models.RescheduleEvent(
+                RescheduleTime=nanoseconds(event.time), PrevAllocID=event.previous, PrevNodeID=self.node_id,
+                Delay=int(event.delay * SECOND)) for event in rescheduling.tracker]) if rescheduling.tracker else None,
             "ID": alloc.alloc.id, "EvalID": self.ledger.eval_of(alloc.alloc.id), "Name": alloc.alloc.name,
             "NodeID": self.node_id, "NodeName": self.agent.config.node_name, "JobID": alloc.job.name,
             "JobType": alloc.job.type, "JobVersion": self.agent.job_version(alloc.job.name, alloc.job_id).number,
             "TaskGroup": alloc.group.name,
-            "DesiredStatus": "stop" if alloc.stopping or alloc.status == "stopped" else "run",
-            "DesiredDescription": "alloc is being stopped" if alloc.stopping else "",
+            "DesiredStatus": "stop" if alloc.stopping or alloc.status == "stopped" or rescheduling.next else "run",
+            "DesiredDescription": "alloc is being stopped" if alloc.stopping else
+                                  "alloc was rescheduled because it failed" if rescheduling.next else "",
             "ClientStatus": ALLOC_STATUS.get(alloc.status, alloc.status),
             "TaskStates": states,
             "DeploymentStatus": None if deployment is None else models.AllocDeploymentStatus(
@@ -468,6 +481,18 @@ def _network(ports: list[AllocatedPort], asked: tuple[PortSpec, ...]) -> models.
 def _lifecycle(task: Task) -> dict[str, Any] | None:
     lifecycle = task.lifecycle
     return None if lifecycle is None else {"Hook": lifecycle.hook, "Sidecar": lifecycle.sidecar}
+
+
+def reschedule_policy(job: Job, group_name: str) -> dict[str, Any] | None:
+    """The reschedule policy of a group in Nomad's JSON (with the job type's defaults, as a Nomad
+    server fills them in); None for a group that is never rescheduled."""
+    group = next((g for g in job.groups if g.name == group_name), None)
+    policy = group.reschedule if group is not None else None
+    if policy is None:
+        return None
+    return {"Attempts": policy.attempts, "Interval": int(policy.interval * SECOND),
+            "Delay": int(policy.delay * SECOND), "DelayFunction": policy.delay_function,
+            "MaxDelay": int(policy.max_delay * SECOND), "Unlimited": policy.unlimited}
 
 
 def _usage(stats: TaskStats | None, mhz: float) -> models.ResourceUsage:
