@@ -49,17 +49,23 @@ _DURATIONS = {"kill_timeout", "shutdown_delay", "interval", "delay", "timeout", 
 
 
 def _same(left: object, right: object, key: str = "") -> bool:
-    """Equal documents, durations compared by value (Nomad's JSON gives them back in seconds)."""
+    """Equal documents, durations compared by value (Nomad's JSON gives them back in seconds);
+    a zero value (``sidecar = false``) the same as none, as Nomad's JSON cannot tell them apart."""
     if key in _DURATIONS:
         return isinstance(left, (str, int, float)) and isinstance(right, (str, int, float)) \
             and parse_duration(left) == parse_duration(right)
     if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(_same(left[k], right[k], k) for k in left)
+        return all(_same(left[k], right[k], k) if k in left and k in right else _zero(left.get(k, right.get(k)))
+                   for k in left.keys() | right.keys())
     if key == "ports" and isinstance(left, list) and isinstance(right, list):  # network ports, or docker's
         left, right = (sorted(ports, key=lambda port: json.dumps(port, sort_keys=True)) for ports in (left, right))
     if isinstance(left, list) and isinstance(right, list):
         return len(left) == len(right) and all(_same(a, b, key) for a, b in zip(left, right, strict=True))
     return left == right
+
+
+def _zero(value: object) -> bool:
+    return value in (None, "", 0, False, [], {})
 
 
 def test_the_api_example_loads_with_nomads_defaults_for_nulls() -> None:

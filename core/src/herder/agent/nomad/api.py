@@ -29,7 +29,7 @@ from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
 from herder.agent.nomad import models
 from herder.agent.nomad.ledger import Ledger
-from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
+from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign, multierror
 from herder.agent.samesite import Hosts, SameSite
 from herder.app import Agent, Conflict, NotFound
 from herder.client.logtail import LogTail
@@ -131,9 +131,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     @api.exception_handler(JobError)
     @api.exception_handler(DispatchError)
     async def invalid(_: Request, exc: JobError | DispatchError) -> Response:
-        count = len(exc.errors)
-        text = f"{count} error{'s' if count != 1 else ''} occurred:\n" + "".join(f"\t* {e}\n" for e in exc.errors)
-        return PlainTextResponse(text, status_code=400)
+        return PlainTextResponse(multierror(exc.errors), status_code=400)
 
     @api.exception_handler(PlacementError)
     async def unplaced(_: Request, exc: PlacementError) -> Response:
@@ -227,8 +225,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
     def register_job(body: models.JobRegisterRequest) -> Response:
         job = body.Job
-        text = json.dumps({"Job": job})
-        name, allocs, warnings = agent.submit(text, "json", {}, "nomad-api")
+        name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
         evaluation_id, index = "", ledger.index()
         if agent.parent(name) is None:  # Nomad evaluates no periodic or parameterized job until it launches
             evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs, job)
@@ -236,6 +233,15 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
         return json_answer(models.JobRegisterResponse(EvalID=evaluation_id, EvalCreateIndex=index,
                                                       JobModifyIndex=index, Warnings="\n".join(warnings),
                                                       LastIndex=index), index)
+
+    @api.put("/v1/validate/job", responses=ok(models.JobValidateResponse),
+             openapi_extra=body(models.JobValidateRequest))
+    @api.post("/v1/validate/job", openapi_extra=body(models.JobValidateRequest))
+    async def validate(request: Request) -> Response:
+        """Check a job as a registration does and run nothing (``nomad job validate``)."""
+        scoped(request)
+        body = await decode(request, models.JobValidateRequest)
+        return json_answer(await asyncio.to_thread(shapes.validation, body.Job), ledger.index())
 
     @api.put("/v1/jobs/parse", openapi_extra=body(models.JobParseRequest))
     @api.post("/v1/jobs/parse", openapi_extra=body(models.JobParseRequest))

@@ -1,0 +1,104 @@
+"""Jobs as the real ``nomad`` 1.1 command line sends them, Nomad's API structs with every field
+filled (zero values meaning unset, SPEC §17); ``nomad job validate``; ``job inspect``'s output sent back."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from herder.errors import JobError
+from herder.jobspec import load_job, validate_task_configs
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
+from tests.core.nomad_api.conftest import NomadAgent
+from tests.support.waiting import wait_for
+
+# An agent and the real nomad command line, as subprocesses: the API they test is the same on every Python.
+pytestmark = pytest.mark.slow
+
+CORPUS = Path(__file__).parents[1] / "jobspec" / "corpus"
+IGNORING = re.compile(r"ignoring stanzas herder does not implement: (.*)")
+
+
+def example(agent: NomadAgent, tmp_path: Path) -> Path:
+    """``nomad job init``'s example.nomad, unchanged but its task (raw_exec, a Python serving the port
+    of the group's service) and its check, uncommented (a tcp check of that port)."""
+    init = agent.nomad("job", "init", cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    path = tmp_path / "example.nomad"
+    text = path.read_text()
+    text = text.replace('driver = "docker"', 'driver = "raw_exec"')
+    text = re.sub(r'image = "redis:3\.2"\s*ports = \["db"\]',
+                  f'command = "{sys.executable}"\n        args = ["-m", "http.server", "${{NOMAD_HOST_PORT_db}}"]',
+                  text)
+    text = re.sub(r"# check \{.*?# \}", lambda found: found.group(0).replace("# ", ""), text, flags=re.DOTALL)
+    assert 'type     = "tcp"' in text and "http.server" in text, "nomad job init wrote another example"
+    path.write_text(text)
+    return path
+
+
+def warned(output: str) -> set[str]:
+    """The names of the stanzas a warning says herder ignores."""
+    found = IGNORING.search(output)
+    return set(found.group(1).split(", ")) if found else set()
+
+
+def test_job_init_runs_with_its_service_and_check_and_inspect_round_trips(nomad_agent: NomadAgent,
+                                                                          tmp_path: Path) -> None:
+    run = nomad_agent.nomad("job", "run", "-detach", str(example(nomad_agent, tmp_path)))
+    assert run.returncode == 0, run.stdout + run.stderr
+    # What the example writes and herder does not do, and none of the fields the CLI sends at zero.
+    assert warned(run.stdout) == {"update", "migrate", "ephemeral_disk"}, run.stdout
+    (alloc,) = nomad_agent.get("/v1/job/example/allocations")
+
+    def check() -> list[dict[str, Any]] | None:
+        checks = [c for task in nomad_agent.alloc(alloc["ID"])["tasks"].values() for c in task.get("checks", [])]
+        return checks if checks and checks[0]["status"] == "passing" else None
+
+    assert [(c["service"], c["check"]) for c in wait_for(check, what="the example's check passing")] \
+        == [("redis-cache", "alive")]
+
+    inspected = nomad_agent.nomad("job", "inspect", "example")
+    assert inspected.returncode == 0, inspected.stderr
+    def versions() -> list[tuple[int, int]]:
+        return [(v["Version"], v["SubmitTime"]) for v in nomad_agent.get("/v1/job/example/versions")["Versions"]]
+
+    before = versions()
+    with nomad_agent.nomad_http() as http:
+        again = http.put("/v1/jobs", content=inspected.stdout)
+    assert again.status_code == 200, again.text
+    assert versions() == before  # the same job: no new version
+    (same,) = nomad_agent.get("/v1/job/example/allocations")
+    assert (same["ID"], same["ClientStatus"]) == (alloc["ID"], "running")
+    assert all(state["Restarts"] == 0 for state in same["TaskStates"].values())
+    stopped = nomad_agent.nomad("job", "stop", "example")
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def test_every_corpus_job_herder_reads_as_hcl_it_reads_as_the_clis_json(nomad_agent: NomadAgent) -> None:
+    """The CLI's HCL to JSON conversion (``job run -output``, no server asked) of each job file of the
+    corpus, validated by the listener: what validates as HCL validates as JSON, with no other warning."""
+    hooks = Hooks(load_plugins())
+    compared: list[str] = []
+    for path in sorted(CORPUS.glob("*.hcl")) + sorted(CORPUS.glob("*.nomad")):
+        converted = nomad_agent.nomad("job", "run", "-output", str(path))
+        try:
+            job = load_job(path)
+        except JobError:
+            continue
+        if converted.returncode != 0 or validate_task_configs(job, hooks.task_schemas(),
+                                                              hooks.plugins.unavailable()):
+            continue  # newer than Nomad 1.1 (node_pool, crons, ...), or not for this agent's drivers
+        with nomad_agent.nomad_http() as http:
+            answer = http.put("/v1/validate/job", content=converted.stdout)
+        assert answer.status_code == 200, answer.text
+        result = answer.json()
+        assert (result["Error"], result["ValidationErrors"]) == ("", None), (path.name, result)
+        assert warned(result["Warnings"]) <= warned("\n".join(job.warnings)), (path.name, result["Warnings"])
+        compared.append(path.name)
+    assert len(compared) >= 30, compared
