@@ -14,7 +14,8 @@ thing whichever client wrote it, and reads as one text whoever sent it.
 Each struct is a table, field to what it holds: a value (the zero that means
 unset), :data:`VALUE` (only null is unset: the zero is a value),
 :data:`SERVER` (set by Nomad's servers, not by the job's author: always taken
-out), or a struct (a map), :class:`ListOf` them or :class:`MapOf` names to them. A field a table does not name (one of a later Nomad, or a
+out), or a struct (a map), :class:`ListOf` them or :class:`MapOf` names to
+them. A field a table does not name (one of a later Nomad, or a
 mistake) is left as it is, for the conversion to warn about or refuse.
 """
 
@@ -117,22 +118,23 @@ SERVICE = Struct({
 
 TASK = Struct({
     "Name": "", "Driver": "", "User": "", "Lifecycle": LIFECYCLE, "Config": {}, "Constraints": ListOf(CONSTRAINT),
-    "Affinities": ListOf(AFFINITY), "Env": {}, "Services": ListOf(SERVICE), "Resources": RESOURCES, "RestartPolicy": RESTART,
-    "Meta": {}, "KillTimeout": VALUE, "LogConfig": LOG_CONFIG, "Artifacts": ListOf(ARTIFACT), "Vault": VAULT,
-    "Templates": ListOf(TEMPLATE), "DispatchPayload": DISPATCH_PAYLOAD, "VolumeMounts": ListOf(VOLUME_MOUNT),
-    "CSIPluginConfig": CSI_PLUGIN, "Leader": False, "ShutdownDelay": 0, "KillSignal": "", "Kind": "",
-    "ScalingPolicies": ListOf(SCALING_POLICY),
+    "Affinities": ListOf(AFFINITY), "Env": {}, "Services": ListOf(SERVICE), "Resources": RESOURCES,
+    "RestartPolicy": RESTART, "Meta": {}, "KillTimeout": VALUE, "LogConfig": LOG_CONFIG,
+    "Artifacts": ListOf(ARTIFACT), "Vault": VAULT, "Templates": ListOf(TEMPLATE), "DispatchPayload": DISPATCH_PAYLOAD,
+    "VolumeMounts": ListOf(VOLUME_MOUNT), "CSIPluginConfig": CSI_PLUGIN, "Leader": False, "ShutdownDelay": 0,
+    "KillSignal": "", "Kind": "", "ScalingPolicies": ListOf(SCALING_POLICY),
 }, names={"ScalingPolicies": "scaling"})
 TASK_GROUP = Struct({
-    "Name": "", "Count": VALUE, "Constraints": ListOf(CONSTRAINT), "Affinities": ListOf(AFFINITY), "Tasks": ListOf(TASK),
-    "Spreads": ListOf(SPREAD), "Volumes": MapOf(VOLUME_REQUEST), "RestartPolicy": RESTART, "ReschedulePolicy": RESCHEDULE,
-    "EphemeralDisk": EPHEMERAL_DISK, "Update": UPDATE, "Migrate": MIGRATE, "Networks": ListOf(NETWORK), "Meta": {},
-    "Services": ListOf(SERVICE), "ShutdownDelay": 0, "StopAfterClientDisconnect": 0, "Scaling": SCALING_POLICY,
-    "Consul": CONSUL,
+    "Name": "", "Count": VALUE, "Constraints": ListOf(CONSTRAINT), "Affinities": ListOf(AFFINITY),
+    "Tasks": ListOf(TASK), "Spreads": ListOf(SPREAD), "Volumes": MapOf(VOLUME_REQUEST), "RestartPolicy": RESTART,
+    "ReschedulePolicy": RESCHEDULE, "EphemeralDisk": EPHEMERAL_DISK, "Update": UPDATE, "Migrate": MIGRATE,
+    "Networks": ListOf(NETWORK), "Meta": {}, "Services": ListOf(SERVICE), "ShutdownDelay": 0,
+    "StopAfterClientDisconnect": 0, "Scaling": SCALING_POLICY, "Consul": CONSUL,
 })
 JOB = Struct({
     "Region": "", "Namespace": "", "ID": VALUE, "Name": VALUE, "Type": "", "Priority": VALUE, "AllAtOnce": False,
-    "Datacenters": VALUE, "Constraints": ListOf(CONSTRAINT), "Affinities": ListOf(AFFINITY), "TaskGroups": ListOf(TASK_GROUP),
+    "Datacenters": VALUE, "Constraints": ListOf(CONSTRAINT), "Affinities": ListOf(AFFINITY),
+    "TaskGroups": ListOf(TASK_GROUP),
     "Update": UPDATE, "Multiregion": MULTIREGION, "Spreads": ListOf(SPREAD), "Periodic": PERIODIC,
     "ParameterizedJob": PARAMETERIZED, "Reschedule": RESCHEDULE, "Migrate": MIGRATE, "Meta": {},
     "ConsulToken": "", "VaultToken": "",
@@ -143,10 +145,10 @@ JOB = Struct({
 """``Datacenters`` stays when empty, so that an empty list is refused as Nomad refuses it."""
 
 
-def normalized(job: Mapping[str, Any]) -> dict[str, Any]:
-    """Nomad job ``job`` (the map under ``Job``) with every unset field taken out, at every depth, and the
-    fields of each struct in the order Nomad writes them."""
-    return _struct(job, JOB) or {}
+def normalized(value: Mapping[str, Any], struct: Struct = JOB) -> dict[str, Any]:
+    """``value``, one of Nomad's ``struct`` (by default a job, the map under ``Job``), with every unset
+    field taken out, at every depth, and the fields of each struct in the order Nomad writes them."""
+    return _struct(value, struct) or {}
 
 
 def _struct(value: Mapping[str, Any], struct: Struct) -> dict[str, Any] | None:

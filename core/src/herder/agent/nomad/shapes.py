@@ -202,9 +202,9 @@ class Shapes:
         """A Nomad job with the fields a Nomad server fills in, where the job leaves them out."""
         groups = [{"Count": 1, "Tasks": [], **group} for group in job.get("TaskGroups") or []]
         name = job.get("ID") or job.get("Name") or ""
-        return {**JOB_DEFAULTS, "Type": "service", "Datacenters": [self.agent.config.datacenter], "Stop": False, "ParentID": "", "Dispatched": False,
-                "Status": "pending", "StatusDescription": "", "Stable": False, "Version": 0, "SubmitTime": 0,
-                "CreateIndex": 1, "ModifyIndex": 1, "JobModifyIndex": 1,
+        return {**JOB_DEFAULTS, "Type": "service", "Datacenters": [self.agent.config.datacenter], "Stop": False,
+                "ParentID": "", "Dispatched": False, "Status": "pending", "StatusDescription": "", "Stable": False,
+                "Version": 0, "SubmitTime": 0, "CreateIndex": 1, "ModifyIndex": 1, "JobModifyIndex": 1,
                 **{k: v for k, v in job.items() if v is not None}, "ID": name, "Name": job.get("Name") or name,
                 "TaskGroups": groups}
 
@@ -219,7 +219,7 @@ class Shapes:
         groups = [group for group in kept.get("TaskGroups") or [] if isinstance(group, dict)]
         for task in (task for group in groups for task in group.get("Tasks") or [] if isinstance(task, dict)):
             if isinstance(task.get("Config"), dict):
-                task["Config"] = merge_blocks(task["Config"], schemas.get(task.get("Driver")))
+                task["Config"] = merge_blocks(task["Config"], schemas.get(str(task.get("Driver"))))
         return json.dumps({"Job": kept})
 
     def validation(self, job: Mapping[str, Any]) -> models.JobValidateResponse:
