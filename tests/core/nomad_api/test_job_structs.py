@@ -83,8 +83,9 @@ def test_job_init_runs_with_its_service_and_check_and_inspect_round_trips(nomad_
 
 def test_every_corpus_job_herder_reads_as_hcl_it_reads_as_the_clis_json(nomad_agent: NomadAgent) -> None:
     """The CLI's HCL to JSON conversion (``job run -output``, no server asked) of each job file of the
-    corpus, validated by the listener: what validates as HCL validates as JSON, with no other warning."""
-    hooks = Hooks(load_plugins())
+    corpus, validated by the listener: what validates as HCL validates as JSON, with no other warning;
+    a task whose driver this agent lacks is the same problem in both."""
+    hooks = Hooks(load_plugins())  # the agent's plugins: the same installation
 
     def validated(path: Path) -> dict[str, Any] | None:
         """The listener's validation of the CLI's JSON of ``path``; None where the CLI cannot read it
@@ -106,12 +107,18 @@ def test_every_corpus_job_herder_reads_as_hcl_it_reads_as_the_clis_json(nomad_ag
                 job = load_job(path)
             except JobError:
                 continue
-            if result is None or validate_task_configs(job, hooks.task_schemas(), hooks.plugins.unavailable()):
-                continue  # not for this agent's drivers
-            assert (result["Error"], result["ValidationErrors"]) == ("", None), (path.name, result)
+            if result is None:
+                continue
+            expected = validate_task_configs(job, hooks.task_schemas(), hooks.plugins.unavailable())
+            assert _paths(result["ValidationErrors"] or []) == _paths(expected), (path.name, result)
             assert warned(result["Warnings"]) <= warned("\n".join(job.warnings)), (path.name, result["Warnings"])
             compared.append(path.name)
-    assert len(compared) >= 30, compared
+    assert len(compared) >= 40, compared
+
+
+def _paths(problems: list[str]) -> list[str]:
+    """Problems without the file and line that place those of a file (``web.nomad:12: job.groups[0]...``)."""
+    return sorted(problem[problem.index("job."):] if "job." in problem else problem for problem in problems)
 
 
 INVALID = """
