@@ -62,7 +62,8 @@ def test_the_nomad_listener_refuses_a_request_without_the_token(guarded: NomadAg
         for method, path in (("GET", "/v1/jobs"), ("GET", "/v1/agent/self"), ("PUT", "/v1/jobs"),
                              ("GET", "/v1/client/fs/logs/x?task=t"), ("GET", "/v1/no/such/route"),
                              ("GET", "/v1/agent/monitor"), ("PUT", "/v1/node/x/drain"), ("PUT", "/v1/system/gc"),
-                             ("PUT", "/v1/search"), ("PUT", "/v1/job/door/plan"), ("GET", "/v1/metrics")):
+                             ("PUT", "/v1/search"), ("PUT", "/v1/job/door/plan"), ("GET", "/v1/metrics"),
+                             ("PUT", "/v1/validate/job")):
             response = http.request(method, path, content=json.dumps(JOB) if method == "PUT" else None)
             assert response.status_code == 403, (method, path)
             assert response.text.startswith("Permission denied: missing or wrong token (X-Nomad-Token"), response.text
@@ -123,6 +124,18 @@ def test_a_template_sourced_from_the_agents_files_is_refused_naming_the_path(ope
     assert "job.groups[0].tasks[0].templates[0].source" in response.text and SECRET not in response.text
 
 
+def test_a_job_validated_there_reads_no_file_of_the_agent(open_agent: NomadAgent, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    job = json.loads(json.dumps(JOB))
+    job["Job"]["TaskGroups"][0]["Tasks"][0]["Templates"] = [{"SourcePath": str(secret), "DestPath": "local/out"}]
+    with open_agent.nomad_http() as http:
+        response = http.put("/v1/validate/job", json=job)
+    assert response.status_code == 200
+    assert any("job.groups[0].tasks[0].templates[0].source" in error for error in response.json()["ValidationErrors"])
+    assert SECRET not in response.text
+
+
 def test_logs_name_a_task_never_a_path(open_agent: NomadAgent) -> None:
     with open_agent.nomad_http() as http:
         assert http.put("/v1/jobs", json={"Job": {**JOB["Job"], "Type": "service", "TaskGroups": [
@@ -142,10 +155,11 @@ def test_logs_name_a_task_never_a_path(open_agent: NomadAgent) -> None:
     json.dumps({"JobHCL": 'job "deep" {\n meta = { x = ' + "[" * 20_000 + "]" * 20_000 + " }\n}"}),
 ])
 def test_deeply_nested_bodies_are_a_clean_400(open_agent: NomadAgent, body: str) -> None:
-    path = "/v1/jobs/parse" if "JobHCL" in body else "/v1/jobs"
+    paths = ["/v1/jobs/parse"] if "JobHCL" in body else ["/v1/jobs", "/v1/validate/job"]
     with open_agent.nomad_http() as http:
-        response = http.put(path, content=body)
-        assert response.status_code == 400, response.text
+        for path in paths:
+            response = http.put(path, content=body)
+            assert response.status_code == 400, (path, response.text)
         assert http.get("/v1/regions").status_code == 200
 
 

@@ -12,9 +12,10 @@ from herder.app.allocations import Allocations, task
 from herder.app.errors import Conflict
 from herder.app.jobs import Jobs
 from herder.app.periodic import Parent, Registry
+from herder.app.reading import load_submitted
 from herder.app.service import SelfService
 from herder.client.alloc_runner import AllocRunner, EventRecord
-from herder.client.client import Client
+from herder.client.client import Client, JobSource
 from herder.client.config import Config
 from herder.client.deployments import Deployments
 from herder.client.gc import Collected, GarbageCollector
@@ -166,6 +167,14 @@ class Agent:
                lines: Mapping[str, int] | None = None) -> tuple[str, list[AllocRunner], list[str]]:
         """See :meth:`herder.app.jobs.Jobs.submit`."""
         return self.submissions.submit(text, fmt, variables, source, lines)
+
+    def validate(self, text: str, fmt: str, source: str) -> list[str]:
+        """Check a job as :meth:`submit` does, each task's config against its driver's schema,
+        and run nothing; the job's warnings.
+
+        :raises JobError: the job is invalid, each problem with its path.
+        """
+        return load_submitted(JobSource(text=text, format=fmt, source=source), self.hooks).warnings
 
     def dispatch(self, name: str, meta: Mapping[str, str], payload: bytes) -> tuple[str, list[AllocRunner]]:
         """See :meth:`herder.app.jobs.Jobs.dispatch`."""

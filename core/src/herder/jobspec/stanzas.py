@@ -50,14 +50,14 @@ _NETWORK = _Block(
 )
 _CHECK = _Block(
     frozenset({
-        "expose", "advertise", "notes", "tls_server_name", "success_before_passing",
+        "id", "expose", "advertise", "notes", "tls_server_name", "success_before_passing",
         "failures_before_critical", "failures_before_warning", "body", "on_update",
     }),
     "check",
 )
 _SERVICE = _Block(
     frozenset({
-        "canary_tags", "enable_tag_override", "address", "connect", "canary_meta",
+        "id", "canary_tags", "enable_tag_override", "address", "connect", "canary_meta",
         "tagged_addresses", "task", "on_update", "identity", "weights", "provider", "cluster", "kind",
     }),
     "service",

@@ -32,7 +32,7 @@ from herder.agent.nomad import models, routes_agent, routes_alloc, routes_jobs
 from herder.agent.nomad.frames import FRAME_SIZE, HEARTBEAT, HEARTBEAT_FRAME, Framer
 from herder.agent.nomad.ledger import Ledger
 from herder.agent.nomad.plan import enforce_index
-from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
+from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign, multierror
 from herder.agent.samesite import Hosts, SameSite
 from herder.app import Agent, Conflict, NotFound
 from herder.client.logtail import LogTail
@@ -138,9 +138,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
     @api.exception_handler(JobError)
     @api.exception_handler(DispatchError)
     async def invalid(_: Request, exc: JobError | DispatchError) -> Response:
-        count = len(exc.errors)
-        text = f"{count} error{'s' if count != 1 else ''} occurred:\n" + "".join(f"\t* {e}\n" for e in exc.errors)
-        return PlainTextResponse(text, status_code=400)
+        return PlainTextResponse(multierror(exc.errors), status_code=400)
 
     @api.exception_handler(PlacementError)
     async def unplaced(_: Request, exc: PlacementError) -> Response:
@@ -238,8 +236,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
         job = body.Job
         if body.EnforceIndex:  # nomad job run -check-index
             enforce_index(shapes.job_modify_index(str(job.get("ID") or job.get("Name") or "")), body.JobModifyIndex)
-        text = json.dumps({"Job": job})
-        name, allocs, warnings = agent.submit(text, "json", {}, "nomad-api")
+        name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
         evaluation_id, index = "", ledger.index()
         if agent.parent(name) is None:  # Nomad evaluates no periodic or parameterized job until it launches
             evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs, job)
@@ -248,6 +245,15 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
                                                       JobModifyIndex=shapes.job_modify_index(name) or index,
                                                       Warnings="\n".join(warnings),
                                                       LastIndex=index), index)
+
+    @api.put("/v1/validate/job", responses=ok(models.JobValidateResponse),
+             openapi_extra=body(models.JobValidateRequest))
+    @api.post("/v1/validate/job", openapi_extra=body(models.JobValidateRequest))
+    async def validate(request: Request) -> Response:
+        """Check a job as a registration does and run nothing (``nomad job validate``)."""
+        scoped(request)
+        body = await decode(request, models.JobValidateRequest)
+        return json_answer(await asyncio.to_thread(shapes.validation, body.Job), ledger.index())
 
     @api.put("/v1/jobs/parse", openapi_extra=body(models.JobParseRequest))
     @api.post("/v1/jobs/parse", openapi_extra=body(models.JobParseRequest))

@@ -411,6 +411,20 @@ class JobRegisterRequest(BaseModel):
     PreserveCounts: bool = False
 
 
+class JobValidateRequest(BaseModel):
+    """``PUT /v1/validate/job``: a job in Nomad's JSON, checked and not run."""
+
+    model_config = ConfigDict(extra="ignore")
+    Job: dict[str, Any]
+
+
+class JobValidateResponse(Nomad):
+    DriverConfigValidated: bool = False
+    ValidationErrors: list[str] | None = None
+    Error: str = ""
+    Warnings: str = ""
+
+
 class JobParseRequest(BaseModel):
     """``POST /v1/jobs/parse``: a job file in HCL, to be given back in Nomad's JSON."""
 

@@ -9,7 +9,6 @@ then enforces (:func:`enforce_index`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -59,7 +58,7 @@ def plan(agent: app.Agent, shapes: Shapes, name: str, job: dict[str, Any]) -> di
 
     :raises JobError: the job is invalid.
     """
-    new_job, document = evaluate_job_text(json.dumps({"Job": job}), "json", "<api>", {})
+    new_job, document = evaluate_job_text(shapes.given(job), "json", "<api>", {})  # as a registration takes it
     current = _current(agent, shapes, name)
     changed = current is None or replace(current.job, warnings=[]) != replace(new_job, warnings=[])
     updates = {group.name: _desired(current, new_job, group, changed) for group in new_job.groups}

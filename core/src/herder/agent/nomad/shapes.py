@@ -19,7 +19,10 @@ from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment
 from herder.client.placement import GROUP_PORTS
 from herder.context import AllocatedPort
+from herder.errors import JobError
 from herder.jobspec.nomad_json import to_nomad
+from herder.jobspec.nomad_structs import normalized
+from herder.jobspec.task_config import merge_blocks
 from herder.model import Job, PortSpec, Task
 from herder.objects import TaskEvent, TaskStats
 
@@ -28,6 +31,9 @@ NAMESPACE = "default"
 NOMAD_VERSION = "1.1.2"
 """The version of Nomad whose API the listener speaks, which it answers as its own (herder's is beside it)."""
 
+JOB_DEFAULTS: dict[str, Any] = {"Region": REGION, "Namespace": NAMESPACE, "Priority": 50, "AllAtOnce": False}
+"""What a Nomad server fills in a job that leaves it out (:meth:`Shapes.job_document` does too), and
+so reads as unset in a job given: ``nomad job inspect``'s output sent back is the same job."""
 CLIENT_DESCRIPTION = {"pending": "No tasks have started", "running": "Tasks are running",
                       "complete": "All tasks have completed", "failed": "Failed tasks"}
 """Nomad's description of each ``ClientStatus``."""
@@ -51,6 +57,16 @@ class NomadError(Exception):
 def foreign(request: Request) -> bool:
     """Whether the request asks for a namespace other than ``default`` (``*`` is every one)."""
     return request.query_params.get("namespace", NAMESPACE) not in (NAMESPACE, "*", "")
+
+
+def _same(value: Any, default: Any) -> bool:
+    return type(value) is type(default) and value == default
+
+
+def multierror(errors: list[str]) -> str:
+    """``errors`` as Nomad writes several (Go's ``multierror``): a count, then one line each."""
+    count = len(errors)
+    return f"{count} error{'s' if count != 1 else ''} occurred:\n" + "".join(f"\t* {e}\n" for e in errors)
 
 
 def nanoseconds(epoch: float | None) -> int:
@@ -231,12 +247,35 @@ class Shapes:
         """A Nomad job with the fields a Nomad server fills in, where the job leaves them out."""
         groups = [{"Count": 1, "Tasks": [], **group} for group in job.get("TaskGroups") or []]
         name = job.get("ID") or job.get("Name") or ""
-        return {"Region": REGION, "Namespace": NAMESPACE, "Type": "service", "Priority": 50, "AllAtOnce": False,
-                "Datacenters": [self.agent.config.datacenter], "Stop": False, "ParentID": "", "Dispatched": False,
-                "Status": "pending", "StatusDescription": "", "Stable": False, "Version": 0, "SubmitTime": 0,
-                "CreateIndex": 1, "ModifyIndex": 1, "JobModifyIndex": 1,
+        return {**JOB_DEFAULTS, "Type": "service", "Datacenters": [self.agent.config.datacenter], "Stop": False,
+                "ParentID": "", "Dispatched": False, "Status": "pending", "StatusDescription": "", "Stable": False,
+                "Version": 0, "SubmitTime": 0, "CreateIndex": 1, "ModifyIndex": 1, "JobModifyIndex": 1,
                 **{k: v for k, v in job.items() if v is not None}, "ID": name, "Name": job.get("Name") or name,
                 "TaskGroups": groups}
+
+    def given(self, job: Mapping[str, Any]) -> str:
+        """The text of Nomad job ``job`` as the agent takes it: its unset fields left out
+        (:func:`~herder.jobspec.nomad_structs.normalized`, :data:`JOB_DEFAULTS`), its fields in Nomad's
+        order, so that the same job reads as the same text whoever sent it; the blocks in a task's
+        config as its driver reads them (:func:`~herder.jobspec.task_config.merge_blocks`)."""
+        kept = {key: value for key, value in normalized(job).items()
+                if key not in JOB_DEFAULTS or not _same(value, JOB_DEFAULTS[key])}
+        schemas = self.agent.hooks.task_schemas()
+        groups = [group for group in kept.get("TaskGroups") or [] if isinstance(group, dict)]
+        for task in (task for group in groups for task in group.get("Tasks") or [] if isinstance(task, dict)):
+            if isinstance(task.get("Config"), dict):
+                task["Config"] = merge_blocks(task["Config"], schemas.get(str(task.get("Driver"))))
+        return json.dumps({"Job": kept})
+
+    def validation(self, job: Mapping[str, Any]) -> models.JobValidateResponse:
+        """Nomad job ``job`` checked as a registration checks it, the drivers' configs included:
+        a job found invalid is an answer naming its problems, as Nomad's."""
+        try:
+            warnings = self.agent.validate(self.given(job), "json", "nomad-api")
+        except JobError as exc:
+            return models.JobValidateResponse(DriverConfigValidated=True, ValidationErrors=exc.errors,
+                                              Error=multierror(exc.errors))
+        return models.JobValidateResponse(DriverConfigValidated=True, Warnings="\n".join(warnings))
 
     def job(self, name: str, job_id: str | None = None) -> dict[str, Any]:
         """Job ``name`` as ``GET /v1/job/:id`` answers."""
