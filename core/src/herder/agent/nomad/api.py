@@ -27,9 +27,10 @@ from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
-from herder.agent.nomad import models, routes_alloc
+from herder.agent.nomad import models, routes_agent, routes_alloc, routes_jobs
 from herder.agent.nomad.frames import FRAME_SIZE, HEARTBEAT, HEARTBEAT_FRAME, Framer
 from herder.agent.nomad.ledger import Ledger
+from herder.agent.nomad.plan import enforce_index
 from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
 from herder.agent.samesite import Hosts, SameSite
 from herder.app import Agent, Conflict, NotFound
@@ -94,20 +95,20 @@ class NomadGuard(Guard):
                                  "or set NOMAD_TOKEN)", status_code=403)
 
 
-def asgi(agent: Agent, events: EventLog, address: str) -> ASGIApp:
-    """The Nomad-compatible application of ``agent`` listening at ``address`` (``host:port``), guarded as
-    herder's: the same site's requests only (whose JSON Nomad's clients send without a Content-Type),
-    then the token."""
-    guarded = NomadGuard(create_app(agent, events, address), agent.config.token)
+def asgi(agent: Agent, events: EventLog, address: str, ui_address: str) -> ASGIApp:
+    """The Nomad-compatible application of ``agent`` listening at ``address`` (``host:port``; its main
+    listener, with the web UI, at ``ui_address``), guarded as herder's: the same site's requests only
+    (whose JSON Nomad's clients send without a Content-Type), then the token."""
+    guarded = NomadGuard(create_app(agent, events, address, ui_address), agent.config.token)
     return SameSite(guarded, Hosts.of(agent.config, address), refuse, untyped_json=True)
 
 
-def refuse(status: int, message: str) -> ASGIApp:
+def refuse(status: int, message: str) -> Response:
     """A request :class:`SameSite` refuses, answered as Nomad answers a refusal: plain text."""
     return PlainTextResponse(f"Permission denied: {message}" if status == 403 else message, status_code=status)
 
 
-def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
+def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) -> FastAPI:
     ledger = Ledger(agent, events)
     shapes = Shapes(agent, ledger, address)
     api = FastAPI(title="herder agent: Nomad-compatible API", version=agent.version, responses=ERRORS,
@@ -173,10 +174,6 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     async def agent_health() -> Response:
         return json_answer({"client": {"ok": True, "message": "ok"}}, ledger.index())
 
-    @api.get("/v1/agent/members")
-    async def members() -> Response:
-        return json_answer({"ServerName": "", "ServerRegion": "", "ServerDC": "", "Members": None}, ledger.index())
-
     @api.get("/v1/status/leader", responses=ok(str))
     async def leader() -> Response:
         return json_answer(address, ledger.index())
@@ -203,7 +200,13 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
         shapes.check_node(node_id)
         return await blocking(request, query, shapes.node)
 
+    routes_agent.register(api, agent, events, ledger, shapes, answer=json_answer, decode=decode,
+                          ui_address=ui_address)
+
     # -- jobs ----------------------------------------------------------------------
+
+    # Before the routes of /v1/job/{name}, which would take .../plan for a job's name.
+    routes_jobs.register(api, agent, ledger, shapes, answer=json_answer, decode=decode)
 
     @api.get("/v1/jobs", responses=ok(list[models.JobListStub]))
     async def jobs(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
@@ -224,6 +227,8 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
     def register_job(body: models.JobRegisterRequest) -> Response:
         job = body.Job
+        if body.EnforceIndex:  # nomad job run -check-index
+            enforce_index(shapes.job_modify_index(str(job.get("ID") or job.get("Name") or "")), body.JobModifyIndex)
         text = json.dumps({"Job": job})
         name, allocs, warnings = agent.submit(text, "json", {}, "nomad-api")
         evaluation_id, index = "", ledger.index()
@@ -231,7 +236,8 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
             evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs, job)
             evaluation_id, index = evaluation.id, evaluation.create_index
         return json_answer(models.JobRegisterResponse(EvalID=evaluation_id, EvalCreateIndex=index,
-                                                      JobModifyIndex=index, Warnings="\n".join(warnings),
+                                                      JobModifyIndex=shapes.job_modify_index(name) or index,
+                                                      Warnings="\n".join(warnings),
                                                       LastIndex=index), index)
 
     @api.put("/v1/jobs/parse", openapi_extra=body(models.JobParseRequest))
@@ -322,10 +328,10 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
     @api.delete("/v1/job/{name:path}", responses=ok(models.JobDeregisterResponse))
     def deregister(request: Request, name: Id, purge: bool = False) -> Response:
-        """Stop the job (Nomad's ``purge`` also forgets it: herder's collector forgets a stopped job
-        once its allocations are collected, so purge stops it as a stop does)."""
+        """Stop the job; with ``purge``, forget it too: it is listed no more, and its allocations are
+        collected once stopped."""
         scoped(request, write=True)
-        stopped = agent.stop_job(name)
+        stopped = agent.purge_job(name) if purge else agent.stop_job(name)
         job_type = stopped[0].job.type if stopped else "service"
         evaluation = ledger.evaluate(name, job_type, "job-deregister", stopped)
         return json_answer(models.JobDeregisterResponse(
@@ -489,7 +495,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
     # `nomad alloc exec`: herder's own exec WebSocket, whose frames are Nomad's.
     exec_ws.register(api, agent, "/v1/client/allocation/{alloc_id}/exec",
-                     authorized=functools.partial(carries_token, agent.config.token))
+                     authorized=functools.partial(carries_token, agent.config.token), error=refuse)
     return api
 
 

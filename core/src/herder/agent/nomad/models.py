@@ -472,6 +472,7 @@ class NodeListStub(Nomad):
 
 class Node(NodeListStub):
     HTTPAddr: str = ""
+    DrainStrategy: dict[str, Any] | None = None
     Resources: _Resources = Field(default_factory=_Resources)
     Reserved: _Resources = Field(default_factory=_Resources)
     TLSEnabled: bool = False

@@ -2,6 +2,7 @@
 
 import json
 import os
+import platform
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -24,6 +25,8 @@ from herder.objects import TaskEvent, TaskStats
 
 REGION = "global"
 NAMESPACE = "default"
+NOMAD_VERSION = "1.1.2"
+"""The version of Nomad whose API the listener speaks, which it answers as its own (herder's is beside it)."""
 
 CLIENT_DESCRIPTION = {"pending": "No tasks have started", "running": "Tasks are running",
                       "complete": "All tasks have completed", "failed": "Failed tasks"}
@@ -90,18 +93,29 @@ class Shapes:
         drivers = self.drivers()
         attributes = dict(self.agent.node().attributes)
         attributes |= {f"driver.{name}": "1" for name, info in drivers.items() if info.Healthy}
-        attributes |= {"nomad.version": self.agent.version, "unique.hostname": self.agent.config.node_name}
+        attributes |= {"nomad.version": NOMAD_VERSION, "herder.version": self.agent.version,
+                       "unique.hostname": self.agent.config.node_name}
         return models.Node(**self._node_fields(drivers), HTTPAddr=self.address, Resources=self.node_resources(),
+                           DrainStrategy=self.drain_strategy(),
                            TLSEnabled=self.agent.config.tls.cert_file is not None,
                            Attributes=dict(sorted(attributes.items())))
 
     def _node_fields(self, drivers: dict[str, models.DriverInfo] | None = None) -> dict[str, Any]:
         return {"ID": self.node_id, "Name": self.agent.config.node_name,
                 "Datacenter": self.agent.config.datacenter, "Address": self.address.rpartition(":")[0],
-                "Version": self.agent.version, "Drivers": self.drivers() if drivers is None else drivers,
-                "Status": "ready", "Drain": self.agent.draining,
-                "SchedulingEligibility": "ineligible" if self.agent.draining else "eligible",
+                "Version": NOMAD_VERSION, "Drivers": self.drivers() if drivers is None else drivers,
+                "Status": "ready", "Drain": self.agent.drain_pending(),
+                "SchedulingEligibility": "eligible" if self.agent.eligible else "ineligible",
                 "CreateIndex": 1, "ModifyIndex": 1}
+
+    def drain_strategy(self) -> dict[str, Any] | None:
+        """Nomad's DrainStrategy while a drain stops allocations; None once they all stopped (Nomad's drain
+        complete). herder's drain stops every allocation at once: no deadline."""
+        started = self.agent.drain_started
+        if started is None or not self.agent.drain_pending():
+            return None
+        return {"Deadline": 0, "IgnoreSystemJobs": False, "ForceDeadline": models.ZERO_TIME,
+                "StartedAt": rfc3339(started)}
 
     def node_resources(self) -> models.Resources:
         """The host's CPU (MHz: herder does not measure clock speeds, so 1000 a core, unless a
@@ -144,17 +158,40 @@ class Shapes:
         return models.AllocResourceUsage(ResourceUsage=total, Tasks=tasks, Timestamp=now)
 
     def agent_self(self) -> dict[str, Any]:
+        """``/v1/agent/self``: the agent as a Nomad agent that is its region's one server and client; the
+        version is the one of Nomad's API it speaks, herder's own beside it (``HerderVersion``, ``herder``)."""
         config = self.agent.config
-        host, _, port = self.address.rpartition(":")
         return {
             "config": {"Region": REGION, "Datacenter": config.datacenter, "NodeName": config.node_name,
-                       "Version": {"Version": self.agent.version, "VersionPrerelease": "", "VersionMetadata": ""},
+                       "Version": {"Version": NOMAD_VERSION, "VersionPrerelease": "", "VersionMetadata": "",
+                                   "Revision": ""},
+                       "HerderVersion": self.agent.version,
                        "Client": {"Enabled": True}, "Server": {"Enabled": False}, "ACL": {"Enabled": False}},
-            "member": {"Name": config.node_name, "Addr": host, "Port": int(port), "Status": "alive",
-                       "Tags": {"region": REGION, "dc": config.datacenter, "build": self.agent.version}},
-            "stats": {"client": {"node_id": self.node_id, "known_servers": self.address,
-                                 "num_allocations": str(len(self.agent.allocs()))}},
+            "member": self.member(),
+            "stats": {
+                "client": {"node_id": self.node_id, "known_servers": self.address,
+                           "num_allocations": str(len(self.agent.allocs()))},
+                "nomad": {"server": "false", "leader": "true", "leader_addr": self.address, "known_regions": "1",
+                          "bootstrap": "true"},
+                "runtime": {"version": f"python{platform.python_version()}", "arch": platform.machine(),
+                            "kernel.name": platform.system().lower(), "cpu_count": str(os.cpu_count() or 1),
+                            "max_procs": str(os.cpu_count() or 1)},
+                "herder": {"version": self.agent.version, "node": config.node_name,
+                           "data_dir": str(config.data_dir)},
+            },
         }
+
+    def member(self) -> dict[str, Any]:
+        """The agent as the one member of its region's gossip pool (``nomad server members``): its tags say
+        where it answers (the leader is the member at ``rpc_addr:port``, ``/v1/status/leader``)."""
+        config = self.agent.config
+        host, _, port = self.address.rpartition(":")
+        return {"Name": f"{config.node_name}.{REGION}", "Addr": host, "Port": int(port), "Status": "alive",
+                "Tags": {"role": "nomad", "region": REGION, "dc": config.datacenter, "build": NOMAD_VERSION,
+                         "herder": self.agent.version, "rpc_addr": host, "port": port, "vsn": "1", "mvn": "1",
+                         "raft_vsn": "2", "id": self.node_id, "expect": "1", "bootstrap": "1"},
+                "ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2, "DelegateMin": 2, "DelegateMax": 5,
+                "DelegateCur": 4}
 
     # -- jobs -------------------------------------------------------------------------
 
@@ -215,10 +252,21 @@ class Shapes:
                      "SubmitTime": nanoseconds(record.created_at if record else None),
                      "ParentID": allocs[-1].job.parent_id or "" if allocs else "",
                      "Dispatched": bool(allocs and "/dispatch-" in name), "ModifyIndex": index,
+                     "JobModifyIndex": self.job_modify_index(name) or 1,
                      "Stable": bool(allocs) and all(a.status in ("running", "complete") for a in allocs)}
         if parent is not None:
             document["ParentID"] = ""
         return document
+
+    def job_modify_index(self, name: str) -> int | None:
+        """Nomad's ``JobModifyIndex`` of job ``name``: it changes when the job does; None without a job ``name``."""
+        try:
+            allocs = self.agent.job(name)
+        except NotFound:
+            return None
+        parent = self.agent.parent(name)
+        version = parent.source.id if parent is not None else allocs[-1].job_id
+        return self.ledger.job_modify_index(name, version, self.stopped(name, allocs))
 
     def status(self, name: str, allocs: list[AllocRunner]) -> str:
         """Nomad's job status: pending, running or dead."""
