@@ -23,6 +23,7 @@ import shutil
 import stat
 import struct
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,31 @@ def test_plan_of_a_long_list_is_linear(agent: NomadAgent) -> None:
                                                                                       ("Added", "new")}
         finally:
             http.delete("/v1/job/wide", params={"purge": "true"})
+
+
+def test_check_index_lets_one_of_racing_runs_through(agent: NomadAgent) -> None:
+    # Three `nomad job run -check-index` of the same index at once, each a different job: one may register,
+    # the others must be told the index moved on (each a job Nomad's client would otherwise believe it ran
+    # on top of the version it planned against, while another replaced it meanwhile).
+    def job(tag: str) -> dict[str, Any]:
+        return {"ID": "raced", "Name": "raced", "Type": "batch", "Meta": {f"k{i}": tag for i in range(3000)},
+                "TaskGroups": [{"Name": "g", "Count": 1, "Tasks": [{
+                    "Name": "t", "Driver": "raw_exec", "Config": {"command": "/bin/true"}}]}]}
+
+    with agent.nomad_http() as http:
+        first = http.put("/v1/jobs", json={"Job": job("first")})
+        assert first.status_code == 200, first.text
+        index = first.json()["JobModifyIndex"]
+
+        def run(tag: str) -> httpx.Response:
+            with agent.nomad_http() as own:
+                return own.put("/v1/jobs", json={"Job": job(tag), "EnforceIndex": True, "JobModifyIndex": index})
+
+        try:
+            with ThreadPoolExecutor(3) as pool:
+                answers = list(pool.map(run, ["a", "b", "c"]))
+            codes = sorted(answer.status_code for answer in answers)
+            assert codes == [200, 409, 409], [(a.status_code, a.text) for a in answers]
+            assert all("Enforcing job modify index" in a.text for a in answers if a.status_code == 409)
+        finally:
+            http.delete("/v1/job/raced", params={"purge": "true"})
