@@ -215,3 +215,11 @@ def test_check_index_lets_one_of_racing_runs_through(agent: NomadAgent) -> None:
             assert all("Enforcing job modify index" in a.text for a in answers if a.status_code == 409)
         finally:
             http.delete("/v1/job/raced", params={"purge": "true"})
+
+
+@pytest.mark.parametrize("path", ["t/local/plain\0", "t/local\0/plain", "t/\0"])
+def test_a_nul_in_a_path_is_refused_not_an_error(agent: NomadAgent, alloc: dict[str, Any], path: str) -> None:
+    for route, params in [("ls", {}), ("stat", {}), ("cat", {}), ("readat", {"offset": 0}),
+                          ("stream", {"follow": "false"})]:
+        answer = get(agent, route, alloc["id"], path=path, **params)
+        assert answer.status_code == 400 and "NUL" in answer.text, (route, answer.status_code, answer.text)

@@ -153,6 +153,8 @@ class AllocFiles:
 
     def _parts(self, path: str) -> list[str]:
         """The names in ``path`` from the allocation directory (a leading ``/`` is it), the first in the view."""
+        if "\0" in path:  # no name holds one, and os.open raises ValueError for it: a 500 on every route
+            raise FileRefused(f"{path!r}: a NUL byte, which no file name holds")
         try:
             parts = components(path.lstrip("/"))
         except UnsafePathError as exc:
