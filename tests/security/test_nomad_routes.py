@@ -223,3 +223,24 @@ def test_a_nul_in_a_path_is_refused_not_an_error(agent: NomadAgent, alloc: dict[
                           ("stream", {"follow": "false"})]:
         answer = get(agent, route, alloc["id"], path=path, **params)
         assert answer.status_code == 400 and "NUL" in answer.text, (route, answer.status_code, answer.text)
+
+
+def test_an_ineligible_agent_places_no_replacement(agent: NomadAgent) -> None:
+    job = {"ID": "kept-out", "Name": "kept-out", "Type": "service", "TaskGroups": [{"Name": "g", "Count": 1, "Tasks": [{
+        "Name": "t", "Driver": "raw_exec", "Config": {"command": "/bin/sleep", "args": ["3600"]}}]}]}
+    with agent.nomad_http() as http:
+        assert http.put("/v1/jobs", json={"Job": job}).status_code == 200
+        [node] = http.get("/v1/nodes").json()
+        [alloc] = http.get("/v1/job/kept-out/allocations").json()
+        closed = http.put(f"/v1/node/{node['ID']}/eligibility", json={"Eligibility": "ineligible"})
+        assert closed.status_code == 200, closed.text
+        try:
+            assert http.put("/v1/jobs", json={"Job": job | {"Meta": {"v": "2"}}}).status_code == 409
+            stopped = http.put(f"/v1/allocation/{alloc['ID']}/stop")
+            assert stopped.status_code == 200, stopped.text
+            evaluation = http.get(f"/v1/evaluation/{stopped.json()['EvalID']}/allocations").json()
+            placed = [a["ID"] for a in http.get("/v1/job/kept-out/allocations").json() if a["ID"] != alloc["ID"]]
+            assert placed == [], f"an ineligible agent placed {placed} (evaluation: {evaluation})"
+        finally:
+            http.put(f"/v1/node/{node['ID']}/eligibility", json={"Eligibility": "eligible"})
+            http.delete("/v1/job/kept-out", params={"purge": "true"})
