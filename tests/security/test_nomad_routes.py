@@ -23,8 +23,8 @@ import shutil
 import stat
 import struct
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -244,3 +244,30 @@ def test_an_ineligible_agent_places_no_replacement(agent: NomadAgent) -> None:
         finally:
             http.put(f"/v1/node/{node['ID']}/eligibility", json={"Eligibility": "eligible"})
             http.delete("/v1/job/kept-out", params={"purge": "true"})
+
+
+GROUPS, META = 3_000, 60_000
+"""A job of 1.3 MB: three thousand groups of one task, a job meta of 60,000 entries, planned with one group
+changed. The meta merged for each task of each group made the plan take minutes of CPU here; the job's
+meta worked out once, seconds (reading the job twice, the new and the registered one)."""
+
+
+def test_plan_of_many_groups_and_a_long_meta_is_linear(agent: NomadAgent) -> None:
+    def job(tag: str) -> dict[str, Any]:
+        groups = [{"Name": f"g{i}", "Count": 1 if i == 0 else 0, "Tasks": [{
+            "Name": "t", "Driver": "raw_exec",
+            "Config": {"command": "/bin/sleep", "args": [tag if i == 0 else "3600"]}}]} for i in range(GROUPS)]
+        return {"ID": "tall", "Name": "tall", "Type": "service", "Meta": {f"k{i}": "v" for i in range(META)},
+                "TaskGroups": groups}
+
+    with agent.nomad_http() as http:
+        http.timeout = httpx.Timeout(TIMEOUT)
+        registered = http.put("/v1/jobs", json={"Job": job("3600")})
+        assert registered.status_code == 200, registered.text
+        try:
+            planned = http.put("/v1/job/tall/plan", json={"Job": job("3601"), "Diff": True})
+            assert planned.status_code == 200, planned.text
+            updates = planned.json()["Annotations"]["DesiredTGUpdates"]
+            assert len(updates) == GROUPS
+        finally:
+            http.delete("/v1/job/tall", params={"purge": "true"})

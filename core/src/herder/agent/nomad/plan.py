@@ -2,7 +2,7 @@
 
 The difference of the job to its current version (:mod:`.diff`), what each
 group's allocations would undergo, as Nomad's scheduler decides it
-(:func:`herder.jobspec.update_kind.group_update`), the allocations that could
+(:func:`herder.jobspec.update_kind.group_updates`), the allocations that could
 not be placed, and the ``JobModifyIndex`` that ``nomad job run -check-index``
 then enforces (:func:`enforce_index`).
 """
@@ -20,7 +20,7 @@ from herder.agent.nomad.shapes import NomadError, Shapes
 from herder.app import NotFound
 from herder.jobspec import evaluate_job_text
 from herder.jobspec.nomad_json import to_nomad
-from herder.jobspec.update_kind import UpdateKind, group_update
+from herder.jobspec.update_kind import UpdateKind, group_updates
 
 ENFORCE_PREFIX = "Enforcing job modify index"
 """How Nomad's refusal of a stale ``-check-index`` begins (the command line looks for it)."""
@@ -56,12 +56,14 @@ def plan(agent: app.Agent, shapes: Shapes, name: str, job: dict[str, Any]) -> di
     new_job, document = evaluate_job_text(json.dumps({"Job": job}), "json", "<api>", {})
     new = document["job"]
     old, live, stopped = _current(agent, shapes, name)
-    updates = {group.name: _desired(old, new, group.name, group.count, live.get(group.name, 0))
+    kinds = group_updates(old, new) if old is not None else {}  # once for every group: linear in the job's size
+    updates = {group.name: _desired(kinds.get(group.name, UpdateKind.DESTRUCTIVE), group.count,
+                                    live.get(group.name, 0))
                for group in new_job.groups}
     for group in sorted(set(live) - set(updates)):
         updates[group] = {"Stop": live[group]}
     diff = job_diff(_nomad(shapes, old, stopped) if old is not None else None, _nomad(shapes, new, False))
-    _annotate(diff, updates, old, new)
+    _annotate(diff, updates, kinds)
     failed = _unplaceable(agent, shapes, new_job.groups, updates)
     zero = dict.fromkeys(("Ignore", "Place", "Migrate", "Stop", "InPlaceUpdate", "DestructiveUpdate", "Canary",
                           "Preemptions"), 0)
@@ -93,9 +95,9 @@ def _current(agent: app.Agent, shapes: Shapes, name: str) -> tuple[dict[str, Any
     return app.canonical_document(record)["job"], live, shapes.stopped(name, allocs)
 
 
-def _desired(old: dict[str, Any] | None, new: dict[str, Any], group: str, count: int, live: int) -> dict[str, int]:
-    """What group ``group`` (``count`` wanted, ``live`` running) undergoes, in Nomad's DesiredUpdates fields."""
-    kind = UpdateKind.DESTRUCTIVE if old is None else group_update(old, new, group)
+def _desired(kind: UpdateKind, count: int, live: int) -> dict[str, int]:
+    """What a group (its update ``kind``, ``count`` wanted, ``live`` running) undergoes, in Nomad's DesiredUpdates
+    fields."""
     kept = min(live, count)
     counts = {"Place": max(0, count - live), "Stop": max(0, live - count)}
     if kept:
@@ -117,10 +119,10 @@ def _nomad(shapes: Shapes, job: dict[str, Any], stopped: bool) -> dict[str, Any]
     return document
 
 
-def _annotate(diff: dict[str, Any], updates: dict[str, dict[str, int]], old: dict[str, Any] | None,
-              new: dict[str, Any]) -> None:
+def _annotate(diff: dict[str, Any], updates: dict[str, dict[str, int]], kinds: dict[str, UpdateKind]) -> None:
     """Nomad's annotations of a plan's diff (scheduler/annotate.go): each group's updates, what a
-    change of its count forces, and what each changed task forces."""
+    change of its count forces, and what each changed task forces (``kinds``: each group's update, of
+    those the current version has)."""
     for group in diff["TaskGroups"] or []:
         counts = updates.get(group["Name"], {})
         group["Updates"] = {_UPDATE_NAMES[key]: value for key, value in counts.items() if key in _UPDATE_NAMES}
@@ -129,7 +131,7 @@ def _annotate(diff: dict[str, Any], updates: dict[str, dict[str, int]], old: dic
                 before, after = int(field["Old"] or 0), int(field["New"] or 0)
                 field["Annotations"] = ["forces create"] if before < after else \
                     ["forces destroy"] if after < before else None
-        kind = UpdateKind.NONE if old is None or group["Type"] != EDITED else group_update(old, new, group["Name"])
+        kind = kinds.get(group["Name"], UpdateKind.NONE) if group["Type"] == EDITED else UpdateKind.NONE
         for task in group["Tasks"] or []:
             if group["Type"] in (ADDED, DELETED) or task["Type"] in (ADDED, DELETED):
                 task["Annotations"] = ["forces create" if task["Type"] == ADDED else "forces destroy"]
