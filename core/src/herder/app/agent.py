@@ -267,8 +267,10 @@ class Agent:
         return self.allocations.restart(alloc, task, reason)
 
     def stop_alloc(self, alloc: AllocRunner) -> list[AllocRunner]:
-        """See :meth:`herder.app.allocations.Allocations.stop`: a draining agent places no replacement."""
-        return self.allocations.stop(alloc, replace=not self.draining)
+        """See :meth:`herder.app.allocations.Allocations.stop`: a draining or ineligible agent places no
+        replacement (a replacement is a new allocation, which an ineligible node, as Nomad's, takes none of;
+        only a drain was checked, so an allocation stopped on an ineligible agent came back at once)."""
+        return self.allocations.stop(alloc, replace=self.eligible)
 
     def stats(self, alloc: AllocRunner) -> dict[str, TaskStats | None]:
         return self.allocations.stats(alloc)

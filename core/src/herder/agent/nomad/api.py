@@ -12,6 +12,7 @@ import base64
 import functools
 import hmac
 import json
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any, TypeVar
@@ -232,11 +233,20 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
         body = await decode(request, models.JobRegisterRequest)
         return await asyncio.to_thread(register_job, body)
 
+    enforced = threading.Lock()
+
     def register_job(body: models.JobRegisterRequest) -> Response:
         job = body.Job
         if body.EnforceIndex:  # nomad job run -check-index
-            enforce_index(shapes.job_modify_index(str(job.get("ID") or job.get("Name") or "")), body.JobModifyIndex)
-        name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
+            # The check and the registration it allows are one step, as in Nomad's state store: checked
+            # apart, two runs with the same index both passed while the first still parsed, and the
+            # second replaced the first's job unseen, which -check-index is there to prevent.
+            with enforced:
+                enforce_index(shapes.job_modify_index(str(job.get("ID") or job.get("Name") or "")),
+                              body.JobModifyIndex)
+                name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
+        else:
+            name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
         evaluation_id, index = "", ledger.index()
         if agent.parent(name) is None:  # Nomad evaluates no periodic or parameterized job until it launches
             evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs, job)
