@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,6 @@ from herder import events
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.config import Config
 from herder.client.deferred import DeferredCleanups
-from herder.client.deployments import Deployments
 from herder.client.fingerprints import FINGERPRINT_INTERVAL, Fingerprints
 from herder.client.health import HealthChange
 from herder.client.hooks import builtin_plugins
@@ -31,11 +30,11 @@ from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
 from herder.client.runtime import shared_runtime
+from herder.client.scheduler import Scheduler
 from herder.client.sessions import SessionLock, is_alive
 from herder.client.task_runner import TaskRunner
 from herder.client.taskdir import make_data_dir
 from herder.client.users import denied_users
-from herder.client.versions import Versions
 from herder.context import AllocatedPort, TaskContext
 from herder.errors import HerderError, JobError, PlacementError
 from herder.jobspec import interpolate_task, load_job_text
@@ -63,6 +62,11 @@ class JobSource:
     @property
     def id(self) -> str:
         return job_id(self.format, self.text, self.variables)
+
+    def record(self, name: str) -> JobRecord:
+        """The submission as the state database keeps it (``name``: its job's)."""
+        return JobRecord(id=self.id, name=name, source=self.source, format=self.format, text=self.text,
+                         variables=dict(self.variables), created_at=time.time())
 
 
 class Client:
@@ -113,10 +117,10 @@ class Client:
         (the agent's event stream sets it, after the agent is made)."""
         self.builtins = builtin_plugins(self)
         hooks.add_builtins((plugin.name, plugin) for plugin in self.builtins)
-        self.versions = Versions(self.store, lambda: self.allocs)
-        """Every job's submissions still known, numbered."""
-        self.deployments = Deployments(self.alloc, self.checks)
-        """The health of each job version's new allocations, as its update strategy says."""
+        self.scheduler = Scheduler(self)
+        """The agent's submissions: versions, updates and deployments."""
+        self.versions = self.scheduler.versions
+        self.deployments = self.scheduler.deployments
 
     def __enter__(self) -> Client:
         return self
@@ -171,25 +175,39 @@ class Client:
         alloc = self.alloc(ctx.alloc_id)
         return next((runner for runner in alloc.tasks if runner.name == ctx.task_name), None) if alloc else None
 
-    def submit(self, job: Job, source: JobSource) -> list[AllocRunner]:
-        """Place every allocation of ``job`` and record them; all or nothing.
-
-        The allocations are not running yet: :meth:`run` starts them.
-
-        :raises PlacementError: a driver is unavailable, a task's user is denied,
-            a port cannot be had or the allocations cannot be recorded (the
-            state database cannot be written); nothing is left placed.
-        """
+    def check_placeable(self, job: Job) -> None:
+        """:raises PlacementError: a driver of ``job`` is unavailable, or a task's user is denied."""
         self._check_drivers(job)
         denied = denied_users(job, self.config.client)
         if denied:
             raise PlacementError("; ".join(denied))
+
+    def submit(self, job: Job, source: JobSource) -> list[AllocRunner]:
+        """Place every allocation of ``job`` and record them; all or nothing (``herder run``'s:
+        the agent's submissions go through :attr:`scheduler`).
+
+        The allocations are not running yet: :meth:`run` starts them.
+
+        :raises PlacementError: see :meth:`place`.
+        """
+        self.check_placeable(job)
+        return self.place(job, source.id, [(g, index) for g in job.groups for index in range(g.count)],
+                          record=source.record(job.name))
+
+    def place(self, job: Job, job_id: str, wanted: Sequence[tuple[Group, int]], *, record: JobRecord | None = None,
+              also: Callable[[list[AllocRunner]], None] | None = None) -> list[AllocRunner]:
+        """Place allocations of submission ``job_id`` of ``job`` (each group at an index) and record
+        them, with ``record`` (the submission, if not stored yet) and what ``also`` writes, in one
+        transaction; all or nothing. They are not running yet: :meth:`run` starts them.
+
+        :raises PlacementError: a port cannot be had or the allocations cannot be recorded (the
+            state database cannot be written); nothing is left placed.
+        """
         node = self.node()
         placed: list[PlacedAlloc] = []
         try:
-            for group in job.groups:
-                for index in range(group.count):
-                    placed.append(self.placement.place(job, group, index, node))
+            for group, index in wanted:
+                placed.append(self.placement.place(job, group, index, node))
         except BaseException:
             for alloc in placed:
                 self.placement.release(alloc)
@@ -197,17 +215,20 @@ class Client:
         now = time.time()
         try:
             with self.store.transaction():
-                self.store.put_job(JobRecord(id=source.id, name=job.name, source=source.source,
-                                             format=source.format, text=source.text,
-                                             variables=dict(source.variables), created_at=now))
+                if record is not None:
+                    self.store.put_job(record)
                 for alloc in placed:
-                    self.store.put_alloc(self._alloc_record(alloc, source.id, now), _task_records(alloc),
+                    self.store.put_alloc(self._alloc_record(alloc, job_id, now), _task_records(alloc),
                                          _port_records(alloc))
+                runners = [self._adopt(alloc, job_id) for alloc in placed]
+                if also is not None:
+                    also(runners)
         except StateError as exc:
             for alloc in placed:
+                self.forget(alloc.alloc.id)
                 self.placement.release(alloc)
             raise PlacementError(f"the allocations cannot be recorded: {exc}") from exc
-        return [self._adopt(alloc, source.id) for alloc in placed]
+        return runners
 
     def restore(self, *, job_name: str | None = None, session: str | None = None,
                 keep: bool | None = None) -> list[AllocRunner]:
@@ -387,6 +408,7 @@ class Client:
 
         :raises StateError: state writes could not be committed (they are lost).
         """
+        self.scheduler.close()
         self.fingerprints.stop()
         self.deferred.stop()
         for plugin in reversed(self.builtins):

@@ -40,7 +40,10 @@ _RENAMED = {
 # Maps whose keys are the user's own (driver config, env, meta, ...): copied as they are.
 _VERBATIM = {"Config", "Env", "Meta", "Header", "GetterOptions", "GetterHeaders", "CanaryMeta", "TaggedAddresses"}
 # Fields Nomad gives in nanoseconds that are durations in herder's document.
-_DURATIONS = {"KillTimeout", "ShutdownDelay", "Interval", "Delay", "Timeout", "Grace", "Splay"}
+_DURATIONS = {
+    "KillTimeout", "ShutdownDelay", "Interval", "Delay", "Timeout", "Grace", "Splay", "Stagger", "MinHealthyTime",
+    "HealthyDeadline", "ProgressDeadline",
+}
 # Fields of a job set by Nomad's servers, not by the job's author (``nomad job inspect`` shows them).
 _SERVER_FIELDS = {
     "Stop", "Status", "StatusDescription", "Stable", "Version", "SubmitTime", "CreateIndex", "ModifyIndex",
@@ -48,10 +51,11 @@ _SERVER_FIELDS = {
     "NomadTokenID", "ConsulNamespace", "VaultNamespace", "ID",
 }
 # Values Nomad writes for "the default" (or its only choice), by the map they are in.
-_UNSET = {
+_UNSET: dict[str, dict[str, object]] = {
     "periodic": {"Spec": "", "SpecType": "cron", "TimeZone": ""},
     "parameterized": {"Payload": ""},
     "tasks": {"Kind": ""},
+    "update": {"HealthCheck": "", "HealthyDeadline": 0},
 }
 
 

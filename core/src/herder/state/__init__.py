@@ -14,6 +14,8 @@ from herder.state.records import (
     AllocRecord,
     AllocStatus,
     Deferred,
+    DeploymentRecord,
+    DeploymentStatus,
     DesiredStatus,
     JobRecord,
     ParentRecord,
@@ -21,6 +23,7 @@ from herder.state.records import (
     PortRecord,
     TaskRecord,
     TaskState,
+    VersionRecord,
     job_id,
 )
 from herder.state.store import Store
@@ -33,6 +36,8 @@ __all__ = [
     "AllocRecord",
     "AllocStatus",
     "Deferred",
+    "DeploymentRecord",
+    "DeploymentStatus",
     "DesiredStatus",
     "JobRecord",
     "ParentRecord",
@@ -42,5 +47,6 @@ __all__ = [
     "Store",
     "TaskRecord",
     "TaskState",
+    "VersionRecord",
     "job_id",
 ]

@@ -231,7 +231,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
         name, allocs, warnings = agent.submit(text, "json", {}, "nomad-api")
         evaluation_id, index = "", ledger.index()
         if agent.parent(name) is None:  # Nomad evaluates no periodic or parameterized job until it launches
-            evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs, job)
+            evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs)
             evaluation_id, index = evaluation.id, evaluation.create_index
         return json_answer(models.JobRegisterResponse(EvalID=evaluation_id, EvalCreateIndex=index,
                                                       JobModifyIndex=index, Warnings="\n".join(warnings),

@@ -241,6 +241,7 @@ class Evaluation(Nomad):
 class DeploymentState(Nomad):
     PlacedCanaries: list[str] | None = None
     AutoRevert: bool = False
+    AutoPromote: bool = False
     ProgressDeadline: int = 0
     RequireProgressBy: str = ZERO_TIME
     Promoted: bool = False
