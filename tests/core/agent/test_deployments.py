@@ -51,6 +51,7 @@ job "web" {{
         name = "web"
         port = "http"
         check {{
+          name     = "{check}"
           type     = "http"
           path     = "/"
           interval = "1s"
@@ -69,10 +70,10 @@ BROKEN = "exit 1"
 
 def web(pids: Path, *, version: str = "1", count: int = 2, max_parallel: int = 1, canary: int = 0,
         command: str = SERVE, health_check: str = "checks", min_healthy: str = "1s", healthy_deadline: str = "20s",
-        progress_deadline: str = "40s") -> str:
+        progress_deadline: str = "40s", check: str = "alive") -> str:
     return WEB.format(pids=pids, version=version, count=count, max_parallel=max_parallel, canary=canary,
                       command=command, health_check=health_check, min_healthy=min_healthy,
-                      healthy_deadline=healthy_deadline, progress_deadline=progress_deadline)
+                      healthy_deadline=healthy_deadline, progress_deadline=progress_deadline, check=check)
 
 
 def get(agent: AgentProcess, path: str) -> Any:
@@ -146,6 +147,30 @@ def test_count_2_to_3_keeps_the_running_allocations_and_their_pids(agent: AgentP
     history = versions(agent)
     assert [v["version"] for v in history] == [2, 1, 0]
     assert "~ groups.app.count: 3 -> 1" in history[0]["changes"]
+
+
+@pytest.mark.slow
+def test_a_change_of_checks_updates_in_place_and_the_registrations_follow(agent: AgentProcess,
+                                                                          tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    agent.submit(web(pids, count=2))
+    deployment_ends(agent, 0)
+    before = {a["id"]: (pids / a["id"]).read_text() for a in allocs(agent)}
+    agent.submit(web(pids, count=2, check="up"))
+
+    def checks_renamed() -> list[dict[str, Any]] | None:
+        now = allocs(agent)
+        names = {c["check"] for a in now for c in a["tasks"]["server"]["checks"]}
+        return now if names == {"up"} else None
+
+    now = wait_for(checks_renamed, 30.0, lambda: f"the checks renamed: {allocs(agent)}")
+    assert {a["id"]: (pids / a["id"]).read_text() for a in now} == before  # the same processes
+    history = versions(agent)
+    assert all(a["job_id"] == history[0]["job_id"] for a in now)
+    assert history[0]["stable"] and latest_deployment(agent)["version"] == 0  # nothing to deploy
+    assert history[0]["changes"] == ["- groups.app.tasks.server.services.web.checks.alive: {...}",
+                                     "+ groups.app.tasks.server.services.web.checks.up: {...}"]
 
 
 @pytest.mark.slow

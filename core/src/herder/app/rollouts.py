@@ -33,10 +33,15 @@ class HistoryEntry:
 
 def job_diff(old: Job, new: Job) -> list[str]:
     """The fields that differ between two versions of a job, one line each, by path
-    (``groups.web.tasks.server.env.VERSION``): lists of named blocks are keyed by name."""
+    (``groups.web.tasks.server.env.VERSION``): lists of named blocks are keyed by name, and a
+    named block added or removed is one line."""
     before, after = dict(_flatten(_document(old))), dict(_flatten(_document(new)))
+    blocks = [path for path, value in (before | after).items() if value == _BLOCK
+              and (path in before) != (path in after)]
     lines = []
     for path in sorted(before.keys() | after.keys()):
+        if any(path.startswith(f"{block}.") for block in blocks):
+            continue
         if path not in after:
             lines.append(f"- {path}: {before[path]}")
         elif path not in before:
@@ -44,6 +49,10 @@ def job_diff(old: Job, new: Job) -> list[str]:
         elif before[path] != after[path]:
             lines.append(f"~ {path}: {before[path]} -> {after[path]}")
     return lines
+
+
+_BLOCK = "{...}"
+"""The value of a named block itself, in a flattened document."""
 
 
 def _document(job: Job) -> dict[str, Any]:
@@ -59,6 +68,7 @@ def _flatten(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
             yield from _flatten(item, f"{path}.{key}" if path else str(key))
     elif isinstance(value, (list, tuple)) and value and all(isinstance(i, dict) and "name" in i for i in value):
         for item in value:
+            yield f"{path}.{item['name']}", _BLOCK
             yield from _flatten({k: v for k, v in item.items() if k != "name"}, f"{path}.{item['name']}")
     else:
         yield path, json.dumps(value, default=str)
