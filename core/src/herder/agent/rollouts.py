@@ -37,7 +37,8 @@ def routes(agent: Agent) -> APIRouter:
     def versions(name: JobName) -> models.Versions:
         return models.Versions(versions=[models.Version(
             version=entry.version.number, job_id=entry.version.job_id, submitted_at=entry.version.submitted_at,
-            stable=entry.version.stable, counts=dict(entry.version.counts), changes=entry.changes)
+            stable=entry.version.stable, counts=dict(entry.version.counts),
+            changes=[str(change) for change in entry.changes])
             for entry in rollouts.history(name)])
 
     @api.post("/v1/jobs/{name:path}/revert", response_model=models.Version, tags=["jobs"],

@@ -23,31 +23,46 @@ from herder.model import Job
 
 
 @dataclass(frozen=True)
+class Change:
+    """A field of a job that differs between two versions: ``+`` added, ``-`` removed, ``~`` changed;
+    its values as JSON ("" where it has none, ``{...}`` for a named block as a whole)."""
+
+    kind: str
+    path: str
+    old: str = ""
+    new: str = ""
+
+    def __str__(self) -> str:
+        if self.kind == "~":
+            return f"~ {self.path}: {self.old} -> {self.new}"
+        return f"{self.kind} {self.path}: {self.new if self.kind == '+' else self.old}"
+
+
+@dataclass(frozen=True)
 class HistoryEntry:
-    """A version with what changed from the one before it (``changes``: one line a field,
-    ``+`` added, ``-`` removed, ``~`` changed; empty for the first version)."""
+    """A version with what changed from the one before it (empty for the first version)."""
 
     version: Version
-    changes: list[str]
+    changes: list[Change]
 
 
-def job_diff(old: Job, new: Job) -> list[str]:
+def job_diff(old: Job, new: Job) -> list[Change]:
     """The fields that differ between two versions of a job, one line each, by path
     (``groups.web.tasks.server.env.VERSION``): lists of named blocks are keyed by name, and a
     named block added or removed is one line."""
     before, after = dict(_flatten(_document(old))), dict(_flatten(_document(new)))
     blocks = [path for path, value in (before | after).items() if value == _BLOCK
               and (path in before) != (path in after)]
-    lines = []
+    lines: list[Change] = []
     for path in sorted(before.keys() | after.keys()):
         if any(path.startswith(f"{block}.") for block in blocks):
             continue
         if path not in after:
-            lines.append(f"- {path}: {before[path]}")
+            lines.append(Change("-", path, old=before[path]))
         elif path not in before:
-            lines.append(f"+ {path}: {after[path]}")
+            lines.append(Change("+", path, new=after[path]))
         elif before[path] != after[path]:
-            lines.append(f"~ {path}: {before[path]} -> {after[path]}")
+            lines.append(Change("~", path, before[path], after[path]))
     return lines
 
 

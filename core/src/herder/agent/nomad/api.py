@@ -14,12 +14,11 @@ import hmac
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from pydantic import BaseModel, ValidationError
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from herder import app
@@ -27,7 +26,8 @@ from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
-from herder.agent.nomad import models
+from herder.agent.nomad import models, rollouts
+from herder.agent.nomad.answers import body, decode, json_answer, ok, scoped
 from herder.agent.nomad.ledger import Ledger
 from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
 from herder.agent.samesite import Hosts, SameSite
@@ -37,8 +37,6 @@ from herder.errors import DispatchError, JobError, PlacementError
 from herder.jobspec import evaluate_job_text
 from herder.jobspec.nomad_json import to_nomad
 from herder.sdk.durations import parse_duration
-
-Body = TypeVar("Body", bound=BaseModel)
 
 FRAME_SIZE = 64 << 10
 """The most log bytes in one frame, as Nomad's."""
@@ -63,18 +61,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (415, "A body sent as another type than JSON"),
     )}
 """Nomad's errors: a status and a plain-text message (documented for the OpenAPI document)."""
-
-
-def ok(model: Any) -> dict[int | str, dict[str, Any]]:
-    """The OpenAPI description of a route's answer, ``model`` as JSON (the routes answer
-    :class:`Response` with Nomad's headers, so FastAPI cannot tell it from the function)."""
-    return {200: {"model": model, "description": "Nomad's answer; X-Nomad-Index is the index it reflects"}}
-
-
-def body(model: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAPI description of a JSON request body: the routes read the body themselves,
-    as Nomad's clients send JSON without a Content-Type."""
-    return {"requestBody": {"required": False, "content": {"application/json": {"schema": model.model_json_schema()}}}}
 
 
 def carries_token(token: str, headers: Mapping[bytes, bytes]) -> bool:
@@ -245,6 +231,8 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
         _, document = await asyncio.to_thread(evaluate_job_text, body.JobHCL, "hcl", "<api>", {})
         return json_answer(shapes.job_document(to_nomad(document)["Job"]), ledger.index())
 
+    api.include_router(rollouts.routes(agent, ledger, shapes))  # before a job's routes, whose :path takes theirs
+
     @api.get("/v1/job/{name:path}/allocations", responses=ok(list[models.AllocationListStub]))
     async def job_allocations(request: Request, query: Blocking, name: Id, all: bool = False) -> Response:
         def render() -> list[models.AllocationListStub]:
@@ -276,11 +264,6 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     async def job_summary(request: Request, query: Blocking, name: Id) -> Response:
         shapes.allocs_of(name, request)
         return await blocking(request, query, lambda: shapes.summary(name))
-
-    @api.get("/v1/job/{name:path}/versions", responses=ok(models.JobVersions))
-    async def job_versions(request: Request, query: Blocking, name: Id) -> Response:
-        shapes.allocs_of(name, request)
-        return await blocking(request, query, lambda: models.JobVersions(Versions=shapes.versions(name)))
 
     @api.put("/v1/job/{name:path}/dispatch", responses=ok(models.JobDispatchResponse),
              openapi_extra=body(models.JobDispatchRequest))
@@ -498,35 +481,6 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     return api
 
 
-async def decode(request: Request, model: type[Body]) -> Body:
-    """The request's JSON body as ``model``: Nomad's clients send JSON without saying so
-    (no ``Content-Type``; a body of another type was refused in front, :mod:`herder.agent.samesite`);
-    an empty body is an empty object."""
-    raw = await request.body()
-    try:
-        return model.model_validate(json.loads(raw) if raw.strip() else {})
-    except RecursionError:
-        raise NomadError(400, "Failed to decode request: nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError and ValidationError are ValueErrors
-        problems = exc.errors() if isinstance(exc, ValidationError) else None
-        text = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in problems) \
-            if problems else str(exc)
-        raise NomadError(400, f"Failed to decode request: {text}") from None
-
-
-def json_answer(body: Any, index: int) -> Response:
-    """``body`` as Nomad answers a read: JSON, with the index it reflects."""
-    content = body.model_dump(mode="json") if isinstance(body, BaseModel) else _dump(body)
-    return JSONResponse(content, headers={"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true",
-                                          "X-Nomad-LastContact": "0"})
-
-
-def _dump(body: Any) -> Any:
-    if isinstance(body, list):
-        return [_dump(item) for item in body]
-    return body.model_dump(mode="json") if isinstance(body, BaseModel) else body
-
-
 BlockingQuery = tuple[int, float]
 """The index a blocking query waits to pass (0: none), and how long it may wait (seconds)."""
 
@@ -544,13 +498,3 @@ def blocking_query(
 
 
 Blocking = Annotated[BlockingQuery, Depends(blocking_query)]
-
-
-def scoped(request: Request, *, write: bool = False) -> None:
-    """Refuse a region other than the agent's, and a write to a namespace other than ``default``,
-    as a Nomad with one region and no such namespace does."""
-    region = request.query_params.get("region", "")
-    if region and region != REGION:
-        raise NomadError(400, "No path to region")
-    if write and foreign(request):
-        raise NomadError(400, f"namespace {request.query_params.get('namespace')!r} not found")

@@ -264,11 +264,6 @@ class Shapes:
         return models.JobSummary(JobID=name, Summary=groups, Children=children, CreateIndex=1,
                                  ModifyIndex=self.ledger.index())
 
-    def versions(self, name: str) -> list[dict[str, Any]]:
-        """Every submission of job ``name`` still known, newest first."""
-        return [self.job(name, version.job_id)
-                for version in reversed(self.agent.job_versions(name))] or [self.job(name)]
-
     # -- evaluations and deployments ---------------------------------------------------
 
     def evaluation(self, found: Evaluation) -> models.Evaluation:
