@@ -155,7 +155,7 @@ class Deployment:
     def of_record(cls, record: DeploymentRecord) -> Deployment:
         groups = {}
         for name, group in record.state.get("groups", {}).items():
-            placed = {alloc_id: Placed(**p) for alloc_id, p in group.pop("placed").items()}
+            placed = {alloc_id: Placed(**p) for alloc_id, p in group["placed"].items()}
             groups[name] = GroupDeployment(**{**group, "update": Update(**group["update"]), "placed": placed})
         return cls(id=record.id, job=record.job, version=record.version, job_id=record.state.get("job_id", ""),
                    groups=groups, created=record.created_at, status=record.status, description=record.description,
@@ -384,12 +384,15 @@ class Deployments:
             self._place_at(deployment, name, group, list(group.fresh), False)
         in_flight = len(group.replacing) + sum(p.healthy is not True for p in group.placed.values())
         limit = group.update.max_parallel - in_flight if group.update.max_parallel else len(group.to_replace)
-        for old in list(group.to_replace)[:max(0, limit)]:
+        stopping = list(group.to_replace)[:max(0, limit)]
+        for old in stopping:
             group.replacing[old] = group.to_replace.pop(old)
+        if stopping:
+            self._changed(deployment)  # written first: an agent that dies now stops them when it is back
+        for old in stopping:
             alloc = self._host.alloc(old)
             if alloc is not None:
                 alloc.stop()
-            self._changed(deployment)
 
     def _place_at(self, deployment: Deployment, name: str, group: GroupDeployment, indexes: list[int],
                   canary: bool, replaced: Iterable[str] = ()) -> None:

@@ -100,8 +100,9 @@ class Scheduler:
                     return latest, False
                 version = latest
             else:
-                self._client.store.put_job(record)
-                version = self.versions.add(job.name, record.id, counts or {})
+                with self._client.store.transaction():
+                    self._client.store.put_job(record)
+                    version = self.versions.add(job.name, record.id, counts or {})
             self._reconcile(job, version, live)
             return version, version is not latest
 
