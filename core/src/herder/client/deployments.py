@@ -318,6 +318,12 @@ class Deployments:
             self._advance(deployment)
             return deployment
 
+    def forget(self, job: str) -> None:
+        """Forget the deployments of ``job`` (collected with its last allocation)."""
+        with self._lock:
+            for deployment in [d for d in self._deployments.values() if d.job == job]:
+                del self._deployments[deployment.id]
+
     def joined(self, deployment: Deployment, group: str, previous: str, alloc: AllocRunner) -> None:
         """``alloc`` replaces ``previous`` in the deployment (a rescheduled allocation)."""
         with self._lock:

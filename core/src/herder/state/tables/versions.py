@@ -23,6 +23,20 @@ class Versions(Table):
                               (job,))
         return [_decode_version(row) for row in rows]
 
+    def forget_versions(self, job: str) -> None:
+        """Forget the versions and deployments of job ``job``, and the submissions neither an
+        allocation nor a version names any more (nothing if it has none): one write."""
+        def apply() -> None:
+            rows = self._db.execute("SELECT DISTINCT job_id FROM versions WHERE job = ?", (job,)).fetchall()
+            self._db.execute("DELETE FROM versions WHERE job = ?", (job,))
+            self._db.execute("DELETE FROM deployments WHERE job = ?", (job,))
+            for (job_id,) in rows:
+                self._db.execute("DELETE FROM jobs WHERE id = ? AND NOT EXISTS "
+                                 "(SELECT 1 FROM allocs WHERE job_id = jobs.id) AND NOT EXISTS "
+                                 "(SELECT 1 FROM versions WHERE job_id = jobs.id)", (job_id,))
+
+        self._db.write(apply)
+
     def mark_stable(self, job: str, version: int) -> None:
         """Mark a version stable (nothing if it is not stored)."""
         self._db.write(lambda: self._db.execute("UPDATE versions SET stable = 1 WHERE job = ? AND version = ?",
