@@ -324,15 +324,26 @@ class Deployments:
             for deployment in [d for d in self._deployments.values() if d.job == job]:
                 del self._deployments[deployment.id]
 
-    def joined(self, deployment: Deployment, group: str, previous: str, alloc: AllocRunner) -> None:
-        """``alloc`` replaces ``previous`` in the deployment (a rescheduled allocation)."""
-        with self._lock:
-            placed = deployment.groups[group].placed
-            if previous in placed:
-                placed[alloc.alloc.id] = Placed(index=placed[previous].index, canary=placed[previous].canary,
-                                                placed_at=time.time())
-                del placed[previous]
-                self._changed(deployment)
+    def replace(self, previous: str,
+                place: Callable[[Callable[[list[AllocRunner]], None] | None], list[AllocRunner]]
+                ) -> list[AllocRunner]:
+        """Place a replacement of allocation ``previous`` by ``place``, given what to write with it:
+        when an active deployment placed ``previous``, the replacement takes its place there (its
+        index, canary or not, its health not known yet), written in the transaction that records it."""
+        with self._lock:  # before the transaction, as a tick takes them
+            deployment = next((d for d in self._deployments.values() if d.active and previous in d.healthy), None)
+            group = next((g for g in deployment.groups.values() if previous in g.placed), None) if deployment else None
+            if deployment is None or group is None:
+                return place(None)
+
+            def write(allocs: list[AllocRunner]) -> None:
+                was = group.placed.pop(previous)
+                for alloc in allocs:
+                    group.placed[alloc.alloc.id] = Placed(index=was.index, canary=was.canary, placed_at=time.time())
+                deployment.revision += 1
+                self._store.put_deployment(deployment.record())
+
+            return place(write)
 
     # -- following -------------------------------------------------------------
 

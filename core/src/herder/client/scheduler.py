@@ -277,17 +277,18 @@ class Scheduler:
     def place_replacement(self, previous: AllocRunner) -> AllocRunner:
         """Place and start a replacement for allocation ``previous``: the same version of its job
         (its submission as ``previous`` runs it), group and index. When a deployment placed
-        ``previous``, the replacement takes its place there.
+        ``previous``, the replacement takes its place there, in the same transaction.
 
         :raises PlacementError: it cannot be placed (the job's submission is gone, a port is held...).
         """
         with self._lock:
-            record = self._client.store.job(previous.job_id)
-            if record is None:
+            if self._client.store.job(previous.job_id) is None:
                 raise PlacementError(f"the job of allocation {previous.alloc.name} is not in the state database")
-            (alloc,) = self._client.place(previous.job, previous.job_id, [(previous.group, previous.alloc.index)])
-            deployment = self.deployments.of(previous.alloc.id)
-            if deployment is not None and deployment.active:
-                self.deployments.joined(deployment, previous.group.name, previous.alloc.id, alloc)
+
+            def place(write: Callable[[list[AllocRunner]], None] | None) -> list[AllocRunner]:
+                return self._client.place(previous.job, previous.job_id, [(previous.group, previous.alloc.index)],
+                                          also=write)
+
+            (alloc,) = self.deployments.replace(previous.alloc.id, place)
             self._client.run([alloc])
             return alloc
