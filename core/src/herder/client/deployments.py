@@ -245,9 +245,9 @@ class Deployments:
                                 created=now)
         with self._lock:
             self.cancel(job, "Cancelled due to newer version of job")
+            self._save(deployment)  # a StateError here leaves no deployment behind
             self._deployments[deployment.id] = deployment
-            self._save(deployment)
-            self._advance(deployment)
+            self._step(deployment)
         return deployment
 
     def cancel(self, job: str, description: str) -> None:
@@ -351,10 +351,13 @@ class Deployments:
         """Move every active deployment on by what happened since the last tick."""
         with self._lock:
             for deployment in [d for d in self._deployments.values() if d.active]:
-                try:
-                    self._advance(deployment)
-                except StateError as exc:  # kept in memory; the next tick writes it
-                    log.warning("deployment %s: %s", deployment.id, exc)
+                self._step(deployment)
+
+    def _step(self, deployment: Deployment) -> None:
+        try:
+            self._advance(deployment)
+        except StateError as exc:  # kept in memory; a later step writes it
+            log.warning("deployment %s: %s", deployment.id, exc)
 
     def _advance(self, deployment: Deployment) -> None:
         """One step of the deployment (the lock held): health, deadlines, placements, the outcome."""

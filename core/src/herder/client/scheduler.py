@@ -33,7 +33,7 @@ from herder.client.updates import group_update
 from herder.client.versions import Version, Versions, with_counts
 from herder.errors import HerderError, JobError, PlacementError
 from herder.model import Group, Job
-from herder.state import JobRecord, Store
+from herder.state import JobRecord, StateError, Store
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,12 @@ class Scheduler:
             be had or the state cannot be written; the running version stays.
         """
         job = with_counts(job, counts or {})
+        try:
+            return self._submit(job, record, counts or {})
+        except StateError as exc:
+            raise PlacementError(f"the job cannot be recorded: {exc}") from exc
+
+    def _submit(self, job: Job, record: JobRecord, counts: Mapping[str, int]) -> tuple[Version, bool]:
         with self._lock:
             self._client.check_placeable(job)
             latest = self.versions.latest(job.name)
@@ -102,7 +108,7 @@ class Scheduler:
             else:
                 with self._client.store.transaction():
                     self._client.store.put_job(record)
-                    version = self.versions.add(job.name, record.id, counts or {})
+                    version = self.versions.add(job.name, record.id, counts)
             self._reconcile(job, version, live)
             return version, version is not latest
 
