@@ -148,6 +148,32 @@ def test_count_2_to_3_keeps_the_running_allocations_and_their_pids(shared_agent:
     history = versions(agent, job)
     assert [v["version"] for v in history] == [2, 1, 0]
     assert "~ groups.app.count: 3 -> 1" in history[0]["changes"]
+    shown = agent.cli("job", "history", "-p", job)
+    assert shown.returncode == 0 and "    ~ groups.app.count: 3 -> 1" in shown.stdout, shown.stdout + shown.stderr
+    assert shown.stdout.startswith("Version 2  ") and "Version 1  " in shown.stdout and "app=3" in shown.stdout
+
+
+@pytest.mark.slow
+def test_what_cannot_be_done_is_refused_with_a_reason(shared_agent: AgentProcess, tmp_path: Path) -> None:
+    agent, job = shared_agent, "refusals"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    agent.submit(web(pids, job, count=1, health_check="task_states"))
+    deployment = deployment_ends(agent, job, 0)
+    with agent.http() as http:
+        for method, path, body, status, message in (
+            ("POST", "/v1/jobs/nosuch/scale", {"group": "app", "count": 1}, 404, "no job 'nosuch'"),
+            ("POST", f"/v1/jobs/{job}/scale", {"group": "nosuch", "count": 1}, 404, "has no group 'nosuch'"),
+            ("POST", f"/v1/jobs/{job}/scale", {"group": "app", "count": 5000}, 422, "body.count"),
+            ("POST", f"/v1/jobs/{job}/revert", {"version": 9}, 404, "has no version 9"),
+            ("POST", f"/v1/jobs/{job}/promote", {}, 409, "can no longer change"),
+            ("POST", f"/v1/deployments/{deployment['id']}/fail", None, 409, "is successful"),
+            ("GET", "/v1/deployments/nosuch", None, 404, "no deployment 'nosuch'"),
+        ):
+            answer = http.request(method, path, json=body)
+            assert answer.status_code == status and message in answer.text, (path, answer.text)
+    refused = agent.cli("job", "revert", job, "9")
+    assert refused.returncode == 1 and "has no version 9" in refused.stderr, refused.stderr
 
 
 @pytest.mark.slow
