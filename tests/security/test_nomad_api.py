@@ -60,7 +60,9 @@ def test_the_nomad_listener_refuses_a_request_without_the_token(guarded: NomadAg
                                                                 headers: dict[str, str]) -> None:
     with httpx.Client(base_url=guarded.nomad_url, timeout=30.0, headers=headers) as http:
         for method, path in (("GET", "/v1/jobs"), ("GET", "/v1/agent/self"), ("PUT", "/v1/jobs"),
-                             ("GET", "/v1/client/fs/logs/x?task=t"), ("GET", "/v1/no/such/route")):
+                             ("GET", "/v1/client/fs/logs/x?task=t"), ("GET", "/v1/no/such/route"),
+                             ("GET", "/v1/agent/monitor"), ("PUT", "/v1/node/x/drain"), ("PUT", "/v1/system/gc"),
+                             ("PUT", "/v1/search"), ("PUT", "/v1/job/door/plan"), ("GET", "/v1/metrics")):
             response = http.request(method, path, content=json.dumps(JOB) if method == "PUT" else None)
             assert response.status_code == 403, (method, path)
             assert response.text.startswith("Permission denied: missing or wrong token (X-Nomad-Token"), response.text
@@ -176,3 +178,25 @@ def test_the_nomad_exec_socket_wants_nomads_token_and_the_agents_origin(guarded:
     with connect(url(control), additional_headers={"X-Nomad-Token": TOKEN}) as ws:
         wait_for(lambda: "exited" in json.loads(ws.recv(timeout=30)), what="the exit frame")
     assert control.exists() and not marker.exists(), "a refused handshake ran its command"
+
+
+@pytest.mark.parametrize("page", ["jobs/door", "/evil.example/x", "..%2F..%2Fv1%2Fjobs", "%5C%5Cevil.example",
+                                  "jobs/%0d%0aSet-Cookie:%20x=y"])
+def test_the_ui_address_without_the_token_only_says_where_the_ui_is(guarded: NomadAgent, page: str) -> None:
+    """``nomad ui`` opens ``/ui/...`` of this listener in a browser, which has no token: that answer is outside
+    the token's guard, so it must give nothing but the main listener's sign-in page, whatever the path."""
+    with httpx.Client(base_url=guarded.nomad_url, timeout=30.0) as browser:
+        answer = browser.get(f"/ui/{page}")
+        assert "set-cookie" not in answer.headers
+        if "%0d" not in page:  # a path with a line break is no page: 404
+            assert answer.status_code == 307 and answer.content == b""
+            assert answer.headers["location"].startswith(f"{guarded.url}/ui/")
+        else:
+            assert answer.status_code == 404 and "location" not in answer.headers
+        for method in ("PUT", "POST", "DELETE"):
+            assert browser.request(method, f"/ui/{page}").status_code in (403, 404, 405)
+        spoofed = browser.get(f"/ui/{page}", headers={"Host": "evil.example"})
+        assert spoofed.status_code == 403 and "location" not in spoofed.headers
+        root = browser.get("/")  # Nomad's root, its UI: also outside the guard, and only that
+        assert root.status_code == 307 and root.headers["location"] == "/ui/" and root.content == b""
+        assert browser.post("/", content=b"{}").status_code == 403

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 
 from herder import __version__
@@ -48,7 +49,9 @@ class Agent:
         self.config = config
         self.hooks = hooks
         self.version = __version__
-        self._draining = threading.Event()
+        self._draining = threading.Event()  # set while the agent takes no new job: drained, or not eligible
+        self._drain_started: float | None = None
+        self._ineligible = False
         self.client = Client(config, hooks, keep=True, on_event=on_event, on_health=on_health)
         self.gc = GarbageCollector(self.client, on_collected=on_collected)
         lock = threading.Lock()  # orders submissions, ordinary and registered
@@ -61,8 +64,18 @@ class Agent:
 
     @property
     def draining(self) -> bool:
-        """Whether the agent takes no new job and launches no child."""
-        return self._draining.is_set()
+        """Whether a drain was asked (and not ended): the agent's tasks were stopped, and it takes no new job."""
+        return self._drain_started is not None
+
+    @property
+    def drain_started(self) -> float | None:
+        """When the drain under way began (Unix seconds); None without one."""
+        return self._drain_started
+
+    @property
+    def eligible(self) -> bool:
+        """Whether the agent takes new jobs and launches children (Nomad's scheduling eligibility)."""
+        return not self._draining.is_set()
 
     @property
     def deployments(self) -> Deployments:
@@ -88,11 +101,44 @@ class Agent:
 
     def begin_drain(self) -> list[AllocRunner]:
         """Start stopping every task gracefully (returns at once); no new job is taken, no child launched."""
+        if self._drain_started is None:
+            self._drain_started = time.time()
         self._draining.set()
         allocs = self.client.allocs
         for alloc in allocs:
             alloc.stop()
         return allocs
+
+    def end_drain(self, *, eligible: bool = True) -> None:
+        """End a drain (``nomad node drain -disable``): what it stopped stays stopped; with ``eligible``
+        the agent takes new jobs again, as Nomad's node marked eligible."""
+        self._drain_started = None
+        if eligible:
+            self._ineligible = False
+        self._take_jobs()
+
+    def set_eligible(self, eligible: bool) -> None:
+        """Take new jobs or not (``nomad node eligibility``); the allocations running are left alone.
+
+        A drain whose allocations have all stopped is complete, as Nomad's: made eligible, it ends.
+
+        :raises Conflict: made eligible while a drain still stops allocations (as Nomad: end the drain instead)."""
+        if eligible and self.draining:
+            if self.drain_pending():
+                raise Conflict("can not toggle eligibility on a node that is being drained: disable the drain")
+            self._drain_started = None
+        self._ineligible = not eligible
+        self._take_jobs()
+
+    def drain_pending(self) -> bool:
+        """Whether a drain is on and an allocation it stops has not stopped yet."""
+        return self.draining and any(alloc.status in ("pending", "running") for alloc in self.client.allocs)
+
+    def _take_jobs(self) -> None:
+        if self.draining or self._ineligible:
+            self._draining.set()
+        else:
+            self._draining.clear()
 
     def drain(self, timeout: float | None = None) -> bool:
         """Stop every task gracefully; True once all are dead (False on timeout)."""
@@ -131,6 +177,10 @@ class Agent:
 
     def stop_job(self, name: str) -> list[AllocRunner]:
         return self.submissions.stop(name)
+
+    def purge_job(self, name: str) -> list[AllocRunner]:
+        """See :meth:`herder.app.jobs.Jobs.purge`."""
+        return self.submissions.purge(name)
 
     def job_versions(self, name: str) -> list[Version]:
         """The versions of job ``name``, oldest first."""
@@ -200,6 +250,10 @@ class Agent:
 
     def restart(self, alloc: AllocRunner, task: str | None, reason: str) -> list[str]:
         return self.allocations.restart(alloc, task, reason)
+
+    def stop_alloc(self, alloc: AllocRunner) -> list[AllocRunner]:
+        """See :meth:`herder.app.allocations.Allocations.stop`: a draining agent places no replacement."""
+        return self.allocations.stop(alloc, replace=not self.draining)
 
     def stats(self, alloc: AllocRunner) -> dict[str, TaskStats | None]:
         return self.allocations.stats(alloc)

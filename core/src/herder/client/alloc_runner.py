@@ -350,7 +350,7 @@ class AllocRunner:
 
     def take_version(self, job: Job, group: Group, job_id: str) -> None:
         """Become an allocation of submission ``job_id`` of its job, updated in place: the
-        caller knows that nothing its tasks run with changed (:mod:`herder.client.updates`).
+        caller knows that nothing its tasks run with changed (:mod:`herder.jobspec.update_kind`).
         What is read around them from now on (services, checks, the group's update block) is
         the new version's; the tasks run on as they were started."""
         tasks = {task.name: task for task in group.tasks}

@@ -1,7 +1,7 @@
 """Deployments: a job version's new allocations placed as its groups' ``update`` blocks say.
 
 A deployment replaces the allocations of older versions that an update
-cannot change in place (see :mod:`herder.client.updates`), and places the
+cannot change in place (see :mod:`herder.jobspec.update_kind`), and places the
 indexes a group lacks, as Nomad's scheduler and deployment watcher do:
 
 - with ``canary = N``, N canaries of the new version are placed beside the

@@ -173,6 +173,18 @@ class GarbageCollector:
             self._parents = {job_id: parent for job_id, parent in self._parents.items() if job_id in kept}
             return collected
 
+    def collect_allocs(self, alloc_ids: Iterable[str]) -> list[str]:
+        """Collect the allocations of ``alloc_ids`` that are finished and cleaned up now, whatever
+        their age (a job purged); the IDs of those removed."""
+        wanted = set(alloc_ids)
+        with self._collecting:
+            finished = self._finished(r for r in self.client.store.allocs() if r.id in wanted)
+            mounts = mounts_beneath(Path(os.path.realpath(self.client.data_dir / "allocs")))
+            removed = [a.record.id for a in finished if self._remove(a.record, mounts)]
+        if removed:
+            self._on_collected(removed)
+        return removed
+
     def _finished(self, records: Iterable[AllocRecord]) -> list[_Finished]:
         """The allocations of ``records`` that are finished, cleaned up, and this herder's to collect."""
         client = self.client

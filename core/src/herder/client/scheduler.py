@@ -2,7 +2,7 @@
 
 :meth:`Scheduler.submit` makes a changed job a new version, and brings the
 job's live allocations to it group by group (see
-:mod:`herder.client.updates` for the kind of each update):
+:mod:`herder.jobspec.update_kind` for the kind of each update):
 
 - an allocation whose index is beyond the group's new ``count`` is stopped
   (the highest indexes go, as in Nomad); an index no allocation has is placed;
@@ -29,9 +29,9 @@ from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment, Deployments, GroupDeployment
 from herder.client.hooks.services import ServicesPlugin
 from herder.client.runtime import shared_runtime
-from herder.client.updates import group_update
 from herder.client.versions import Version, Versions, with_counts
 from herder.errors import HerderError, JobError, PlacementError
+from herder.jobspec.update_kind import UpdateKind, group_update
 from herder.model import Group, Job
 from herder.state import JobRecord, StateError, Store
 
@@ -183,10 +183,10 @@ class Scheduler:
                     kept[alloc.alloc.index] = alloc
             destructive: dict[str, int] = {}
             for index, alloc in kept.items():
-                update = group_update(alloc.job, job, group.name)
-                if update.kind == "destructive":
+                kind = group_update(alloc.job, job, group.name)
+                if kind is UpdateKind.DESTRUCTIVE:
                     destructive[alloc.alloc.id] = index
-                elif update.kind == "inplace" or alloc.job_id != version.job_id:
+                elif kind is UpdateKind.IN_PLACE or alloc.job_id != version.job_id:
                     self._update_in_place(alloc, job, group, version)
             fresh = [index for index in range(group.count) if index not in kept]
             if group.update is None or not group.update.max_parallel:

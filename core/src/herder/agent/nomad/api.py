@@ -14,21 +14,24 @@ import hmac
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from herder import app
 from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
-from herder.agent.nomad import models, rollouts
-from herder.agent.nomad.answers import body, decode, json_answer, ok, scoped
+from herder.agent.nomad import models, rollouts, routes_agent, routes_alloc, routes_jobs
+from herder.agent.nomad.frames import FRAME_SIZE, HEARTBEAT, HEARTBEAT_FRAME, Framer
 from herder.agent.nomad.ledger import Ledger
+from herder.agent.nomad.plan import enforce_index
 from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
 from herder.agent.samesite import Hosts, SameSite
 from herder.app import Agent, Conflict, NotFound
@@ -38,10 +41,8 @@ from herder.jobspec import evaluate_job_text
 from herder.jobspec.nomad_json import to_nomad
 from herder.sdk.durations import parse_duration
 
-FRAME_SIZE = 64 << 10
-"""The most log bytes in one frame, as Nomad's."""
-HEARTBEAT = 1.0
-"""Seconds between heartbeat frames of an idle log stream."""
+Body = TypeVar("Body", bound=BaseModel)
+
 BLOCK_POLL = 0.1
 """How often a blocking query looks again at what it waits on."""
 DEFAULT_WAIT = 300.0
@@ -61,6 +62,18 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (415, "A body sent as another type than JSON"),
     )}
 """Nomad's errors: a status and a plain-text message (documented for the OpenAPI document)."""
+
+
+def ok(model: Any) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI description of a route's answer, ``model`` as JSON (the routes answer
+    :class:`Response` with Nomad's headers, so FastAPI cannot tell it from the function)."""
+    return {200: {"model": model, "description": "Nomad's answer; X-Nomad-Index is the index it reflects"}}
+
+
+def body(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI description of a JSON request body: the routes read the body themselves,
+    as Nomad's clients send JSON without a Content-Type."""
+    return {"requestBody": {"required": False, "content": {"application/json": {"schema": model.model_json_schema()}}}}
 
 
 def carries_token(token: str, headers: Mapping[bytes, bytes]) -> bool:
@@ -83,20 +96,28 @@ class NomadGuard(Guard):
                                  "or set NOMAD_TOKEN)", status_code=403)
 
 
-def asgi(agent: Agent, events: EventLog, address: str) -> ASGIApp:
-    """The Nomad-compatible application of ``agent`` listening at ``address`` (``host:port``), guarded as
-    herder's: the same site's requests only (whose JSON Nomad's clients send without a Content-Type),
-    then the token."""
-    guarded = NomadGuard(create_app(agent, events, address), agent.config.token)
-    return SameSite(guarded, Hosts.of(agent.config, address), refuse, untyped_json=True)
+def asgi(agent: Agent, events: EventLog, address: str, ui_address: str) -> ASGIApp:
+    """The Nomad-compatible application of ``agent`` listening at ``address`` (``host:port``; its main
+    listener, with the web UI, at ``ui_address``), guarded as herder's: the same site's requests only
+    (whose JSON Nomad's clients send without a Content-Type), then the token."""
+    guarded = NomadGuard(create_app(agent, events, address, ui_address), agent.config.token)
+
+    async def front(scope: Scope, receive: Receive, send: Send) -> None:
+        # Nomad's root is its web UI (``nomad ui`` without a job opens it), here as its /ui/ redirect.
+        if scope["type"] == "http" and scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
+            await RedirectResponse("/ui/", status_code=307)(scope, receive, send)
+            return
+        await guarded(scope, receive, send)
+
+    return SameSite(front, Hosts.of(agent.config, address), refuse, untyped_json=True)
 
 
-def refuse(status: int, message: str) -> ASGIApp:
+def refuse(status: int, message: str) -> Response:
     """A request :class:`SameSite` refuses, answered as Nomad answers a refusal: plain text."""
     return PlainTextResponse(f"Permission denied: {message}" if status == 403 else message, status_code=status)
 
 
-def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
+def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) -> FastAPI:
     ledger = Ledger(agent, events)
     shapes = Shapes(agent, ledger, address)
     api = FastAPI(title="herder agent: Nomad-compatible API", version=agent.version, responses=ERRORS,
@@ -162,10 +183,6 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     async def agent_health() -> Response:
         return json_answer({"client": {"ok": True, "message": "ok"}}, ledger.index())
 
-    @api.get("/v1/agent/members")
-    async def members() -> Response:
-        return json_answer({"ServerName": "", "ServerRegion": "", "ServerDC": "", "Members": None}, ledger.index())
-
     @api.get("/v1/status/leader", responses=ok(str))
     async def leader() -> Response:
         return json_answer(address, ledger.index())
@@ -192,7 +209,14 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
         shapes.check_node(node_id)
         return await blocking(request, query, shapes.node)
 
+    routes_agent.register(api, agent, events, ledger, shapes, answer=json_answer, decode=decode,
+                          ui_address=ui_address)
+
     # -- jobs ----------------------------------------------------------------------
+
+    # Before the routes of /v1/job/{name}, which would take .../plan for a job's name.
+    routes_jobs.register(api, agent, ledger, shapes, answer=json_answer, decode=decode)
+    rollouts.register(api, agent, ledger, shapes, answer=json_answer, decode=decode, scoped=scoped)
 
     @api.get("/v1/jobs", responses=ok(list[models.JobListStub]))
     async def jobs(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
@@ -213,6 +237,8 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
     def register_job(body: models.JobRegisterRequest) -> Response:
         job = body.Job
+        if body.EnforceIndex:  # nomad job run -check-index
+            enforce_index(shapes.job_modify_index(str(job.get("ID") or job.get("Name") or "")), body.JobModifyIndex)
         text = json.dumps({"Job": job})
         name, allocs, warnings = agent.submit(text, "json", {}, "nomad-api")
         evaluation_id, index = "", ledger.index()
@@ -220,7 +246,8 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
             evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs)
             evaluation_id, index = evaluation.id, evaluation.create_index
         return json_answer(models.JobRegisterResponse(EvalID=evaluation_id, EvalCreateIndex=index,
-                                                      JobModifyIndex=index, Warnings="\n".join(warnings),
+                                                      JobModifyIndex=shapes.job_modify_index(name) or index,
+                                                      Warnings="\n".join(warnings),
                                                       LastIndex=index), index)
 
     @api.put("/v1/jobs/parse", openapi_extra=body(models.JobParseRequest))
@@ -230,8 +257,6 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
         body = await decode(request, models.JobParseRequest)
         _, document = await asyncio.to_thread(evaluate_job_text, body.JobHCL, "hcl", "<api>", {})
         return json_answer(shapes.job_document(to_nomad(document)["Job"]), ledger.index())
-
-    api.include_router(rollouts.routes(agent, ledger, shapes))  # before a job's routes, whose :path takes theirs
 
     @api.get("/v1/job/{name:path}/allocations", responses=ok(list[models.AllocationListStub]))
     async def job_allocations(request: Request, query: Blocking, name: Id, all: bool = False) -> Response:
@@ -308,10 +333,10 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
     @api.delete("/v1/job/{name:path}", responses=ok(models.JobDeregisterResponse))
     def deregister(request: Request, name: Id, purge: bool = False) -> Response:
-        """Stop the job (Nomad's ``purge`` also forgets it: herder's collector forgets a stopped job
-        once its allocations are collected, so purge stops it as a stop does)."""
+        """Stop the job; with ``purge``, forget it too: it is listed no more, and its allocations are
+        collected once stopped."""
         scoped(request, write=True)
-        stopped = agent.stop_job(name)
+        stopped = agent.purge_job(name) if purge else agent.stop_job(name)
         job_type = stopped[0].job.type if stopped else "service"
         evaluation = ledger.evaluate(name, job_type, "job-deregister", stopped)
         return json_answer(models.JobDeregisterResponse(
@@ -417,14 +442,9 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
                     yield None
 
         async def frames() -> AsyncIterator[bytes]:
-            nonlocal position
+            framer = Framer(file, position)
             async for data in chunks():
-                if data is None:
-                    yield b"{}"
-                    continue
-                yield json.dumps({"Offset": position, "Data": base64.b64encode(data).decode("ascii"),
-                                  "File": file, "FileEvent": ""}).encode("ascii")
-                position += len(data)
+                yield HEARTBEAT_FRAME if data is None else framer.data(data)
 
         async def raw() -> AsyncIterator[bytes]:
             async for data in chunks():
@@ -475,10 +495,42 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     async def enterprise(rest: str) -> Response:
         raise NomadError(501, "Nomad Enterprise only endpoint")
 
+    # `nomad alloc fs` and `nomad alloc stop`.
+    routes_alloc.register(api, agent, shapes, ledger, json_answer, scoped)
+
     # `nomad alloc exec`: herder's own exec WebSocket, whose frames are Nomad's.
     exec_ws.register(api, agent, "/v1/client/allocation/{alloc_id}/exec",
-                     authorized=functools.partial(carries_token, agent.config.token))
+                     authorized=functools.partial(carries_token, agent.config.token), error=refuse)
     return api
+
+
+async def decode(request: Request, model: type[Body]) -> Body:
+    """The request's JSON body as ``model``: Nomad's clients send JSON without saying so
+    (no ``Content-Type``; a body of another type was refused in front, :mod:`herder.agent.samesite`);
+    an empty body is an empty object."""
+    raw = await request.body()
+    try:
+        return model.model_validate(json.loads(raw) if raw.strip() else {})
+    except RecursionError:
+        raise NomadError(400, "Failed to decode request: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError and ValidationError are ValueErrors
+        problems = exc.errors() if isinstance(exc, ValidationError) else None
+        text = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in problems) \
+            if problems else str(exc)
+        raise NomadError(400, f"Failed to decode request: {text}") from None
+
+
+def json_answer(body: Any, index: int) -> Response:
+    """``body`` as Nomad answers a read: JSON, with the index it reflects."""
+    content = body.model_dump(mode="json") if isinstance(body, BaseModel) else _dump(body)
+    return JSONResponse(content, headers={"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true",
+                                          "X-Nomad-LastContact": "0"})
+
+
+def _dump(body: Any) -> Any:
+    if isinstance(body, list):
+        return [_dump(item) for item in body]
+    return body.model_dump(mode="json") if isinstance(body, BaseModel) else body
 
 
 BlockingQuery = tuple[int, float]
@@ -498,3 +550,13 @@ def blocking_query(
 
 
 Blocking = Annotated[BlockingQuery, Depends(blocking_query)]
+
+
+def scoped(request: Request, *, write: bool = False) -> None:
+    """Refuse a region other than the agent's, and a write to a namespace other than ``default``,
+    as a Nomad with one region and no such namespace does."""
+    region = request.query_params.get("region", "")
+    if region and region != REGION:
+        raise NomadError(400, "No path to region")
+    if write and foreign(request):
+        raise NomadError(400, f"namespace {request.query_params.get('namespace')!r} not found")

@@ -58,6 +58,9 @@ class Ledger:
         self._alloc_indexes: dict[str, int] = {}
         self._deployment_indexes: dict[str, tuple[int, int, int]] = {}
         """Each deployment's create index, and its modify index with the revision it was made at."""
+        self._job_indexes: dict[str, tuple[tuple[str, bool], int]] = {}
+        """Each job's latest state seen here (its submission, and whether it is stopped), and the index at
+        which it was seen first."""
 
     # -- indexes --------------------------------------------------------------
 
@@ -65,6 +68,12 @@ class Ledger:
         """The current index: it grows with every task event and every change made here (never 0)."""
         with self._lock:
             return 1 + self.events.last + self._changes
+
+    def change(self) -> int:
+        """Count a change made elsewhere that a watcher reads (the node's drain, its eligibility); the index
+        it makes."""
+        with self._lock:
+            return self._bump()
 
     def _bump(self) -> int:
         """Count a change (the lock held); the index it makes."""
@@ -82,6 +91,10 @@ class Ledger:
                                     allocs=[a.alloc.id for a in allocs], create_index=index,
                                     created=time.time_ns())
             fresh = [a for a in allocs if a.alloc.id not in self._alloc_evals]
+            state = (allocs[0].job_id, triggered_by == "job-deregister") if allocs else None
+            if state and triggered_by in ("job-register", "job-deregister") and \
+                    self._job_indexes.get(job, (None, 0))[0] != state:  # a job submitted again unchanged keeps it
+                self._job_indexes[job] = (state, index)
             for alloc in fresh:
                 self._alloc_evals[alloc.alloc.id] = evaluation.id
                 self._alloc_indexes[alloc.alloc.id] = index
@@ -145,6 +158,15 @@ class Ledger:
 
     # -- jobs -------------------------------------------------------------------
 
+    def job_modify_index(self, job: str, version: str, stopped: bool) -> int:
+        """The index at which submission ``version`` of ``job`` was registered (or stopped): Nomad's
+        ``JobModifyIndex``, which ``nomad job run -check-index`` compares. A submission made before this
+        agent, or through herder's own API, gets the index at which it is first asked about."""
+        with self._lock:
+            known = self._job_indexes.get(job)
+            if known is None or known[0] != (version, stopped):
+                known = self._job_indexes[job] = ((version, stopped), 1 + self.events.last + self._changes)
+            return known[1]
     def created(self, alloc: AllocRunner) -> int:
         """When ``alloc`` was placed, in Unix nanoseconds."""
         alloc_id = alloc.alloc.id

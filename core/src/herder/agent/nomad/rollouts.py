@@ -1,18 +1,21 @@
 """Nomad's routes of job versions and deployments: history with diffs, revert, scale, evaluate,
 and the deployments' promote, fail and pause, over the client's versions and deployments.
 
-Included before the routes of a job (``/v1/job/{name:path}``), whose ``:path``
+Registered before the routes of a job (``/v1/job/{name:path}``), whose ``:path``
 would take ``.../scale`` as a job's name otherwise.
 """
 
+from __future__ import annotations
+
 import asyncio
+from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.responses import Response
+from pydantic import BaseModel
 
 from herder.agent.nomad import models
-from herder.agent.nomad.answers import body, decode, json_answer, ok, scoped
 from herder.agent.nomad.ledger import Evaluation, Ledger
 from herder.agent.nomad.shapes import NomadError, Shapes
 from herder.app import Agent, NotFound
@@ -20,6 +23,9 @@ from herder.app.rollouts import Change
 from herder.client.deployments import Deployment
 
 Id = Annotated[str, Path(min_length=1, max_length=256)]
+Answer = Callable[[Any, int], Response]
+Decode = Callable[..., Any]
+Scoped = Callable[..., None]
 
 _KINDS = {"+": "Added", "-": "Deleted", "~": "Edited"}
 
@@ -30,8 +36,20 @@ def job_diff(name: str, changes: list[Change]) -> models.JobDiff:
     return models.JobDiff(Type="Edited" if fields else "None", ID=name, Fields=fields or None)
 
 
-def routes(agent: Agent, ledger: Ledger, shapes: Shapes) -> APIRouter:
-    api = APIRouter()
+def ok(model: Any) -> dict[int | str, dict[str, Any]]:
+    """A route's answer for the OpenAPI document (the routes answer a :class:`Response`)."""
+    return {200: {"model": model}}
+
+
+def body(model: type[BaseModel]) -> dict[str, Any]:
+    """A route's JSON body for the OpenAPI document (the routes read it themselves)."""
+    return {"requestBody": {"content": {"application/json": {"schema": model.model_json_schema()}}}}
+
+
+def register(api: FastAPI, agent: Agent, ledger: Ledger, shapes: Shapes, *, answer: Answer, decode: Decode,
+             scoped: Scoped) -> None:
+    """Add the routes to ``api`` (before its ``/v1/job/{name}`` routes); ``answer``, ``decode``
+    and ``scoped`` are the API's."""
     rollouts = agent.rollouts
 
     def evaluated(name: str, triggered_by: str) -> Evaluation:
@@ -41,7 +59,7 @@ def routes(agent: Agent, ledger: Ledger, shapes: Shapes) -> APIRouter:
 
     def registered(evaluation: Evaluation) -> Response:
         index = evaluation.create_index
-        return json_answer(models.JobRegisterResponse(EvalID=evaluation.id, EvalCreateIndex=index,
+        return answer(models.JobRegisterResponse(EvalID=evaluation.id, EvalCreateIndex=index,
                                                       JobModifyIndex=index, LastIndex=index), index)
 
     def deployment_of(deployment_id: str) -> Deployment:
@@ -53,14 +71,14 @@ def routes(agent: Agent, ledger: Ledger, shapes: Shapes) -> APIRouter:
     def updated(deployment: Deployment) -> Response:
         evaluation = evaluated(deployment.job, "deployment-watcher")
         index = evaluation.create_index
-        return json_answer(models.DeploymentUpdateResponse(
+        return answer(models.DeploymentUpdateResponse(
             EvalID=evaluation.id, EvalCreateIndex=index, DeploymentModifyIndex=index, LastIndex=index), index)
 
     @api.get("/v1/job/{name:path}/versions", responses=ok(models.JobVersions))
     def versions(request: Request, name: Id, diffs: bool = False) -> Response:
         shapes.allocs_of(name, request)
         if not agent.job_versions(name):  # a registered job, or a child of one: as it is
-            return json_answer(models.JobVersions(Versions=[shapes.job(name)], Diffs=[] if diffs else None),
+            return answer(models.JobVersions(Versions=[shapes.job(name)], Diffs=[] if diffs else None),
                                ledger.index())
         history = rollouts.history(name)
         found: list[dict[str, Any]] = []
@@ -72,7 +90,7 @@ def routes(agent: Agent, ledger: Ledger, shapes: Shapes) -> APIRouter:
             found.append(document | {"Version": version.number, "Stable": version.stable,
                                      "SubmitTime": int(version.submitted_at * 1e9)})
         differences = [job_diff(name, entry.changes) for entry in history[:-1]] if diffs else None
-        return json_answer(models.JobVersions(Versions=found, Diffs=differences), ledger.index())
+        return answer(models.JobVersions(Versions=found, Diffs=differences), ledger.index())
 
     @api.put("/v1/job/{name:path}/revert", responses=ok(models.JobRegisterResponse),
              openapi_extra=body(models.JobRevertRequest))
@@ -95,7 +113,7 @@ def routes(agent: Agent, ledger: Ledger, shapes: Shapes) -> APIRouter:
             groups[group.name] = models.TaskGroupScaleStatus(
                 Desired=group.count, Placed=len(mine), Running=sum(a.status == "running" for a in mine))
         index = ledger.index()
-        return json_answer(models.JobScaleStatus(JobID=name, JobCreateIndex=index, JobModifyIndex=index,
+        return answer(models.JobScaleStatus(JobID=name, JobCreateIndex=index, JobModifyIndex=index,
                                                  JobStopped=not any(g.Placed for g in groups.values()),
                                                  TaskGroups=groups), index)
 
@@ -143,5 +161,3 @@ def routes(agent: Agent, ledger: Ledger, shapes: Shapes) -> APIRouter:
         scoped(request, write=True)
         wanted = await decode(request, models.DeploymentPauseRequest)
         return updated(rollouts.pause(deployment_of(deployment_id), wanted.Pause))
-
-    return api

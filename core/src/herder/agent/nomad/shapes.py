@@ -2,6 +2,7 @@
 
 import json
 import os
+import platform
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -16,11 +17,22 @@ from herder.agent.nomad.ledger import SECOND, Evaluation, Ledger
 from herder.app import Agent, NotFound
 from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment
+from herder.client.placement import GROUP_PORTS
+from herder.context import AllocatedPort
 from herder.jobspec.nomad_json import to_nomad
+from herder.model import PortSpec, Task
 from herder.objects import TaskEvent, TaskStats
 
 REGION = "global"
 NAMESPACE = "default"
+NOMAD_VERSION = "1.1.2"
+"""The version of Nomad whose API the listener speaks, which it answers as its own (herder's is beside it)."""
+
+CLIENT_DESCRIPTION = {"pending": "No tasks have started", "running": "Tasks are running",
+                      "complete": "All tasks have completed", "failed": "Failed tasks"}
+"""Nomad's description of each ``ClientStatus``."""
+DEFAULT_DISK_MB = 300
+"""Nomad's ``ephemeral_disk`` size when the job says none."""
 
 ALLOC_STATUS = {"pending": "pending", "running": "running", "complete": "complete", "failed": "failed",
                 "stopped": "complete"}
@@ -81,18 +93,29 @@ class Shapes:
         drivers = self.drivers()
         attributes = dict(self.agent.node().attributes)
         attributes |= {f"driver.{name}": "1" for name, info in drivers.items() if info.Healthy}
-        attributes |= {"nomad.version": self.agent.version, "unique.hostname": self.agent.config.node_name}
+        attributes |= {"nomad.version": NOMAD_VERSION, "herder.version": self.agent.version,
+                       "unique.hostname": self.agent.config.node_name}
         return models.Node(**self._node_fields(drivers), HTTPAddr=self.address, Resources=self.node_resources(),
+                           DrainStrategy=self.drain_strategy(),
                            TLSEnabled=self.agent.config.tls.cert_file is not None,
                            Attributes=dict(sorted(attributes.items())))
 
     def _node_fields(self, drivers: dict[str, models.DriverInfo] | None = None) -> dict[str, Any]:
         return {"ID": self.node_id, "Name": self.agent.config.node_name,
                 "Datacenter": self.agent.config.datacenter, "Address": self.address.rpartition(":")[0],
-                "Version": self.agent.version, "Drivers": self.drivers() if drivers is None else drivers,
-                "Status": "ready", "Drain": self.agent.draining,
-                "SchedulingEligibility": "ineligible" if self.agent.draining else "eligible",
+                "Version": NOMAD_VERSION, "Drivers": self.drivers() if drivers is None else drivers,
+                "Status": "ready", "Drain": self.agent.drain_pending(),
+                "SchedulingEligibility": "eligible" if self.agent.eligible else "ineligible",
                 "CreateIndex": 1, "ModifyIndex": 1}
+
+    def drain_strategy(self) -> dict[str, Any] | None:
+        """Nomad's DrainStrategy while a drain stops allocations; None once they all stopped (Nomad's drain
+        complete). herder's drain stops every allocation at once: no deadline."""
+        started = self.agent.drain_started
+        if started is None or not self.agent.drain_pending():
+            return None
+        return {"Deadline": 0, "IgnoreSystemJobs": False, "ForceDeadline": models.ZERO_TIME,
+                "StartedAt": rfc3339(started)}
 
     def node_resources(self) -> models.Resources:
         """The host's CPU (MHz: herder does not measure clock speeds, so 1000 a core, unless a
@@ -135,17 +158,40 @@ class Shapes:
         return models.AllocResourceUsage(ResourceUsage=total, Tasks=tasks, Timestamp=now)
 
     def agent_self(self) -> dict[str, Any]:
+        """``/v1/agent/self``: the agent as a Nomad agent that is its region's one server and client; the
+        version is the one of Nomad's API it speaks, herder's own beside it (``HerderVersion``, ``herder``)."""
         config = self.agent.config
-        host, _, port = self.address.rpartition(":")
         return {
             "config": {"Region": REGION, "Datacenter": config.datacenter, "NodeName": config.node_name,
-                       "Version": {"Version": self.agent.version, "VersionPrerelease": "", "VersionMetadata": ""},
+                       "Version": {"Version": NOMAD_VERSION, "VersionPrerelease": "", "VersionMetadata": "",
+                                   "Revision": ""},
+                       "HerderVersion": self.agent.version,
                        "Client": {"Enabled": True}, "Server": {"Enabled": False}, "ACL": {"Enabled": False}},
-            "member": {"Name": config.node_name, "Addr": host, "Port": int(port), "Status": "alive",
-                       "Tags": {"region": REGION, "dc": config.datacenter, "build": self.agent.version}},
-            "stats": {"client": {"node_id": self.node_id, "known_servers": self.address,
-                                 "num_allocations": str(len(self.agent.allocs()))}},
+            "member": self.member(),
+            "stats": {
+                "client": {"node_id": self.node_id, "known_servers": self.address,
+                           "num_allocations": str(len(self.agent.allocs()))},
+                "nomad": {"server": "false", "leader": "true", "leader_addr": self.address, "known_regions": "1",
+                          "bootstrap": "true"},
+                "runtime": {"version": f"python{platform.python_version()}", "arch": platform.machine(),
+                            "kernel.name": platform.system().lower(), "cpu_count": str(os.cpu_count() or 1),
+                            "max_procs": str(os.cpu_count() or 1)},
+                "herder": {"version": self.agent.version, "node": config.node_name,
+                           "data_dir": str(config.data_dir)},
+            },
         }
+
+    def member(self) -> dict[str, Any]:
+        """The agent as the one member of its region's gossip pool (``nomad server members``): its tags say
+        where it answers (the leader is the member at ``rpc_addr:port``, ``/v1/status/leader``)."""
+        config = self.agent.config
+        host, _, port = self.address.rpartition(":")
+        return {"Name": f"{config.node_name}.{REGION}", "Addr": host, "Port": int(port), "Status": "alive",
+                "Tags": {"role": "nomad", "region": REGION, "dc": config.datacenter, "build": NOMAD_VERSION,
+                         "herder": self.agent.version, "rpc_addr": host, "port": port, "vsn": "1", "mvn": "1",
+                         "raft_vsn": "2", "id": self.node_id, "expect": "1", "bootstrap": "1"},
+                "ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2, "DelegateMin": 2, "DelegateMax": 5,
+                "DelegateCur": 4}
 
     # -- jobs -------------------------------------------------------------------------
 
@@ -205,10 +251,21 @@ class Shapes:
                      "SubmitTime": nanoseconds(version.submitted_at if version else None),
                      "ParentID": allocs[-1].job.parent_id or "" if allocs else "",
                      "Dispatched": bool(allocs and "/dispatch-" in name), "ModifyIndex": index,
+                     "JobModifyIndex": self.job_modify_index(name) or 1,
                      "Stable": bool(version and version.stable)}
         if parent is not None:
             document["ParentID"] = ""
         return document
+
+    def job_modify_index(self, name: str) -> int | None:
+        """Nomad's ``JobModifyIndex`` of job ``name``: it changes when the job does; None without a job ``name``."""
+        try:
+            allocs = self.agent.job(name)
+        except NotFound:
+            return None
+        parent = self.agent.parent(name)
+        version = parent.source.id if parent is not None else allocs[-1].job_id
+        return self.ledger.job_modify_index(name, version, self.stopped(name, allocs))
 
     def status(self, name: str, allocs: list[AllocRunner]) -> str:
         """Nomad's job status: pending, running or dead."""
@@ -316,12 +373,47 @@ class Shapes:
             job = self.job(alloc.job.name, alloc.job_id)
         except NotFound:  # the job was collected meanwhile
             job = self.job_document({"ID": alloc.job.name, "Type": alloc.job.type})
-        resources = models.Resources(CPU=sum(t.task.resources.cpu for t in alloc.tasks),
-                                     MemoryMB=sum(t.task.resources.memory for t in alloc.tasks))
-        return models.Allocation(**fields, Job=job, Resources=resources,
+        fields["ClientDescription"] = CLIENT_DESCRIPTION.get(fields["ClientStatus"], "")
+        return models.Allocation(**fields, Job=job, **self.resources(alloc, job),
                                  DeploymentID=deployment.id if deployment else "",
                                  Metrics=models.AllocationMetric(NodesAvailable={self.agent.config.datacenter: 1}),
                                  AllocModifyIndex=fields["ModifyIndex"])
+
+    def resources(self, alloc: AllocRunner, job: dict[str, Any]) -> dict[str, Any]:
+        """What ``alloc`` was given, in the fields of Nomad's allocation: ``AllocatedResources`` (each task's
+        CPU and memory, the group's ports and disk: "Allocation Addresses" of ``alloc status``), and the
+        older ``Resources``, ``TaskResources`` and ``SharedResources`` ("Task Resources", which Nomad 1.1's
+        ``alloc status`` reads, with the usage of ``-stats``). The disk is the job's ``ephemeral_disk``
+        (herder does not limit it), Nomad's 300 MB by default."""
+        groups = [g for g in job.get("TaskGroups") or [] if isinstance(g, dict) and g.get("Name") == alloc.group.name]
+        group = groups[0] if groups else {}
+        disk = (group.get("EphemeralDisk") or {}).get("SizeMB") or DEFAULT_DISK_MB
+        shared_ports = alloc.placed.ports.get(GROUP_PORTS, [])
+        shared = [_network(shared_ports, alloc.group.ports)] if shared_ports else None
+        tasks: dict[str, models.AllocatedTaskResources] = {}
+        task_resources: dict[str, models.Resources] = {}
+        for runner in alloc.tasks:
+            asked = runner.task.resources
+            own = alloc.placed.ports.get(runner.name, [])
+            networks = [_network(own, asked.ports)] if own else None
+            tasks[runner.name] = models.AllocatedTaskResources(
+                Cpu=models.AllocatedCpuResources(CpuShares=asked.cpu),
+                Memory=models.AllocatedMemoryResources(MemoryMB=asked.memory, MemoryMaxMB=max(0, asked.memory_max)),
+                Networks=networks)
+            task_resources[runner.name] = models.Resources(CPU=asked.cpu, MemoryMB=asked.memory,
+                                                           MemoryMaxMB=max(0, asked.memory_max), Networks=networks)
+        ports = [models.AllocatedPortMapping(Label=p.label, Value=p.value, To=p.to or 0, HostIP=p.host_ip)
+                 for p in shared_ports]
+        return {
+            "AllocatedResources": models.AllocatedResources(
+                Tasks=tasks, TaskLifecycles={runner.name: _lifecycle(runner.task) for runner in alloc.tasks},
+                Shared=models.AllocatedSharedResources(Networks=shared, DiskMB=disk, Ports=ports or None)),
+            "TaskResources": task_resources,
+            "SharedResources": models.Resources(DiskMB=disk, Networks=shared),
+            "Resources": models.Resources(CPU=sum(r.CPU for r in task_resources.values()),
+                                          MemoryMB=sum(r.MemoryMB for r in task_resources.values()),
+                                          DiskMB=disk, Networks=shared),
+        }
 
     def _alloc_fields(self, alloc: AllocRunner) -> dict[str, Any]:
         created = self.ledger.created(alloc)
@@ -356,6 +448,19 @@ class Shapes:
                                 Events=events)
 
 
+def _network(ports: list[AllocatedPort], asked: tuple[PortSpec, ...]) -> models.NetworkResource:
+    """Allocated ``ports`` as Nomad's network: the ones asked for by number reserved, the others dynamic."""
+    static = {spec.label for spec in asked if spec.static is not None}
+    reserved = [models.Port(Label=p.label, Value=p.value, To=p.to or 0) for p in ports if p.label in static]
+    dynamic = [models.Port(Label=p.label, Value=p.value, To=p.to or 0) for p in ports if p.label not in static]
+    return models.NetworkResource(IP=ports[0].host_ip, ReservedPorts=reserved or None, DynamicPorts=dynamic or None)
+
+
+def _lifecycle(task: Task) -> dict[str, Any] | None:
+    lifecycle = task.lifecycle
+    return None if lifecycle is None else {"Hook": lifecycle.hook, "Sidecar": lifecycle.sidecar}
+
+
 def _usage(stats: TaskStats | None, mhz: float) -> models.ResourceUsage:
     """A task's usage as Nomad's; ``mhz`` is one core's speed."""
     if stats is None:
@@ -369,7 +474,16 @@ def _usage(stats: TaskStats | None, mhz: float) -> models.ResourceUsage:
         CpuStats=models.CpuStats(Percent=stats.cpu_percent or 0.0, TotalTicks=(stats.cpu_percent or 0.0) / 100 * mhz,
                                  ThrottledPeriods=stats.cpu_throttled_periods or 0,
                                  ThrottledTime=stats.cpu_throttled_ns or 0,
-                                 Measured=["Percent", "Total Ticks"] if stats.cpu_percent is not None else None))
+                                 Measured=_cpu_measured(stats)))
+
+
+def _cpu_measured(stats: TaskStats) -> list[str] | None:
+    """What of the CPU was measured, in the names Nomad's ``alloc status -stats`` shows (it has no column for
+    the ticks, which it shows as the "CPU" usage)."""
+    measured = [name for name, value in (("Percent", stats.cpu_percent),
+                                         ("Throttled Periods", stats.cpu_throttled_periods),
+                                         ("Throttled Time", stats.cpu_throttled_ns)) if value is not None]
+    return measured or None
 
 
 def _event(event: TaskEvent) -> models.TaskEvent:
