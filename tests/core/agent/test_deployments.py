@@ -99,9 +99,9 @@ def latest_deployment(agent: AgentProcess, job: str) -> dict[str, Any] | None:
 
 
 def deployment_ends(agent: AgentProcess, job: str, version: int, status: str = "successful") -> dict[str, Any]:
-    def ended() -> dict[str, Any] | None:
-        found = latest_deployment(agent, job)
-        return found if found and found["version"] == version and found["status"] == status else None
+    def ended() -> dict[str, Any] | None:  # not only the latest: a rollback may follow a failure at once
+        found = [d for d in get(agent, f"/v1/deployments?job={job}")["deployments"] if d["version"] == version]
+        return found[0] if found and found[0]["status"] == status else None
 
     return wait_for(ended, 60.0, lambda: f"deployment of version {version} {status}: {latest_deployment(agent, job)}")
 
@@ -298,11 +298,14 @@ def test_a_deployment_goes_on_after_the_agent_is_killed(agent: AgentProcess, tmp
     deployment_ends(agent, job, 0)
     agent.submit(web(pids, job, count=3, version="2", min_healthy="2s"))
 
-    def one_placed() -> dict[str, Any] | None:
+    def one_placed() -> dict[str, Any] | None:  # and running: its port is bound before the agent dies
         found = latest_deployment(agent, job)
-        return found if found and found["version"] == 1 and found["groups"]["app"]["placed"] == 1 else None
+        if not (found and found["version"] == 1 and found["groups"]["app"]["placed"] == 1):
+            return None
+        (placed,) = found["allocations"]
+        return found if get(agent, f"/v1/allocations/{placed}")["tasks"]["server"]["state"] == "running" else None
 
-    wait_for(one_placed, 30.0, lambda: f"one allocation placed: {latest_deployment(agent, job)}")
+    wait_for(one_placed, 30.0, lambda: f"one allocation placed and running: {latest_deployment(agent, job)}")
     agent.kill()
     agent.start()
     deployment = deployment_ends(agent, job, 1)
