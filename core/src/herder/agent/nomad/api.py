@@ -29,7 +29,7 @@ from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
-from herder.agent.nomad import models, routes_agent, routes_alloc, routes_jobs
+from herder.agent.nomad import models, rollouts, routes_agent, routes_alloc, routes_jobs
 from herder.agent.nomad.frames import FRAME_SIZE, HEARTBEAT, HEARTBEAT_FRAME, Framer
 from herder.agent.nomad.ledger import Ledger
 from herder.agent.nomad.plan import enforce_index
@@ -215,6 +215,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
 
     # Before the routes of /v1/job/{name}, which would take .../plan for a job's name.
     routes_jobs.register(api, agent, ledger, shapes, answer=json_answer, decode=decode)
+    rollouts.register(api, agent, ledger, shapes, answer=json_answer, decode=decode, scoped=scoped)
 
     @api.get("/v1/jobs", responses=ok(list[models.JobListStub]))
     async def jobs(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
@@ -249,7 +250,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
             name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
         evaluation_id, index = "", ledger.index()
         if agent.parent(name) is None:  # Nomad evaluates no periodic or parameterized job until it launches
-            evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs, job)
+            evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs)
             evaluation_id, index = evaluation.id, evaluation.create_index
         return json_answer(models.JobRegisterResponse(EvalID=evaluation_id, EvalCreateIndex=index,
                                                       JobModifyIndex=shapes.job_modify_index(name) or index,
@@ -304,11 +305,6 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
     async def job_summary(request: Request, query: Blocking, name: Id) -> Response:
         shapes.allocs_of(name, request)
         return await blocking(request, query, lambda: shapes.summary(name))
-
-    @api.get("/v1/job/{name:path}/versions", responses=ok(models.JobVersions))
-    async def job_versions(request: Request, query: Blocking, name: Id) -> Response:
-        shapes.allocs_of(name, request)
-        return await blocking(request, query, lambda: models.JobVersions(Versions=shapes.versions(name)))
 
     @api.put("/v1/job/{name:path}/dispatch", responses=ok(models.JobDispatchResponse),
              openapi_extra=body(models.JobDispatchRequest))
