@@ -78,7 +78,7 @@ def test_yaml_jobs_may_carry_them_too() -> None:
     """,
         "yaml",
     )
-    assert job.warnings == ["ignoring stanzas herder does not implement: migrate, reschedule, affinity"]
+    assert job.warnings == ["ignoring stanzas herder does not implement: migrate, affinity"]
 
 
 def test_a_job_without_them_has_no_warning() -> None:
