@@ -54,7 +54,8 @@ def test_a_long_shutdown_delay_holds_up_no_other_job_and_is_capped(agent: AgentP
     agent.wait_task(first, "t")
 
     # A new version of the job stops the old one, which waits out its (capped) delays meanwhile ...
-    replacement = agent.submit(sleeper("slow", word="again"))["allocations"][0]["id"]
+    agent.submit(sleeper("slow", word="again"))
+    replacement = agent.replacement("slow", first)
     # ... while another job is taken and started at once.
     other = agent.submit(sleeper("other"))["allocations"][0]["id"]
     agent.wait_task(other, "t")

@@ -162,6 +162,17 @@ class AgentProcess:
         assert response.status_code == 200, response.text
         return dict(response.json())
 
+    def replacement(self, job: str, old: str, timeout: float = TIMEOUT) -> str:
+        """The ID of the allocation of ``job`` that a new version placed beside (or after) allocation
+        ``old``: a submission answers with the job's live allocations, the old ones while the
+        deployment replaces them."""
+        def placed() -> str | None:
+            with self.http() as http:
+                listed = http.get(f"/v1/jobs/{job}").json()["allocations"]
+            return next((str(a["id"]) for a in listed if a["id"] != old), None)
+
+        return str(wait_for(placed, timeout, f"a new allocation of job {job}"))
+
     def alloc(self, alloc_id: str) -> dict[str, Any]:
         with self.http() as http:
             response = http.get(f"/v1/allocations/{alloc_id}")

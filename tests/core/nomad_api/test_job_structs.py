@@ -54,7 +54,7 @@ def test_job_init_runs_with_its_service_and_check_and_inspect_round_trips(nomad_
     run = nomad_agent.nomad("job", "run", "-detach", str(example(nomad_agent, tmp_path)))
     assert run.returncode == 0, run.stdout + run.stderr
     # What the example writes and herder does not do, and none of the fields the CLI sends at zero.
-    assert warned(run.stdout) == {"update", "migrate"}, run.stdout
+    assert warned(run.stdout) == {"migrate"}, run.stdout
     (alloc,) = nomad_agent.get("/v1/job/example/allocations")
 
     def check() -> list[dict[str, Any]] | None:
@@ -146,7 +146,7 @@ def test_job_validate_checks_with_the_agents_drivers_and_runs_nothing(nomad_agen
     assert "Job validation successful" in valid.stdout
     # The CLI checks locally, and says so, when the agent has no validation to offer.
     assert "Driver configuration not validated" not in valid.stdout
-    assert "ignoring stanzas herder does not implement: update, migrate" in valid.stdout
+    assert "ignoring stanzas herder does not implement: migrate" in valid.stdout
 
     path = tmp_path / "invalid.nomad"
     path.write_text(INVALID)

@@ -85,6 +85,7 @@ class Replacements:
         self._timers: dict[str, Callable[[], None]] = {}  # failed allocation ID -> what cancels its timer
         self._placing = 0  # replacements being placed: no longer stored as pending, not yet told of
         self._started = False
+        self._stopped = False  # the client is closed: its state database with it
 
     # -- what the client tells -------------------------------------------------
 
@@ -129,12 +130,16 @@ class Replacements:
         """Disarm every timer; the pending replacements stay stored for the next herder."""
         with self._lock:
             self._started = False
+            self._stopped = True
             for cancel in self._timers.values():
                 cancel()
             self._timers.clear()
 
     def cancel(self, job_name: str) -> None:
-        """Forget the pending replacements of the allocations of job ``job_name``."""
+        """Forget the pending replacements of the allocations of job ``job_name`` (none once the
+        client is closed: a run stopped after it ended, say)."""
+        if self._stopped:
+            return
         for work in self.client.store.deferred(KIND):
             record = self.client.store.alloc(work.key)
             if record is None or record.job_name == job_name:
