@@ -137,6 +137,10 @@ class Agent:
         """Submission ``job_id`` of job ``name`` as a version."""
         return self.client.versions.get(name, job_id)
 
+    def version_number(self, name: str, job_id: str) -> int:
+        """The version number of submission ``job_id`` of job ``name``, without reading its record."""
+        return self.client.versions.number(name, job_id)
+
     def collect_garbage(self) -> Collected:
         """Collect finished allocations and jobs now, as the periodic collection does (``herder system gc``).
 

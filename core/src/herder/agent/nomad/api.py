@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -27,7 +27,7 @@ from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
-from herder.agent.nomad import models
+from herder.agent.nomad import memo, models
 from herder.agent.nomad.ledger import Ledger
 from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
 from herder.agent.samesite import Hosts, SameSite
@@ -153,15 +153,20 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     Id = Annotated[str, Path(min_length=1, max_length=256)]
     Prefix = Annotated[str, Query(max_length=256)]
 
-    async def blocking(request: Request, query: BlockingQuery, render: Callable[[], Any]) -> Response:
+    async def blocking(request: Request, query: BlockingQuery, render: Callable[[], Any], *,
+                       kept: bool = False) -> Response:
         """Answer ``render()`` with its index; with ``?index=N``, once the index is past N or
-        ``wait`` (default 5 minutes) passed, as Nomad's blocking queries."""
+        ``wait`` (default 5 minutes) passed, as Nomad's blocking queries. A render reads in the thread pool
+        (a job shown may be read again: never on the loop), unless it is ``kept``: made of the allocations'
+        kept shapes (:mod:`.memo`), it is tried on the loop first."""
         scoped(request)
         wanted, wait = query
         deadline = time.monotonic() + wait
         while True:
             index = ledger.index()
-            body = await asyncio.to_thread(render)  # a job shown may be read again: never on the loop
+            body = memo.on_loop(render) if kept else None
+            if body is None:
+                body = await asyncio.to_thread(render)
             if index > wanted or time.monotonic() >= deadline or await request.is_disconnected():
                 return json_answer(body, index)
             await asyncio.sleep(BLOCK_POLL)
@@ -199,7 +204,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     @api.get("/v1/node/{node_id}/allocations", responses=ok(list[models.Allocation]))
     async def node_allocations(request: Request, query: Blocking, node_id: Id) -> Response:
         shapes.check_node(node_id)
-        return await blocking(request, query, lambda: [shapes.allocation(a) for a in agent.allocs()])
+        return await blocking(request, query, lambda: [shapes.allocation(a) for a in agent.allocs()], kept=True)
 
     @api.get("/v1/node/{node_id}", responses=ok(models.Node))
     async def node(request: Request, query: Blocking, node_id: Id) -> Response:
@@ -247,10 +252,10 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
     @api.get("/v1/job/{name:path}/allocations", responses=ok(list[models.AllocationListStub]))
     async def job_allocations(request: Request, query: Blocking, name: Id, all: bool = False) -> Response:
-        def render() -> list[models.AllocationListStub]:
+        def render() -> list[memo.Encoded]:
             return [shapes.alloc_stub(a) for a in shapes.allocs_of(name, request)]
 
-        return await blocking(request, query, render)
+        return await blocking(request, query, render, kept=True)
 
     @api.get("/v1/job/{name:path}/evaluations", responses=ok(list[models.Evaluation]))
     async def job_evaluations(request: Request, query: Blocking, name: Id) -> Response:
@@ -345,7 +350,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     @api.get("/v1/evaluation/{eval_id}/allocations", responses=ok(list[models.AllocationListStub]))
     async def evaluation_allocations(request: Request, query: Blocking, eval_id: Id) -> Response:
         evaluation = ledger.evaluation(eval_id)
-        return await blocking(request, query, lambda: shapes.alloc_stubs(evaluation.allocs))
+        return await blocking(request, query, lambda: shapes.alloc_stubs(evaluation.allocs), kept=True)
 
     @api.get("/v1/evaluation/{eval_id}", responses=ok(models.Evaluation))
     async def evaluation(request: Request, query: Blocking, eval_id: Id) -> Response:
@@ -360,7 +365,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     @api.get("/v1/deployment/allocations/{deployment_id}", responses=ok(list[models.AllocationListStub]))
     async def deployment_allocations(request: Request, query: Blocking, deployment_id: Id) -> Response:
         found = ledger.deployment(deployment_id)
-        return await blocking(request, query, lambda: shapes.alloc_stubs(found.allocs))
+        return await blocking(request, query, lambda: shapes.alloc_stubs(found.allocs), kept=True)
 
     @api.get("/v1/deployment/{deployment_id}", responses=ok(models.Deployment))
     async def deployment(request: Request, query: Blocking, deployment_id: Id) -> Response:
@@ -372,12 +377,12 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     @api.get("/v1/allocations", responses=ok(list[models.AllocationListStub]))
     async def allocations(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
         return await blocking(request, query, lambda: [] if foreign(request) else [
-            shapes.alloc_stub(a) for a in app.matching(prefix, agent.allocs())])
+            shapes.alloc_stub(a) for a in app.matching(prefix, agent.allocs())], kept=True)
 
     @api.get("/v1/allocation/{alloc_id}", responses=ok(models.Allocation))
     async def allocation(request: Request, query: Blocking, alloc_id: Id) -> Response:
         found = shapes.alloc(alloc_id, request)
-        return await blocking(request, query, lambda: shapes.allocation(found))
+        return await blocking(request, query, lambda: shapes.allocation(found), kept=True)
 
     @api.put("/v1/client/allocation/{alloc_id}/signal", openapi_extra=body(models.AllocSignalRequest))
     @api.post("/v1/client/allocation/{alloc_id}/signal", openapi_extra=body(models.AllocSignalRequest))
@@ -515,27 +520,21 @@ async def decode(request: Request, model: type[Body]) -> Body:
 
 
 def json_answer(body: Any, index: int) -> Response:
-    """``body`` as Nomad answers a read: JSON, with the index it reflects."""
-    content = body.model_dump(mode="json") if isinstance(body, BaseModel) else _dump(body)
-    return JSONResponse(content, headers={"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true",
-                                          "X-Nomad-LastContact": "0"})
-
-
-def _dump(body: Any) -> Any:
-    if isinstance(body, list):
-        return [_dump(item) for item in body]
-    return body.model_dump(mode="json") if isinstance(body, BaseModel) else body
+    """``body`` as Nomad answers a read: JSON (:func:`.memo.encode`), with the index it reflects."""
+    return Response(memo.encode(body), media_type="application/json",
+                    headers={"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true", "X-Nomad-LastContact": "0"})
 
 
 BlockingQuery = tuple[int, float]
 """The index a blocking query waits to pass (0: none), and how long it may wait (seconds)."""
 
 
-def blocking_query(
+async def blocking_query(
         index: Annotated[int, Query(ge=0, le=2**63, description="Answer once the index is past this one")] = 0,
         wait: Annotated[str, Query(max_length=32, description="The longest wait, in Nomad's duration "
                                                               "syntax (5m); at most 10m")] = "") -> BlockingQuery:
-    """``index`` and ``wait`` of a blocking query, as Nomad's."""
+    """``index`` and ``wait`` of a blocking query, as Nomad's. A coroutine, as it never blocks: FastAPI runs a
+    plain function's dependency in the thread pool, a round trip through it for every read."""
     try:
         seconds = parse_duration(wait) if wait else DEFAULT_WAIT
     except (TypeError, ValueError):
