@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
@@ -28,6 +28,7 @@ from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
 from herder.agent.nomad import memo, models
+from herder.agent.nomad.blocking import Blocking, BlockingQuery, document
 from herder.agent.nomad.ledger import Ledger
 from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
 from herder.agent.samesite import Hosts, SameSite
@@ -36,7 +37,6 @@ from herder.client.logtail import LogTail
 from herder.errors import DispatchError, JobError, PlacementError
 from herder.jobspec import evaluate_job_text
 from herder.jobspec.nomad_json import to_nomad
-from herder.sdk.durations import parse_duration
 
 Body = TypeVar("Body", bound=BaseModel)
 
@@ -46,9 +46,6 @@ HEARTBEAT = 1.0
 """Seconds between heartbeat frames of an idle log stream."""
 BLOCK_POLL = 0.1
 """How often a blocking query looks again at what it waits on."""
-DEFAULT_WAIT = 300.0
-MAX_WAIT = 600.0
-"""A blocking query's default and longest wait, Nomad's (5 and 10 minutes)."""
 
 
 
@@ -500,6 +497,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     # `nomad alloc exec`: herder's own exec WebSocket, whose frames are Nomad's.
     exec_ws.register(api, agent, "/v1/client/allocation/{alloc_id}/exec",
                      authorized=functools.partial(carries_token, agent.config.token))
+    document(api)
     return api
 
 
@@ -523,26 +521,6 @@ def json_answer(body: Any, index: int) -> Response:
     """``body`` as Nomad answers a read: JSON (:func:`.memo.encode`), with the index it reflects."""
     return Response(memo.encode(body), media_type="application/json",
                     headers={"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true", "X-Nomad-LastContact": "0"})
-
-
-BlockingQuery = tuple[int, float]
-"""The index a blocking query waits to pass (0: none), and how long it may wait (seconds)."""
-
-
-async def blocking_query(
-        index: Annotated[int, Query(ge=0, le=2**63, description="Answer once the index is past this one")] = 0,
-        wait: Annotated[str, Query(max_length=32, description="The longest wait, in Nomad's duration "
-                                                              "syntax (5m); at most 10m")] = "") -> BlockingQuery:
-    """``index`` and ``wait`` of a blocking query, as Nomad's. A coroutine, as it never blocks: FastAPI runs a
-    plain function's dependency in the thread pool, a round trip through it for every read."""
-    try:
-        seconds = parse_duration(wait) if wait else DEFAULT_WAIT
-    except (TypeError, ValueError):
-        raise NomadError(400, f"Invalid wait time: {wait!r}") from None
-    return index, min(max(seconds, 0.0), MAX_WAIT) if index else 0.0
-
-
-Blocking = Annotated[BlockingQuery, Depends(blocking_query)]
 
 
 def scoped(request: Request, *, write: bool = False) -> None:
