@@ -270,8 +270,8 @@ def test_a_task_survives_a_client_restart_and_is_recovered(cluster: NomadCluster
     wait_for(lambda: _reattached(cluster, alloc["ID"], "t"), RECOVERY_TIMEOUT, lambda: _recovery_seen(agent.log))
     assert "no handler registered for event" not in agent.log.read_text(errors="replace")
     assert cluster.alloc(alloc["ID"])["ClientStatus"] == "running"
-    assert alive(pid)
     assert starts.read_text().split() == [str(pid)], "the task was started twice"
+    assert alive(pid), _recovery_seen(agent.log)
     cluster.nomad("job", "stop", "long")
     cluster.wait_alloc("long", "complete")
     assert not alive(pid)

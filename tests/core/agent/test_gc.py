@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from herder import app
+from herder.state import LIVE_STATUSES
 from tests.core.agent.conftest import ticker
 from tests.support.agent import AgentProcess
 from tests.support.processes import alive, processes_using
@@ -68,6 +69,14 @@ def stored(data_dir: Path) -> tuple[set[str], set[str]]:
         jobs = {row[0] for row in db.execute("SELECT name FROM jobs")}
     db.close()
     return allocs, jobs
+
+
+def stored_final_at(data_dir: Path, alloc_id: str) -> float | None:
+    """When the allocation's final status was stored (the time the collector counts from), None before."""
+    with sqlite3.connect(f"file:{data_dir / 'state.db'}?mode=ro", uri=True) as db:
+        row = db.execute("SELECT status, updated_at FROM allocs WHERE id = ?", (alloc_id,)).fetchone()
+    db.close()
+    return None if row is None or row[0] in LIVE_STATUSES else float(row[1])
 
 
 def alloc_dirs(data_dir: Path) -> set[str]:
@@ -174,7 +183,8 @@ def test_herder_system_gc_collects_at_once(tmp_path: Path) -> None:
     agent = gc_agent(tmp_path, gc_interval="1h", job_gc_threshold="5s").start()  # no collection on its own
     try:
         alloc_id = run_batch(agent, "short")
-        ended = finished_at(agent.alloc(alloc_id))
+        # The threshold counts from the allocation's final status, stored after its task ended.
+        ended = wait_for(lambda: stored_final_at(agent.data_dir, alloc_id), what="the final status stored")
         wait_for(lambda: datetime.now().timestamp() > ended + 5, what="the job's threshold passed")
         assert "short" in listed(agent)[0]
 

@@ -202,6 +202,10 @@ class Agent:
     def restart(self, alloc: AllocRunner, task: str | None, reason: str) -> list[str]:
         return self.allocations.restart(alloc, task, reason)
 
+    def stop_alloc(self, alloc: AllocRunner) -> list[AllocRunner]:
+        """See :meth:`herder.app.allocations.Allocations.stop`: a draining agent places no replacement."""
+        return self.allocations.stop(alloc, replace=not self.draining)
+
     def stats(self, alloc: AllocRunner) -> dict[str, TaskStats | None]:
         return self.allocations.stats(alloc)
 

@@ -1,21 +1,25 @@
-"""Allocations: found by ID prefix, the tasks a signal, restart or exec is for, and their usage."""
+"""Allocations: found by ID prefix, the tasks a signal, restart or exec is for, their usage and their files."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import signal as _signal
 from collections.abc import Iterator
 from pathlib import Path
 
 from herder.app.errors import Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner
+from herder.client.allocfs import AllocFiles
 from herder.client.client import Client
 from herder.client.runtime import shared_runtime
 from herder.client.stats import StatsSampler, UsageCollector
 from herder.client.task_runner import KILL_LATENCY, TaskRunner
-from herder.errors import HerderError
+from herder.errors import HerderError, PlacementError
 from herder.objects import ExecSession, TaskHandle, TaskStats, parse_signal
+
+log = logging.getLogger("herder.agent")
 
 
 def matching(prefix: str, allocs: list[AllocRunner]) -> list[AllocRunner]:
@@ -27,6 +31,12 @@ def logs_dir(alloc: AllocRunner) -> Path:
     """Where the allocation's task logs are: a task's files are named after it, so
     a task name from the allocation (never a path from a request) picks them."""
     return Path(alloc.alloc.dir) / "alloc" / "logs"
+
+
+def files(alloc: AllocRunner) -> AllocFiles:
+    """The allocation's files as its tasks see them, read without following a link
+    (:mod:`herder.client.allocfs`)."""
+    return AllocFiles(Path(alloc.alloc.dir), [t.name for t in alloc.tasks])
 
 
 def task(alloc: AllocRunner, name: str) -> TaskRunner:
@@ -93,6 +103,35 @@ class Allocations:
             pool.submit(functools.partial(runner.restart, reason or "Restart requested through the API"),
                         within=KILL_LATENCY)
         return [r.name for r in running]
+
+    def stop(self, alloc: AllocRunner, *, replace: bool = True) -> list[AllocRunner]:
+        """Stop ``alloc`` gracefully (returns at once) and, if it was live and ``replace`` says so, place
+        the allocation that replaces it, as Nomad's ``alloc stop`` ("stop and reschedule"): its job, group
+        and index again, started once ``alloc`` is dead. The replacement, placed now (none for an
+        allocation already finished or stopping); one that needs a port ``alloc`` holds is placed once
+        it is dead."""
+        live = alloc.status in ("pending", "running") and not alloc.stopping
+        alloc.stop()
+        if not (live and replace):
+            return []
+        try:
+            replacement = self.client.place_again(alloc)
+        except PlacementError:
+            shared_runtime().pool.submit(functools.partial(self._place_after, alloc))
+            return []
+        shared_runtime().pool.submit(functools.partial(self._run_after, alloc, replacement))
+        return [replacement]
+
+    def _run_after(self, stopped: AllocRunner, replacement: AllocRunner) -> None:
+        self.client.wait([stopped])
+        self.client.run([replacement])
+
+    def _place_after(self, stopped: AllocRunner) -> None:
+        self.client.wait([stopped])
+        try:
+            self.client.run([self.client.place_again(stopped)])
+        except PlacementError as exc:
+            log.warning("allocation %s stopped, not replaced: %s", stopped.alloc.name, exc)
 
     def stats(self, alloc: AllocRunner) -> dict[str, TaskStats | None]:
         """The resource usage of every task of ``alloc``: None for a task not running, or whose driver cannot

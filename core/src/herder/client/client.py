@@ -209,6 +209,24 @@ class Client:
             raise PlacementError(f"the allocations cannot be recorded: {exc}") from exc
         return [self._adopt(alloc, source.id) for alloc in placed]
 
+    def place_again(self, alloc: AllocRunner) -> AllocRunner:
+        """A new allocation in place of ``alloc``: its job submission, group and index, with fresh
+        ports, placed and recorded as :meth:`submit` does (not running yet: :meth:`run` starts it).
+        Nomad's scheduler so replaces an allocation stopped alone (``nomad alloc stop``).
+
+        :raises PlacementError: a port cannot be had (a static one ``alloc`` still holds, say) or
+            the allocation cannot be recorded; nothing is left placed.
+        """
+        placed = self.placement.place(alloc.job, alloc.group, alloc.alloc.index, self.node())
+        try:
+            with self.store.transaction():
+                self.store.put_alloc(self._alloc_record(placed, alloc.job_id, time.time()), _task_records(placed),
+                                     _port_records(placed))
+        except (StateError, KeyError) as exc:  # KeyError: its submission was collected meanwhile
+            self.placement.release(placed)
+            raise PlacementError(f"the allocation cannot be recorded: {exc}") from exc
+        return self._adopt(placed, alloc.job_id)
+
     def restore(self, *, job_name: str | None = None, session: str | None = None,
                 keep: bool | None = None) -> list[AllocRunner]:
         """Take over the live allocations an earlier herder left on this data dir.

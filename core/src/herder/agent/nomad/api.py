@@ -27,8 +27,9 @@ from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
-from herder.agent.nomad import memo, models
+from herder.agent.nomad import memo, models, routes_alloc
 from herder.agent.nomad.blocking import Blocking, BlockingQuery, document
+from herder.agent.nomad.frames import FRAME_SIZE, HEARTBEAT, HEARTBEAT_FRAME, Framer
 from herder.agent.nomad.ledger import Ledger
 from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
 from herder.agent.samesite import Hosts, SameSite
@@ -40,10 +41,6 @@ from herder.jobspec.nomad_json import to_nomad
 
 Body = TypeVar("Body", bound=BaseModel)
 
-FRAME_SIZE = 64 << 10
-"""The most log bytes in one frame, as Nomad's."""
-HEARTBEAT = 1.0
-"""Seconds between heartbeat frames of an idle log stream."""
 BLOCK_POLL = 0.1
 """How often a blocking query looks again at what it waits on."""
 
@@ -436,14 +433,9 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
                     yield None
 
         async def frames() -> AsyncIterator[bytes]:
-            nonlocal position
+            framer = Framer(file, position)
             async for data in chunks():
-                if data is None:
-                    yield b"{}"
-                    continue
-                yield json.dumps({"Offset": position, "Data": base64.b64encode(data).decode("ascii"),
-                                  "File": file, "FileEvent": ""}).encode("ascii")
-                position += len(data)
+                yield HEARTBEAT_FRAME if data is None else framer.data(data)
 
         async def raw() -> AsyncIterator[bytes]:
             async for data in chunks():
@@ -493,6 +485,9 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
                    include_in_schema=False)
     async def enterprise(rest: str) -> Response:
         raise NomadError(501, "Nomad Enterprise only endpoint")
+
+    # `nomad alloc fs` and `nomad alloc stop`.
+    routes_alloc.register(api, agent, shapes, ledger, json_answer, scoped)
 
     # `nomad alloc exec`: herder's own exec WebSocket, whose frames are Nomad's.
     exec_ws.register(api, agent, "/v1/client/allocation/{alloc_id}/exec",

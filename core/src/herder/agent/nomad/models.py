@@ -22,6 +22,26 @@ class Nomad(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Port(Nomad):
+    """A port of a :class:`NetworkResource`: ``Value`` on the host, ``To`` in the task (0: the same)."""
+
+    Label: str = ""
+    Value: int = 0
+    To: int = 0
+    HostNetwork: str = "default"
+
+
+class NetworkResource(Nomad):
+    Mode: str = ""
+    Device: str = ""
+    CIDR: str = ""
+    IP: str = ""
+    MBits: int = 0
+    DNS: dict[str, Any] | None = None
+    ReservedPorts: list[Port] | None = None
+    DynamicPorts: list[Port] | None = None
+
+
 class Resources(Nomad):
     CPU: int = 0
     """MHz."""
@@ -29,7 +49,7 @@ class Resources(Nomad):
     MemoryMB: int = 0
     MemoryMaxMB: int = 0
     DiskMB: int = 0
-    Networks: list[dict[str, Any]] | None = None
+    Networks: list[NetworkResource] | None = None
 
 _Resources = Resources
 
@@ -168,6 +188,48 @@ class AllocationMetric(Nomad):
     CoalescedFailures: int = 0
 
 
+class AllocatedPortMapping(Nomad):
+    """A port of the allocation as ``alloc status`` shows it under "Allocation Addresses"."""
+
+    Label: str = ""
+    Value: int = 0
+    To: int = 0
+    HostIP: str = ""
+
+
+class AllocatedCpuResources(Nomad):
+    CpuShares: int = 0
+    ReservedCores: list[int] | None = None
+
+
+class AllocatedMemoryResources(Nomad):
+    MemoryMB: int = 0
+    MemoryMaxMB: int = 0
+
+
+class AllocatedTaskResources(Nomad):
+    Cpu: AllocatedCpuResources = Field(default_factory=AllocatedCpuResources)
+    Memory: AllocatedMemoryResources = Field(default_factory=AllocatedMemoryResources)
+    Networks: list[NetworkResource] | None = None
+    Devices: list[dict[str, Any]] | None = None
+
+
+class AllocatedSharedResources(Nomad):
+    Networks: list[NetworkResource] | None = None
+    DiskMB: int = 0
+    Ports: list[AllocatedPortMapping] | None = None
+
+
+class AllocatedResources(Nomad):
+    """What the allocation was given: each task's CPU, memory and ports, and the group's network and disk."""
+
+    Tasks: dict[str, AllocatedTaskResources] = Field(default_factory=dict)
+    TaskLifecycles: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+    Shared: AllocatedSharedResources = Field(default_factory=AllocatedSharedResources)
+
+_AllocatedResources = AllocatedResources
+
+
 class AllocationListStub(Nomad):
     ID: str
     EvalID: str = ""
@@ -200,7 +262,10 @@ class Allocation(AllocationListStub):
     Resources: _Resources = Field(default_factory=_Resources)
     DeploymentID: str = ""
     Metrics: AllocationMetric = Field(default_factory=AllocationMetric)
-    AllocatedResources: None = None
+    AllocatedResources: _AllocatedResources | None = None
+    TaskResources: dict[str, _Resources] | None = None
+    """Each task's resources, the shape ``alloc status`` of Nomad 1.1 reads for "Task Resources"."""
+    SharedResources: _Resources | None = None
     Services: dict[str, str] | None = None
     PreviousAllocation: str = ""
     NextAllocation: str = ""
@@ -430,3 +495,20 @@ class AllocRestartRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
     TaskName: str = ""
     AllTasks: bool = False
+
+
+class AllocFileInfo(Nomad):
+    """A name in an allocation directory (``/v1/client/fs/ls``, ``/stat``)."""
+
+    Name: str
+    IsDir: bool = False
+    Size: int = 0
+    FileMode: str = ""
+    """Go's ``os.FileMode`` as text: ``-rw-r--r--``, ``drwxr-xr-x``, ``Lrwxrwxrwx`` for a link."""
+    ModTime: str = ZERO_TIME
+    ContentType: str = ""
+
+
+class AllocStopResponse(Nomad):
+    EvalID: str = ""
+    Index: int = 0

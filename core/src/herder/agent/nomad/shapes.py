@@ -20,11 +20,20 @@ from herder.agent.nomad.memo import Encoded, Memo
 from herder.app import Agent, NotFound
 from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment
+from herder.client.placement import GROUP_PORTS
+from herder.context import AllocatedPort
 from herder.jobspec.nomad_json import to_nomad
+from herder.model import PortSpec, Task
 from herder.objects import TaskEvent, TaskStats
 
 REGION = "global"
 NAMESPACE = "default"
+
+CLIENT_DESCRIPTION = {"pending": "No tasks have started", "running": "Tasks are running",
+                      "complete": "All tasks have completed", "failed": "Failed tasks"}
+"""Nomad's description of each ``ClientStatus``."""
+DEFAULT_DISK_MB = 300
+"""Nomad's ``ephemeral_disk`` size when the job says none."""
 
 ALLOC_STATUS = {"pending": "pending", "running": "running", "complete": "complete", "failed": "failed",
                 "stopped": "complete"}
@@ -370,12 +379,47 @@ class Shapes:
             job = self.job(alloc.job.name, alloc.job_id)
         except NotFound:  # the job was collected meanwhile
             job = self.job_document({"ID": alloc.job.name, "Type": alloc.job.type})
-        resources = models.Resources(CPU=sum(t.task.resources.cpu for t in alloc.tasks),
-                                     MemoryMB=sum(t.task.resources.memory for t in alloc.tasks))
-        return models.Allocation(**fields, Job=job, Resources=resources,
+        fields["ClientDescription"] = CLIENT_DESCRIPTION.get(fields["ClientStatus"], "")
+        return models.Allocation(**fields, Job=job, **self.resources(alloc, job),
                                  DeploymentID=deployment.id if deployment else "",
                                  Metrics=models.AllocationMetric(NodesAvailable={self.agent.config.datacenter: 1}),
                                  AllocModifyIndex=fields["ModifyIndex"])
+
+    def resources(self, alloc: AllocRunner, job: dict[str, Any]) -> dict[str, Any]:
+        """What ``alloc`` was given, in the fields of Nomad's allocation: ``AllocatedResources`` (each task's
+        CPU and memory, the group's ports and disk: "Allocation Addresses" of ``alloc status``), and the
+        older ``Resources``, ``TaskResources`` and ``SharedResources`` ("Task Resources", which Nomad 1.1's
+        ``alloc status`` reads, with the usage of ``-stats``). The disk is the job's ``ephemeral_disk``
+        (herder does not limit it), Nomad's 300 MB by default."""
+        groups = [g for g in job.get("TaskGroups") or [] if isinstance(g, dict) and g.get("Name") == alloc.group.name]
+        group = groups[0] if groups else {}
+        disk = (group.get("EphemeralDisk") or {}).get("SizeMB") or DEFAULT_DISK_MB
+        shared_ports = alloc.placed.ports.get(GROUP_PORTS, [])
+        shared = [_network(shared_ports, alloc.group.ports)] if shared_ports else None
+        tasks: dict[str, models.AllocatedTaskResources] = {}
+        task_resources: dict[str, models.Resources] = {}
+        for runner in alloc.tasks:
+            asked = runner.task.resources
+            own = alloc.placed.ports.get(runner.name, [])
+            networks = [_network(own, asked.ports)] if own else None
+            tasks[runner.name] = models.AllocatedTaskResources(
+                Cpu=models.AllocatedCpuResources(CpuShares=asked.cpu),
+                Memory=models.AllocatedMemoryResources(MemoryMB=asked.memory, MemoryMaxMB=max(0, asked.memory_max)),
+                Networks=networks)
+            task_resources[runner.name] = models.Resources(CPU=asked.cpu, MemoryMB=asked.memory,
+                                                           MemoryMaxMB=max(0, asked.memory_max), Networks=networks)
+        ports = [models.AllocatedPortMapping(Label=p.label, Value=p.value, To=p.to or 0, HostIP=p.host_ip)
+                 for p in shared_ports]
+        return {
+            "AllocatedResources": models.AllocatedResources(
+                Tasks=tasks, TaskLifecycles={runner.name: _lifecycle(runner.task) for runner in alloc.tasks},
+                Shared=models.AllocatedSharedResources(Networks=shared, DiskMB=disk, Ports=ports or None)),
+            "TaskResources": task_resources,
+            "SharedResources": models.Resources(DiskMB=disk, Networks=shared),
+            "Resources": models.Resources(CPU=sum(r.CPU for r in task_resources.values()),
+                                          MemoryMB=sum(r.MemoryMB for r in task_resources.values()),
+                                          DiskMB=disk, Networks=shared),
+        }
 
     def _alloc_fields(self, alloc: AllocRunner) -> dict[str, Any]:
         created = self.ledger.created(alloc)
@@ -410,6 +454,19 @@ class Shapes:
                                 Events=events)
 
 
+def _network(ports: list[AllocatedPort], asked: tuple[PortSpec, ...]) -> models.NetworkResource:
+    """Allocated ``ports`` as Nomad's network: the ones asked for by number reserved, the others dynamic."""
+    static = {spec.label for spec in asked if spec.static is not None}
+    reserved = [models.Port(Label=p.label, Value=p.value, To=p.to or 0) for p in ports if p.label in static]
+    dynamic = [models.Port(Label=p.label, Value=p.value, To=p.to or 0) for p in ports if p.label not in static]
+    return models.NetworkResource(IP=ports[0].host_ip, ReservedPorts=reserved or None, DynamicPorts=dynamic or None)
+
+
+def _lifecycle(task: Task) -> dict[str, Any] | None:
+    lifecycle = task.lifecycle
+    return None if lifecycle is None else {"Hook": lifecycle.hook, "Sidecar": lifecycle.sidecar}
+
+
 def _usage(stats: TaskStats | None, mhz: float) -> models.ResourceUsage:
     """A task's usage as Nomad's; ``mhz`` is one core's speed."""
     if stats is None:
@@ -423,7 +480,16 @@ def _usage(stats: TaskStats | None, mhz: float) -> models.ResourceUsage:
         CpuStats=models.CpuStats(Percent=stats.cpu_percent or 0.0, TotalTicks=(stats.cpu_percent or 0.0) / 100 * mhz,
                                  ThrottledPeriods=stats.cpu_throttled_periods or 0,
                                  ThrottledTime=stats.cpu_throttled_ns or 0,
-                                 Measured=["Percent", "Total Ticks"] if stats.cpu_percent is not None else None))
+                                 Measured=_cpu_measured(stats)))
+
+
+def _cpu_measured(stats: TaskStats) -> list[str] | None:
+    """What of the CPU was measured, in the names Nomad's ``alloc status -stats`` shows (it has no column for
+    the ticks, which it shows as the "CPU" usage)."""
+    measured = [name for name, value in (("Percent", stats.cpu_percent),
+                                         ("Throttled Periods", stats.cpu_throttled_periods),
+                                         ("Throttled Time", stats.cpu_throttled_ns)) if value is not None]
+    return measured or None
 
 
 def _event(event: TaskEvent) -> models.TaskEvent:
