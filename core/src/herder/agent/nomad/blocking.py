@@ -71,7 +71,7 @@ def document(api: FastAPI) -> None:
         for route in api.routes:
             if isinstance(route, APIRoute) and route.include_in_schema and any(
                     dependency.call is blocking_query for dependency in route.dependant.dependencies):
-                for method in route.methods:
+                for method in route.methods or ():
                     operation = schema["paths"][route.path_format][method.lower()]
                     operation["parameters"] = [*PARAMETERS, *operation.get("parameters", [])]
         return schema
