@@ -52,6 +52,21 @@ def test_the_least_recently_read_shape_goes_first() -> None:
     assert len(made) == 4
 
 
+def test_shapes_hold_at_most_their_bytes() -> None:
+    kept, made = Memo(max_bytes=25), []
+    kept.get("a", 1, lambda: counted(made, "a" * 10))  # 12 bytes encoded, quotes included
+    kept.get("b", 1, lambda: counted(made, "b" * 10))
+    kept.get("b", 2, lambda: counted(made, "b" * 11))  # replaced: 25 bytes in all, not 37
+    kept.get("a", 1, lambda: counted(made, "a" * 10))
+    assert len(made) == 3
+    kept.get("c", 1, lambda: counted(made, "c" * 10))  # 37: the least recently read, b, goes
+    kept.get("a", 1, lambda: counted(made, "a" * 10))
+    kept.get("c", 1, lambda: counted(made, "c" * 10))
+    assert len(made) == 4
+    kept.get("b", 2, lambda: counted(made, "b" * 11))
+    assert len(made) == 5
+
+
 def test_kept_shapes_join_into_a_list_and_models_encode_as_their_dump() -> None:
     state = models.TaskState(State="running", Events=[models.TaskEvent(Type="Started", Time=1)])
     assert json.loads(memo.encode([Encoded(b'{"a":1}'), Encoded(b"[]")])) == [{"a": 1}, []]

@@ -23,7 +23,9 @@ from typing import Any, TypeVar
 import pydantic_core
 
 SIZE = 4096
-"""The most shapes kept: beyond, the least recently read goes (an allocation collected is never read again)."""
+MAX_BYTES = 16 << 20
+"""The most shapes kept, and the most bytes they may hold together (an allocation's carries its job): beyond
+either, the least recently read goes (an allocation collected is never read again)."""
 
 
 T = TypeVar("T")
@@ -65,10 +67,12 @@ class Memo:
     """Shapes by key, each with the signature it was built at. Thread-safe (answers are built in the
     thread pool): two reads that miss at once both build, the later one is kept."""
 
-    def __init__(self, size: int = SIZE) -> None:
+    def __init__(self, size: int = SIZE, max_bytes: int = MAX_BYTES) -> None:
         self.size = size
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._kept: OrderedDict[Hashable, tuple[Any, Encoded]] = OrderedDict()
+        self._bytes = 0
 
     def get(self, key: Hashable, signature: Any, build: Callable[[], Any]) -> Encoded:
         """The shape of ``key`` at ``signature``: kept from an earlier read at an equal signature, else
@@ -85,8 +89,10 @@ class Memo:
             raise Unkept(key)
         encoded = Encoded(encode(build()))
         with self._lock:
+            if (replaced := self._kept.pop(key, None)) is not None:
+                self._bytes -= len(replaced[1])
             self._kept[key] = (signature, encoded)
-            self._kept.move_to_end(key)
-            while len(self._kept) > self.size:
-                self._kept.popitem(last=False)
+            self._bytes += len(encoded)
+            while len(self._kept) > self.size or self._bytes > self.max_bytes:
+                self._bytes -= len(self._kept.popitem(last=False)[1][1])
         return encoded
