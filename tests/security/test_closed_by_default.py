@@ -54,6 +54,10 @@ def attacks(agent: NomadAgent, marker: Path, alloc_id: str) -> list[tuple[str, l
         ("nomad job run", ["-X", "PUT", "-H", "Content-Type: application/json", "--data",
                            json.dumps(nomad_job(marker, "nomad")), f"{agent.nomad_url}/v1/jobs"]),
         ("metrics", [f"{agent.url}/v1/metrics"]),
+        ("nomad monitor", [f"{agent.nomad_url}/v1/agent/monitor?log_level=debug"]),
+        ("nomad node drain", ["-X", "PUT", "-H", "Content-Type: application/json", "--data",
+                              json.dumps({"DrainSpec": {"Deadline": 0}}), f"{agent.nomad_url}/v1/node/any/drain"]),
+        ("nomad system gc", ["-X", "PUT", f"{agent.nomad_url}/v1/system/gc"]),
         ("health", [f"{agent.url}/v1/health"]),
     ]
 

@@ -60,7 +60,10 @@ def test_the_nomad_listener_refuses_a_request_without_the_token(guarded: NomadAg
                                                                 headers: dict[str, str]) -> None:
     with httpx.Client(base_url=guarded.nomad_url, timeout=30.0, headers=headers) as http:
         for method, path in (("GET", "/v1/jobs"), ("GET", "/v1/agent/self"), ("PUT", "/v1/jobs"),
-                             ("GET", "/v1/client/fs/logs/x?task=t"), ("GET", "/v1/no/such/route")):
+                             ("GET", "/v1/client/fs/logs/x?task=t"), ("GET", "/v1/no/such/route"),
+                             ("GET", "/v1/agent/monitor"), ("PUT", "/v1/node/x/drain"), ("PUT", "/v1/system/gc"),
+                             ("PUT", "/v1/search"), ("PUT", "/v1/job/door/plan"), ("GET", "/v1/metrics"),
+                             ("PUT", "/v1/validate/job")):
             response = http.request(method, path, content=json.dumps(JOB) if method == "PUT" else None)
             assert response.status_code == 403, (method, path)
             assert response.text.startswith("Permission denied: missing or wrong token (X-Nomad-Token"), response.text
@@ -121,6 +124,18 @@ def test_a_template_sourced_from_the_agents_files_is_refused_naming_the_path(ope
     assert "job.groups[0].tasks[0].templates[0].source" in response.text and SECRET not in response.text
 
 
+def test_a_job_validated_there_reads_no_file_of_the_agent(open_agent: NomadAgent, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    job = json.loads(json.dumps(JOB))
+    job["Job"]["TaskGroups"][0]["Tasks"][0]["Templates"] = [{"SourcePath": str(secret), "DestPath": "local/out"}]
+    with open_agent.nomad_http() as http:
+        response = http.put("/v1/validate/job", json=job)
+    assert response.status_code == 200
+    assert any("job.groups[0].tasks[0].templates[0].source" in error for error in response.json()["ValidationErrors"])
+    assert SECRET not in response.text
+
+
 def test_logs_name_a_task_never_a_path(open_agent: NomadAgent) -> None:
     with open_agent.nomad_http() as http:
         assert http.put("/v1/jobs", json={"Job": {**JOB["Job"], "Type": "service", "TaskGroups": [
@@ -140,10 +155,11 @@ def test_logs_name_a_task_never_a_path(open_agent: NomadAgent) -> None:
     json.dumps({"JobHCL": 'job "deep" {\n meta = { x = ' + "[" * 20_000 + "]" * 20_000 + " }\n}"}),
 ])
 def test_deeply_nested_bodies_are_a_clean_400(open_agent: NomadAgent, body: str) -> None:
-    path = "/v1/jobs/parse" if "JobHCL" in body else "/v1/jobs"
+    paths = ["/v1/jobs/parse"] if "JobHCL" in body else ["/v1/jobs", "/v1/validate/job"]
     with open_agent.nomad_http() as http:
-        response = http.put(path, content=body)
-        assert response.status_code == 400, response.text
+        for path in paths:
+            response = http.put(path, content=body)
+            assert response.status_code == 400, (path, response.text)
         assert http.get("/v1/regions").status_code == 200
 
 
@@ -176,3 +192,25 @@ def test_the_nomad_exec_socket_wants_nomads_token_and_the_agents_origin(guarded:
     with connect(url(control), additional_headers={"X-Nomad-Token": TOKEN}) as ws:
         wait_for(lambda: "exited" in json.loads(ws.recv(timeout=30)), what="the exit frame")
     assert control.exists() and not marker.exists(), "a refused handshake ran its command"
+
+
+@pytest.mark.parametrize("page", ["jobs/door", "/evil.example/x", "..%2F..%2Fv1%2Fjobs", "%5C%5Cevil.example",
+                                  "jobs/%0d%0aSet-Cookie:%20x=y"])
+def test_the_ui_address_without_the_token_only_says_where_the_ui_is(guarded: NomadAgent, page: str) -> None:
+    """``nomad ui`` opens ``/ui/...`` of this listener in a browser, which has no token: that answer is outside
+    the token's guard, so it must give nothing but the main listener's sign-in page, whatever the path."""
+    with httpx.Client(base_url=guarded.nomad_url, timeout=30.0) as browser:
+        answer = browser.get(f"/ui/{page}")
+        assert "set-cookie" not in answer.headers
+        if "%0d" not in page:  # a path with a line break is no page: 404
+            assert answer.status_code == 307 and answer.content == b""
+            assert answer.headers["location"].startswith(f"{guarded.url}/ui/")
+        else:
+            assert answer.status_code == 404 and "location" not in answer.headers
+        for method in ("PUT", "POST", "DELETE"):
+            assert browser.request(method, f"/ui/{page}").status_code in (403, 404, 405)
+        spoofed = browser.get(f"/ui/{page}", headers={"Host": "evil.example"})
+        assert spoofed.status_code == 403 and "location" not in spoofed.headers
+        root = browser.get("/")  # Nomad's root, its UI: also outside the guard, and only that
+        assert root.status_code == 307 and root.headers["location"] == "/ui/" and root.content == b""
+        assert browser.post("/", content=b"{}").status_code == 403

@@ -45,3 +45,9 @@ FAILURES = frozenset({
     FAILED_ARTIFACT_DOWNLOAD, SIBLING_TASK_FAILED, STATE_WRITE_FAILED,
 })
 """The types a front end shows as a failure."""
+ALLOC_DATA_MOVED = "Alloc Data Moved"
+"""herder's own: the allocation started with the ``alloc/data`` of the one it replaces (``ephemeral_disk``'s
+``sticky`` or ``migrate``); details: ``previous``, that allocation's ID."""
+ALLOC_DATA_NOT_MOVED = "Alloc Data Not Moved"
+"""herder's own: the ``alloc/data`` of the allocation it replaces could not be moved (the message says why); the
+allocation starts with an empty one."""

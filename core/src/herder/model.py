@@ -114,6 +114,46 @@ class RestartPolicy:
     mode: str  # "fail" | "delay"
 
 
+DELAY_FUNCTIONS = ("constant", "exponential", "fibonacci")
+
+
+@dataclass(frozen=True)
+class ReschedulePolicy:
+    """A group's ``reschedule`` block over its job's and its job type's defaults (Nomad's
+    ``ReschedulePolicy``): when a failed allocation is replaced. Durations in seconds."""
+
+    attempts: int = 0
+    """Replacements within ``interval``; ignored when ``unlimited``."""
+    interval: float = 0.0
+    delay: float = 0.0
+    """The first replacement's delay; ``delay_function`` makes the next ones'."""
+    delay_function: str = "constant"  # one of DELAY_FUNCTIONS
+    max_delay: float = 0.0
+    """The longest delay (not for ``constant``); 0 is no bound."""
+    unlimited: bool = False
+    given: bool = field(default=False, compare=False)
+    """Whether the job file has a ``reschedule`` block for the group (the job's or its own), rather
+    than only its type's default: ``herder run`` in the foreground reschedules only then."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.attempts > 0 or self.unlimited
+
+
+@dataclass(frozen=True)
+class EphemeralDisk:
+    """A group's ``ephemeral_disk`` block: whether a replacement allocation starts with the
+    ``alloc/data`` of the one it replaces (``sticky``; ``migrate`` asks the same on one host)."""
+
+    size: int = 300  # MB, as Nomad's default; herder does not enforce it
+    sticky: bool = False
+    migrate: bool = False
+
+    @property
+    def carried(self) -> bool:
+        return self.sticky or self.migrate
+
+
 PRESTART, POSTSTART, POSTSTOP = "prestart", "poststart", "poststop"
 
 
@@ -175,6 +215,8 @@ class Group:
     meta: dict[str, str] = field(default_factory=dict)
     ports: tuple[PortSpec, ...] = ()  # group-level network: shared by the group's tasks
     services: tuple[Service, ...] = ()  # Nomad 1.x group services, on the group's ports
+    reschedule: ReschedulePolicy | None = None  # None: never rescheduled (system jobs)
+    ephemeral_disk: EphemeralDisk = field(default_factory=EphemeralDisk)
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,9 @@ def test_sigterm_leaves_tasks_running_and_drain_stops_them(agent: AgentProcess) 
     assert "every task stopped" in agent.log.read_text()
     agent.start()  # for the fixture's shutdown
     with urllib.request.urlopen(urllib.request.Request(f"{agent.url}/v1/jobs", headers=agent.headers)) as response:
-        assert json.load(response)["jobs"] == []
+        # Listed until collected, stopped: nothing of it runs again.
+        assert [(job["name"], job["status"]) for job in json.load(response)["jobs"]] == [("web", "stopped")]
+    assert not servers(agent)
 
 
 def test_the_agent_is_a_service_and_task_services_are_resynced_in_consul(tmp_path: Path,

@@ -65,7 +65,6 @@ KEYS = [
     ("group", "consul {\n namespace = \"x\"\n }", "consul"),
     ("group", "volume \"data\" {\n type = \"host\"\n source = \"data\"\n }", "volume"),
     ("group", "scaling {\n min = 1\n max = 3\n }", "scaling"),
-    ("group", "ephemeral_disk {\n size = 300\n }", "ephemeral_disk"),
     ("group", "shutdown_delay = \"5s\"", "group shutdown_delay"),
     ("task", "identity {\n env = true\n file = true\n }", "identity"),
     ("task", "vault {\n policies = [\"p\"]\n }", "vault"),

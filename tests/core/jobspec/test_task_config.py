@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from herder.jobspec import validate_config, validate_task_configs
+from herder.jobspec.task_config import merge_blocks
 
 from .helpers import load
 
@@ -84,3 +85,15 @@ def test_unresolved_references_fail_once_resolved() -> None:
 def test_an_invalid_driver_schema_is_reported_not_raised() -> None:
     errors = validate_config("t", {"image": "x"}, {"type": "no-such-type"})
     assert len(errors) == 1 and errors[0].startswith("t.config: cannot be checked, the driver's schema is invalid")
+
+
+def test_a_block_nomads_json_gives_as_a_list_of_maps_is_the_map_the_schema_wants() -> None:
+    schema = {"type": "object", "properties": {
+        "port_map": {"type": "object"}, "mounts": {"type": "array"},
+        "logging": {"type": "object", "properties": {"config": {"type": "object"}}}}}
+    config = {"port_map": [{"http": 80}, {"ssh": 22}], "mounts": [{"source": "a"}],
+              "logging": [{"type": "syslog", "config": [{"tag": "x"}]}], "other": [{"a": 1}]}
+    assert merge_blocks(config, schema) == {
+        "port_map": {"http": 80, "ssh": 22}, "mounts": [{"source": "a"}],
+        "logging": {"type": "syslog", "config": {"tag": "x"}}, "other": [{"a": 1}]}
+    assert merge_blocks(config, None) == config

@@ -158,11 +158,12 @@ def test_job_run_detach_prints_the_evaluation(nomad_agent: NomadAgent, tmp_path:
     assert run.returncode == 0, run.stderr
     evaluation = run.stdout.split("Evaluation ID: ")[1].strip()
     assert nomad_agent.get(f"/v1/evaluation/{evaluation}")["Status"] == "complete"
-    running_alloc(nomad_agent, "detached")
+    alloc = running_alloc(nomad_agent, "detached")
     stopped = nomad_agent.nomad("job", "stop", "-purge", "-detach", "detached")
     assert stopped.returncode == 0, stopped.stderr
-    wait_for(lambda: all(a["ClientStatus"] != "running" for a in allocs(nomad_agent, "detached")),
-             what="detached stopped")
+    # Purged: the job is gone at once, its allocation stops (and is collected).
+    wait_for(lambda: all(a["ID"] != alloc or a["ClientStatus"] != "running"
+                         for a in nomad_agent.get("/v1/allocations")), what="detached stopped")
 
 
 def test_alloc_status_logs_signal_and_restart(nomad_agent: NomadAgent, tmp_path: Path) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from herder.state import ParentRecord, StateError, Store, schema
+from herder.state import ParentRecord, PreviousRecord, StateError, Store, schema
 from tests.core.state.factory import make_alloc, make_job
 
-TABLES = {"jobs", "allocs", "tasks", "ports", "events", "deferred", "parents"}
+TABLES = {"jobs", "allocs", "tasks", "ports", "events", "deferred", "parents", "previous"}
 
 
 def pragma(path: Path, name: str) -> int:
@@ -165,3 +165,27 @@ def test_refuses_a_path_it_cannot_open(tmp_path: Path) -> None:
     path = tmp_path / "missing" / "state.db"
     with pytest.raises(StateError, match="missing"):
         Store(path)
+
+
+def test_a_version_2_database_gains_what_each_allocation_replaces_keeping_its_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "state.db"
+    job = make_job()
+    with monkeypatch.context() as before:
+        before.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:2])
+        with Store(path) as store:
+            store.put_job(job)
+            for alloc_id in ("a1", "a2"):
+                store.put_alloc(*make_alloc(alloc_id, job))
+    assert "previous" not in tables(path)
+    with Store(path) as store:
+        assert store.previous("a2") is None and store.replacement("a1") is None
+        link = PreviousRecord(alloc_id="a2", previous="a1", events=[{"time": 1.0, "previous": "a1", "delay": 5.0}])
+        store.put_previous(link)
+        assert store.previous("a2") == link and store.replacement("a1") == "a2"
+        assert store.awaited() == {"a1"}  # a2 has not started: it may still take a1's alloc/data
+        store.update_alloc("a2", status="running")
+        assert store.awaited() == set()
+        store.delete_alloc("a2")
+        assert store.previous("a2") is None and store.replacement("a1") is None
+    assert tables(path) == TABLES

@@ -33,6 +33,7 @@ from herder.agent.samesite import Hosts, SameSite
 from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.logtail import LogTail
+from herder.client.replacements import Rescheduling
 from herder.errors import DispatchError, JobError, PlacementError
 from herder.objects import TaskEvent, TaskStats
 from herder.presentation import event_json, rfc3339
@@ -327,7 +328,7 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
     @api.get("/v1/allocations/{alloc_id}", response_model=models.Allocation, tags=["allocations"])
     async def allocation(alloc_id: AllocId) -> models.Allocation:
         alloc = agent.alloc(alloc_id)
-        return alloc_status(alloc, agent.health(alloc.alloc.id))
+        return alloc_status(alloc, agent.health(alloc.alloc.id), agent.rescheduling(alloc))
 
     @api.get("/v1/events", tags=["allocations"], response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {"schema": _SSE_EVENT}},
@@ -439,7 +440,8 @@ def alloc_summary(alloc: AllocRunner) -> models.AllocSummary:
                                status=alloc.status, tasks=task_summary(alloc))
 
 
-def alloc_status(alloc: AllocRunner, health: dict[str, list[dict[str, str]]]) -> models.Allocation:
+def alloc_status(alloc: AllocRunner, health: dict[str, list[dict[str, str]]],
+                 rescheduling: Rescheduling) -> models.Allocation:
     summaries = task_summary(alloc)
     tasks: dict[str, models.TaskStatus] = {}
     for runner in alloc.tasks:
@@ -452,7 +454,20 @@ def alloc_status(alloc: AllocRunner, health: dict[str, list[dict[str, str]]]) ->
                              group=alloc.group.name, index=alloc.alloc.index, status=alloc.status,
                              ports=[models.Port(label=p.label, value=p.value, to=p.to, host_ip=p.host_ip)
                                     for p in alloc.ports],
-                             tasks=tasks)
+                             tasks=tasks, previous_allocation=rescheduling.previous,
+                             next_allocation=rescheduling.next, reschedule=reschedule_json(rescheduling))
+
+
+def _epoch(seconds: float) -> str:
+    return rfc3339(datetime.fromtimestamp(seconds, UTC))
+
+
+def reschedule_json(rescheduling: Rescheduling) -> models.Reschedule:
+    return models.Reschedule(
+        attempted=rescheduling.attempted, attempts=rescheduling.attempts,
+        events=[models.RescheduleEvent(time=_epoch(e.time), previous=e.previous, delay=e.delay)
+                for e in rescheduling.tracker],
+        next_at=_epoch(rescheduling.due) if rescheduling.due is not None else None)
 
 
 def alloc_stats(alloc: AllocRunner, usage: dict[str, TaskStats | None]) -> models.AllocationStats:

@@ -255,7 +255,9 @@ def run(config: Config, *, drain: bool = False) -> int:
     servers = [(server(asgi(agent, events), "on"), sock)]
     if nomad_sock is not None:
         nomad_host, nomad_port = nomad_sock.getsockname()[:2]
-        servers.append((server(nomad.asgi(agent, events, f"{nomad_host}:{nomad_port}"), "off"), nomad_sock))
+        main_host, main_port = sock.getsockname()[:2]
+        servers.append((server(nomad.asgi(agent, events, f"{nomad_host}:{nomad_port}", f"{main_host}:{main_port}"),
+                               "off"), nomad_sock))
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: %s", signal.Signals(signum).name,

@@ -3,7 +3,7 @@
 ``?task=T&command=<JSON array>&tty=true|false`` starts the command in the
 running task (:meth:`herder.app.Agent.exec_session`) before the upgrade, so
 that a bad request, an unknown allocation or a task that is not running is
-an ordinary HTTP error (400, 404, 409 with a JSON body), as a refused token is
+an ordinary HTTP error (400, 404, 409: the API's error), as a refused token is
 (:mod:`herder.agent.auth`, checked before this route). Then, as Nomad's
 ``/v1/client/allocation/{id}/exec``, so that its clients work unchanged:
 
@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 from starlette.datastructures import QueryParams
 from starlette.websockets import WebSocket, WebSocketState
@@ -70,8 +70,11 @@ class Stdin(BaseModel):
 
 
 class TtySize(BaseModel):
-    height: int = Field(ge=0, le=0xFFFF)
-    width: int = Field(ge=0, le=0xFFFF)
+    """A terminal's size; Nomad's client leaves out a dimension that is 0 (a terminal of no size, when
+    its output is not a terminal), and 0 is no resize."""
+
+    height: int = Field(default=0, ge=0, le=0xFFFF)
+    width: int = Field(default=0, ge=0, le=0xFFFF)
 
 
 class ExecInput(BaseModel):
@@ -109,10 +112,21 @@ def parse_query(query: QueryParams) -> tuple[str, list[str], bool]:
     return task, command, tty in _TRUE
 
 
+def json_error(status: int, message: str) -> Response:
+    """A refused handshake's answer on herder's API: its JSON error."""
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(models.Error(error=message, errors=[]).model_dump(), status_code=status, headers=headers)
+
+
 def register(api: FastAPI, agent: Agent, path: str = PATH,
-             authorized: Callable[[Mapping[bytes, bytes]], bool] | None = None) -> None:
+             authorized: Callable[[Mapping[bytes, bytes]], bool] | None = None,
+             error: Callable[[int, str], Response] = json_error) -> None:
     """Serve the exec WebSocket on ``api`` at ``path`` (an ``{alloc_id}`` in it); ``authorized`` tells
-    whether a handshake's headers carry the token, when not only as ``Authorization: Bearer``."""
+    whether a handshake's headers carry the token, when not only as ``Authorization: Bearer``;
+    ``error`` answers a refused handshake (the API's errors: herder's JSON, Nomad's plain text)."""
+
+    async def _deny(websocket: WebSocket, status: int, message: str) -> None:
+        await websocket.send_denial_response(error(status, message))
 
     async def exec_socket(websocket: WebSocket) -> None:
         # Guard refused already; checked again in case the application is served without it.
@@ -141,13 +155,6 @@ def register(api: FastAPI, agent: Agent, path: str = PATH,
             await asyncio.to_thread(session.close)
 
     api.router.add_websocket_route(path, exec_socket)
-
-
-async def _deny(websocket: WebSocket, status: int, message: str) -> None:
-    """Refuse the handshake with an HTTP answer, the API's JSON error."""
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    await websocket.send_denial_response(
-        JSONResponse(models.Error(error=message, errors=[]).model_dump(), status_code=status, headers=headers))
 
 
 class _Bridge:
@@ -212,7 +219,7 @@ class _Bridge:
                 inputs.put_nowait(functools.partial(self._write, data))
             if frame.stdin is not None and frame.stdin.close:
                 inputs.put_nowait(self.session.close_stdin)
-            if (size := frame.tty_size) is not None:
+            if (size := frame.tty_size) is not None and size.height and size.width:
                 inputs.put_nowait(functools.partial(self.session.resize, size.width, size.height))
 
     def _write(self, data: bytes) -> None:

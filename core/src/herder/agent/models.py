@@ -177,6 +177,21 @@ class TaskStatus(TaskSummary):
     checks: list[Check]
 
 
+class RescheduleEvent(_Model):
+    time: str
+    previous: str = Field(description="The allocation this replacement replaced")
+    delay: float = Field(description="Seconds the replacement waited after the failure")
+
+
+class Reschedule(_Model):
+    """How an allocation stands with its group's ``reschedule`` policy."""
+
+    attempted: int = Field(description="Reschedules within the policy's interval (0 when unlimited)")
+    attempts: int = Field(description="Reschedules the policy allows in its interval (0: unlimited)")
+    events: list[RescheduleEvent] = Field(description="The reschedules that led to this allocation, oldest first")
+    next_at: str | None = Field(description="When this failed allocation's replacement is placed, if one is due")
+
+
 class Allocation(_Model):
     id: str
     name: str
@@ -187,6 +202,9 @@ class Allocation(_Model):
     status: str
     ports: list[Port]
     tasks: dict[str, TaskStatus]
+    previous_allocation: str = Field("", description="The allocation this one replaces (rescheduled or updated)")
+    next_allocation: str = Field("", description="The allocation that replaced this one")
+    reschedule: Reschedule
 
 
 class TaskUsage(_Model):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 
 from herder import __version__
@@ -11,14 +12,16 @@ from herder.app.allocations import Allocations, task
 from herder.app.errors import Conflict
 from herder.app.jobs import Jobs
 from herder.app.periodic import Parent, Registry
+from herder.app.reading import load_submitted
 from herder.app.service import SelfService
 from herder.client.alloc_runner import AllocRunner, EventRecord
-from herder.client.client import Client
+from herder.client.client import Client, JobSource
 from herder.client.config import Config
 from herder.client.deployments import Deployments
 from herder.client.gc import Collected, GarbageCollector
 from herder.client.health import HealthChange
 from herder.client.node import Node
+from herder.client.replacements import Rescheduling
 from herder.client.task_runner import TaskRunner
 from herder.client.versions import Version
 from herder.objects import ExecSession, TaskStats
@@ -47,7 +50,9 @@ class Agent:
         self.config = config
         self.hooks = hooks
         self.version = __version__
-        self._draining = threading.Event()
+        self._draining = threading.Event()  # set while the agent takes no new job: drained, or not eligible
+        self._drain_started: float | None = None
+        self._ineligible = False
         self.client = Client(config, hooks, keep=True, on_event=on_event, on_health=on_health)
         self.gc = GarbageCollector(self.client, on_collected=on_collected)
         lock = threading.Lock()  # orders submissions, ordinary and registered
@@ -59,8 +64,18 @@ class Agent:
 
     @property
     def draining(self) -> bool:
-        """Whether the agent takes no new job and launches no child."""
-        return self._draining.is_set()
+        """Whether a drain was asked (and not ended): the agent's tasks were stopped, and it takes no new job."""
+        return self._drain_started is not None
+
+    @property
+    def drain_started(self) -> float | None:
+        """When the drain under way began (Unix seconds); None without one."""
+        return self._drain_started
+
+    @property
+    def eligible(self) -> bool:
+        """Whether the agent takes new jobs and launches children (Nomad's scheduling eligibility)."""
+        return not self._draining.is_set()
 
     @property
     def deployments(self) -> Deployments:
@@ -69,13 +84,15 @@ class Agent:
     # -- lifetime ------------------------------------------------------------
 
     def start(self, address: tuple[str, int] | None = None) -> list[AllocRunner]:
-        """Start the background work and reattach what the previous agent left
-        running; ``address`` (where the API listens) registers the agent as a service."""
+        """Start the background work, reattach what the previous agent left running and list
+        what it finished (until collected); ``address`` (where the API listens) registers the
+        agent as a service."""
         self.client.start()
-        restored = self.client.restore(keep=True)
+        restored = self.client.restore(keep=True, history=True)
         for alloc in restored:
             log.info("reattaching allocation %s (%s)", alloc.alloc.name, alloc.alloc.id)
         self.client.run(restored)
+        self.client.replacements.start()
         self.gc.start()
         self.usage.start()
         self.registry.start()
@@ -84,12 +101,47 @@ class Agent:
         return restored
 
     def begin_drain(self) -> list[AllocRunner]:
-        """Start stopping every task gracefully (returns at once); no new job is taken, no child launched."""
+        """Start stopping every task gracefully (returns at once); no new job is taken, no child launched,
+        no failed allocation replaced."""
+        if self._drain_started is None:
+            self._drain_started = time.time()
         self._draining.set()
+        self.client.replacements.cancel_all()
         allocs = self.client.allocs
         for alloc in allocs:
             alloc.stop()
         return allocs
+
+    def end_drain(self, *, eligible: bool = True) -> None:
+        """End a drain (``nomad node drain -disable``): what it stopped stays stopped; with ``eligible``
+        the agent takes new jobs again, as Nomad's node marked eligible."""
+        self._drain_started = None
+        if eligible:
+            self._ineligible = False
+        self._take_jobs()
+
+    def set_eligible(self, eligible: bool) -> None:
+        """Take new jobs or not (``nomad node eligibility``); the allocations running are left alone.
+
+        A drain whose allocations have all stopped is complete, as Nomad's: made eligible, it ends.
+
+        :raises Conflict: made eligible while a drain still stops allocations (as Nomad: end the drain instead)."""
+        if eligible and self.draining:
+            if self.drain_pending():
+                raise Conflict("can not toggle eligibility on a node that is being drained: disable the drain")
+            self._drain_started = None
+        self._ineligible = not eligible
+        self._take_jobs()
+
+    def drain_pending(self) -> bool:
+        """Whether a drain is on and an allocation it stops has not stopped yet."""
+        return self.draining and any(alloc.status in ("pending", "running") for alloc in self.client.allocs)
+
+    def _take_jobs(self) -> None:
+        if self.draining or self._ineligible:
+            self._draining.set()
+        else:
+            self._draining.clear()
 
     def drain(self, timeout: float | None = None) -> bool:
         """Stop every task gracefully; True once all are dead (False on timeout)."""
@@ -116,6 +168,14 @@ class Agent:
         """See :meth:`herder.app.jobs.Jobs.submit`."""
         return self.submissions.submit(text, fmt, variables, source, lines)
 
+    def validate(self, text: str, fmt: str, source: str) -> list[str]:
+        """Check a job as :meth:`submit` does, each task's config against its driver's schema,
+        and run nothing; the job's warnings.
+
+        :raises JobError: the job is invalid, each problem with its path.
+        """
+        return load_submitted(JobSource(text=text, format=fmt, source=source), self.hooks).warnings
+
     def dispatch(self, name: str, meta: Mapping[str, str], payload: bytes) -> tuple[str, list[AllocRunner]]:
         """See :meth:`herder.app.jobs.Jobs.dispatch`."""
         return self.submissions.dispatch(name, meta, payload)
@@ -128,6 +188,10 @@ class Agent:
 
     def stop_job(self, name: str) -> list[AllocRunner]:
         return self.submissions.stop(name)
+
+    def purge_job(self, name: str) -> list[AllocRunner]:
+        """See :meth:`herder.app.jobs.Jobs.purge`."""
+        return self.submissions.purge(name)
 
     def job_versions(self, name: str) -> list[Version]:
         """The versions of job ``name`` still known, oldest first."""
@@ -187,6 +251,10 @@ class Agent:
 
     def created_at(self, alloc_id: str) -> float | None:
         return self.client.created_at(alloc_id)
+
+    def rescheduling(self, alloc: AllocRunner) -> Rescheduling:
+        """What ``alloc`` replaces, what replaced it, its reschedule attempts and its next time."""
+        return self.client.replacements.of(alloc)
 
     def health(self, alloc_id: str) -> dict[str, list[dict[str, str]]]:
         """The service checks of an allocation, by task."""

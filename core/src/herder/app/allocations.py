@@ -115,7 +115,7 @@ class Allocations:
         if not (live and replace):
             return []
         try:
-            replacement = self.client.place_again(alloc)
+            replacement = self.client.place_replacement(alloc, ())
         except PlacementError:
             shared_runtime().pool.submit(functools.partial(self._place_after, alloc))
             return []
@@ -129,7 +129,7 @@ class Allocations:
     def _place_after(self, stopped: AllocRunner) -> None:
         self.client.wait([stopped])
         try:
-            self.client.run([self.client.place_again(stopped)])
+            self.client.run([self.client.place_replacement(stopped, ())])
         except PlacementError as exc:
             log.warning("allocation %s stopped, not replaced: %s", stopped.alloc.name, exc)
 

@@ -76,6 +76,10 @@ class ForegroundRun:
         self.client = Client(config, hooks, keep=keep, on_event=on_event, on_health=health_changed,
                              on_lost=None if keep else {"argv": reap_command(config), "env": dict(os.environ)})
         self.allocs: list[AllocRunner] = []
+        self._replaced: set[str] = set()  # the allocations rescheduled: their replacements' outcome counts
+        # One run ends when its job fails, unless the job file asks for a reschedule.
+        self.client.replacements.by_default = False
+        self.client.replacements.on_placed = self._rescheduled
         self.reaped = Reaped()
         self._stop_requested = threading.Event()
         self._launches = threading.Lock()  # a periodic job's: its children join allocs in the launcher's thread
@@ -104,16 +108,30 @@ class ForegroundRun:
         """Run every allocation to the end, or a periodic job's children until it is
         stopped; returns "complete", "failed" or "stopped"."""
         self.client.start()
+        self.client.replacements.start()
         if self._stop_requested.is_set():  # asked to stop while placing: nothing runs
             self.stop()
         self.client.run(self.allocs)
         if self.job.periodic is not None:
             self._follow_schedule()
-        while not self.client.wait(self._everything(), timeout=0.5):
-            pass  # short waits, so that signal handlers run promptly in the main thread
-        if any(a.failed for a in self.allocs):
-            return "failed"
+        # Short waits, so that signal handlers run promptly in the main thread; a failed allocation
+        # whose replacement is due is waited for too.
+        while not self.client.wait(self._everything(), timeout=0.5) or self.client.replacements.pending(self.job.name):
+            self._stop_requested.wait(0.1)
+        with self._launches:
+            if any(a.failed for a in self.allocs if a.alloc.id not in self._replaced):
+                return "failed"
         return "stopped" if self._stop_requested.is_set() else "complete"
+
+    def _rescheduled(self, previous: AllocRunner, alloc: AllocRunner) -> None:
+        """A failed allocation was replaced: the run follows the replacement."""
+        with self._launches:
+            self._replaced.add(previous.alloc.id)
+            self.allocs.append(alloc)
+            stopped = self._stop_requested.is_set()
+        self._on_message(f"Allocation {previous.alloc.name} failed: rescheduled as {alloc.alloc.id}")
+        if stopped:
+            alloc.stop()
 
     def _everything(self) -> list[AllocRunner]:
         with self._launches:
@@ -154,6 +172,7 @@ class ForegroundRun:
         with self._launches:
             self._stop_requested.set()
             allocs = list(self.allocs)
+        self.client.replacements.cancel(self.job.name)
         for alloc in allocs:
             alloc.stop()
 

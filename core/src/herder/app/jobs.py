@@ -16,6 +16,7 @@ from herder.client.gc import GarbageCollector
 from herder.client.runtime import shared_runtime
 from herder.errors import DispatchError
 from herder.plugins.hooks import Hooks
+from herder.state import StateError
 
 log = logging.getLogger("herder.agent")
 
@@ -44,6 +45,9 @@ class Jobs:
         self.registry = registry
         self._lock = lock
         self._draining = draining
+        self._purged: set[str] = set()
+        """The allocations of jobs purged, listed no more while they stop and until they are collected."""
+        self._purged_lock = threading.Lock()
 
     def submit(self, text: str, fmt: str, variables: dict[str, str], source: str,
                lines: Mapping[str, int] | None = None) -> tuple[str, list[AllocRunner], list[str]]:
@@ -51,12 +55,12 @@ class Jobs:
         again changes nothing; a changed job replaces the running one.
         ``source`` and ``lines`` only place messages: no file is read for a job.
 
-        :raises Conflict: the agent is draining.
+        :raises Conflict: the agent is draining or not eligible.
         :raises JobError: the job is invalid, each problem with its path.
         :raises PlacementError: it cannot be placed; the running version stays.
         """
         if self._draining.is_set():
-            raise Conflict("the agent is draining: it takes no new job")
+            raise Conflict("the agent takes no new job: it is draining, or not eligible")
         job_source = JobSource(text=text, format=fmt, source=source, variables=variables)
         job = load_submitted(job_source, self.hooks, lines)
         if job.periodic is not None or job.parameterized is not None:
@@ -110,8 +114,11 @@ class Jobs:
     def jobs(self) -> dict[str, list[AllocRunner]]:
         """Every job with its allocations, the latest submission's first."""
         found: dict[str, list[AllocRunner]] = {}
+        with self._purged_lock:
+            purged = set(self._purged)
         for alloc in self.client.allocs:
-            found.setdefault(alloc.job.name, []).append(alloc)
+            if alloc.alloc.id not in purged:
+                found.setdefault(alloc.job.name, []).append(alloc)
         return dict(sorted(found.items()))
 
     def job(self, name: str) -> list[AllocRunner]:
@@ -132,6 +139,31 @@ class Jobs:
         :raises NotFound: no job ``name``."""
         parent = self.registry.parent(name)
         allocs = self.job(name) if parent is None else self.registry.stop_parent(parent)
+        self.client.replacements.cancel(name)
         for alloc in allocs:
             alloc.stop()
         return allocs
+
+    def purge(self, name: str) -> list[AllocRunner]:
+        """Stop job ``name`` and forget it (Nomad's ``purge``): it is listed no more from now on (a
+        registered one is deregistered), and its allocations are collected once they are dead.
+
+        :raises NotFound: no job ``name``."""
+        allocs = self.stop(name)
+        own = [alloc for alloc in allocs if alloc.job.name == name]  # a periodic job's children stay, stopped
+        with self._purged_lock:
+            self._purged.update(alloc.alloc.id for alloc in own)
+        self.registry.deregister(name)
+        shared_runtime().pool.submit(functools.partial(self._collect, own))
+        return allocs
+
+    def _collect(self, allocs: list[AllocRunner]) -> None:
+        """Collect the allocations of a job purged once every one is dead."""
+        self.client.wait(allocs)
+        try:
+            removed = self.gc.collect_allocs(alloc.alloc.id for alloc in allocs)
+        except StateError as exc:  # the periodic collection takes them later
+            log.warning("purge: the allocations cannot be collected now: %s", exc)
+            return
+        with self._purged_lock:
+            self._purged.difference_update(removed)

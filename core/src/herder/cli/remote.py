@@ -302,6 +302,7 @@ def alloc_status(alloc_id: str, with_stats: bool, as_json: bool) -> None:
     for port in status["ports"]:
         click.echo(f"Port    {port['label']} = {port['host_ip']}:{port['value']}"
                    + (f" -> {port['to']}" if port["to"] else ""))
+    _print_reschedule(status)
     for name, task in status["tasks"].items():
         code = f", exit code {task['exit_code']}" if task["exit_code"] is not None else ""
         click.echo(f"\nTask {name!r} ({task['driver']}) is {task['state']}{' (failed)' if task['failed'] else ''}"
@@ -312,6 +313,20 @@ def alloc_status(alloc_id: str, with_stats: bool, as_json: bool) -> None:
             click.echo(f"  check {check['service']}/{check['check']}: {check['status']}")
         for event in task["events"][-10:]:
             click.echo(f"  {event['time']}  {event['type']:<18} {event['message']}")
+
+
+def _print_reschedule(status: dict[str, Any]) -> None:
+    """What an allocation replaces and what replaced it, its reschedule attempts and next time."""
+    reschedule = status["reschedule"]
+    attempts = (f"{reschedule['attempted']}/{reschedule['attempts']}" if reschedule["attempts"]
+                else f"{len(reschedule['events'])} (unlimited)") if reschedule["events"] else ""
+    lines = [("replaces", status["previous_allocation"]), ("replaced by", status["next_allocation"]),
+             ("attempts", attempts), ("next at", reschedule["next_at"] or "")]
+    if any(value for _, value in lines):
+        click.echo("Rescheduling")
+        for label, value in lines:
+            if value:
+                click.echo(f"  {label:<12}{value}")
 
 
 @alloc.command("logs")

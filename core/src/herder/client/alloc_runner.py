@@ -44,7 +44,7 @@ from herder.context import AllocatedPort
 from herder.model import POSTSTART, POSTSTOP, PRESTART, Task
 from herder.objects import TaskEvent
 from herder.plugins.hooks import Hooks, Participants
-from herder.state import StateError, Store, TaskRecord
+from herder.state import AllocStatus, StateError, Store, TaskRecord
 
 
 class _Stage(enum.Enum):
@@ -114,13 +114,16 @@ class AllocRunner:
     the stored records of an allocation an earlier herder ran: running tasks
     are reattached, finished ones stay finished. ``on_done`` is called once
     every task is dead and cleaned up. ``max_kill_timeout`` caps every task's
-    ``kill_timeout`` and ``shutdown_delay``.
+    ``kill_timeout`` and ``shutdown_delay``. ``finished`` is the stored status
+    of an allocation that finished under an earlier herder: the runner is then
+    only its record (done, never started, nothing of it to stop).
     """
 
     def __init__(self, placed: PlacedAlloc, job_id: str, hooks: Hooks, store: Store, *,
                  on_event: Callable[[EventRecord], None], on_done: Callable[[AllocRunner], None],
                  defer_cleanup: Callable[[str, str, Participants, float], None],
-                 restored: Mapping[str, TaskRecord] | None = None, max_kill_timeout: float | None = None) -> None:
+                 restored: Mapping[str, TaskRecord] | None = None, max_kill_timeout: float | None = None,
+                 finished: AllocStatus | None = None) -> None:
         self.placed = placed
         self.job_id = job_id
         self.alloc = placed.alloc
@@ -145,6 +148,11 @@ class AllocRunner:
         self._max_kill_timeout = max_kill_timeout
         self.tasks = [self._task_runner(task, (restored or {}).get(task.task.name)) for task in placed.tasks]
         self._remaining = sum(not runner.done for runner in self.tasks)
+        self._recorded = finished
+        if finished is not None:
+            self._launched = True
+            self._tasks_dead.set()
+            self._done.set()
 
     def _task_runner(self, placed: PlacedTask, record: TaskRecord | None) -> TaskRunner:
         task = placed.task
@@ -195,6 +203,12 @@ class AllocRunner:
         return self._stop_requested.is_set() or self._killing
 
     @property
+    def stop_requested(self) -> bool:
+        """Whether the allocation was asked to stop (its desired status is ``stop``): a failed one is
+        not rescheduled then."""
+        return self._stop_requested.is_set()
+
+    @property
     def failed(self) -> bool:
         return self._state_lost or any(t.status.failed for t in self.tasks)
 
@@ -206,6 +220,8 @@ class AllocRunner:
         return self._final_status()
 
     def _final_status(self) -> str:
+        if self._recorded is not None:
+            return self._recorded
         if self.failed:
             return "failed"
         return "stopped" if self._stop_requested.is_set() else "complete"

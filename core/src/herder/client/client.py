@@ -10,11 +10,13 @@ them. Every front end (``herder run``, the agent) is a thin layer over it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,10 +32,12 @@ from herder.client.hooks.services import ServicesPlugin
 from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
+from herder.client.replacements import Replacements
+from herder.client.reschedule import RescheduleEvent
 from herder.client.runtime import shared_runtime
 from herder.client.sessions import SessionLock, is_alive
 from herder.client.task_runner import TaskRunner
-from herder.client.taskdir import make_data_dir
+from herder.client.taskdir import make_data_dir, move_alloc_data
 from herder.client.users import denied_users
 from herder.client.versions import Versions
 from herder.context import AllocatedPort, TaskContext
@@ -43,7 +47,18 @@ from herder.model import Group, Job, Task
 from herder.objects import TaskEvent
 from herder.plugins.hooks import Hooks
 from herder.sdk import UnsafePathError
-from herder.state import AllocRecord, JobRecord, PortRecord, StateError, Store, TaskRecord, job_id
+from herder.state import (
+    LIVE_STATUSES,
+    AllocRecord,
+    AllocStatus,
+    JobRecord,
+    PortRecord,
+    PreviousRecord,
+    StateError,
+    Store,
+    TaskRecord,
+    job_id,
+)
 from herder.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -117,6 +132,8 @@ class Client:
         """Every job's submissions still known, numbered."""
         self.deployments = Deployments(self.alloc, self.checks)
         """The health of each job version's new allocations, as its update strategy says."""
+        self.replacements = Replacements(self)
+        """The failed allocations to replace, each after its group's reschedule delay."""
 
     def __enter__(self) -> Client:
         return self
@@ -135,11 +152,15 @@ class Client:
                 attributes.update(fingerprint.attributes)
         return Node(name=self.config.node_name, datacenter=self.config.datacenter, attributes=attributes)
 
-    def _check_drivers(self, job: Job) -> None:
+    def _check_placeable(self, job: Job) -> None:
+        """:raises PlacementError: a driver of ``job`` is unavailable, or a task's user is denied."""
         for driver in sorted({t.driver for g in job.groups for t in g.tasks}):
             fingerprint = self.fingerprints.get(driver)
             if not (fingerprint.detected and fingerprint.healthy):
                 raise PlacementError(f"driver {driver} is not available: {fingerprint.description}")
+        denied = denied_users(job, self.config.client)
+        if denied:
+            raise PlacementError("; ".join(denied))
 
     # -- allocations -------------------------------------------------------
 
@@ -180,10 +201,7 @@ class Client:
             a port cannot be had or the allocations cannot be recorded (the
             state database cannot be written); nothing is left placed.
         """
-        self._check_drivers(job)
-        denied = denied_users(job, self.config.client)
-        if denied:
-            raise PlacementError("; ".join(denied))
+        self._check_placeable(job)
         node = self.node()
         placed: list[PlacedAlloc] = []
         try:
@@ -195,6 +213,7 @@ class Client:
                 self.placement.release(alloc)
             raise
         now = time.time()
+        previous = self._previous(job)
         try:
             with self.store.transaction():
                 self.store.put_job(JobRecord(id=source.id, name=job.name, source=source.source,
@@ -203,32 +222,52 @@ class Client:
                 for alloc in placed:
                     self.store.put_alloc(self._alloc_record(alloc, source.id, now), _task_records(alloc),
                                          _port_records(alloc))
+                    before = previous.get((alloc.group.name, alloc.alloc.index))
+                    if before is not None:
+                        self.store.put_previous(PreviousRecord(alloc_id=alloc.alloc.id, previous=before))
         except StateError as exc:
             for alloc in placed:
                 self.placement.release(alloc)
             raise PlacementError(f"the allocations cannot be recorded: {exc}") from exc
+        self.replacements.cancel(job.name)  # what the job needs is placed now
         return [self._adopt(alloc, source.id) for alloc in placed]
 
-    def place_again(self, alloc: AllocRunner) -> AllocRunner:
-        """A new allocation in place of ``alloc``: its job submission, group and index, with fresh
-        ports, placed and recorded as :meth:`submit` does (not running yet: :meth:`run` starts it).
-        Nomad's scheduler so replaces an allocation stopped alone (``nomad alloc stop``).
+    def _previous(self, job: Job) -> dict[tuple[str, int], str]:
+        """The allocation each new one of ``job`` replaces, by group and index, in the groups whose
+        ``alloc/data`` follows (``ephemeral_disk``): the latest of that group and index."""
+        carried = {group.name for group in job.groups if group.ephemeral_disk.carried}
+        return {(alloc.group.name, alloc.alloc.index): alloc.alloc.id for alloc in self.allocs
+                if alloc.job.name == job.name and alloc.group.name in carried}
 
-        :raises PlacementError: a port cannot be had (a static one ``alloc`` still holds, say) or
-            the allocation cannot be recorded; nothing is left placed.
+    def place_replacement(self, previous: AllocRunner, tracker: Sequence[RescheduleEvent], *,
+                          done: tuple[str, str] | None = None) -> AllocRunner:
+        """Place one allocation in place of ``previous``: of the same job version, group and index,
+        naming ``previous`` as the one it replaces and carrying ``tracker`` (its reschedule
+        tracker: none for an allocation stopped alone, as ``nomad alloc stop`` does). It is not
+        running yet: :meth:`run` starts it (with the previous ``alloc/data`` where the group's
+        ``ephemeral_disk`` says). ``done`` is deferred work (kind, key) that this placement
+        finishes, in the same transaction.
+
+        :raises PlacementError: as :meth:`submit` (a static port ``previous`` still holds, say);
+            nothing is left placed.
         """
-        placed = self.placement.place(alloc.job, alloc.group, alloc.alloc.index, self.node())
+        self._check_placeable(previous.job)
+        placed = self.placement.place(previous.job, previous.group, previous.alloc.index, self.node())
         try:
             with self.store.transaction():
-                self.store.put_alloc(self._alloc_record(placed, alloc.job_id, time.time()), _task_records(placed),
+                self.store.put_alloc(self._alloc_record(placed, previous.job_id, time.time()), _task_records(placed),
                                      _port_records(placed))
+                self.store.put_previous(PreviousRecord(alloc_id=placed.alloc.id, previous=previous.alloc.id,
+                                                       events=[dataclasses.asdict(event) for event in tracker]))
+                if done is not None:
+                    self.store.done(*done)
         except (StateError, KeyError) as exc:  # KeyError: its submission was collected meanwhile
             self.placement.release(placed)
             raise PlacementError(f"the allocation cannot be recorded: {exc}") from exc
-        return self._adopt(placed, alloc.job_id)
+        return self._adopt(placed, previous.job_id)
 
     def restore(self, *, job_name: str | None = None, session: str | None = None,
-                keep: bool | None = None) -> list[AllocRunner]:
+                keep: bool | None = None, history: bool = False) -> list[AllocRunner]:
         """Take over the live allocations an earlier herder left on this data dir.
 
         Only allocations whose owning process is dead are taken (``job_name``,
@@ -237,12 +276,26 @@ class Client:
         restored (its job no longer loads, its ports are held, a task left a
         link where its directories were) is failed, and what of it still runs
         is stopped before this returns (see :meth:`_fail_restore`).
+
+        With ``history``, the finished allocations are taken too, as read-only
+        records of what happened (see :meth:`_recall`), so that an agent started
+        again lists what the last one did until garbage collection removes it;
+        they are not returned, as there is nothing of them to run.
         """
         restored: list[AllocRunner] = []
-        for record in self.store.allocs(job_name=job_name, live=True, session=session):
+        node = self.node()
+        alive: dict[str, bool] = {}  # by session: a data dir's history holds many allocations of few sessions
+        for record in self.store.allocs(job_name=job_name, live=None if history else True, session=session):
             if keep is not None and record.keep != keep:
                 continue
-            if record.session == self.session or is_alive(self.data_dir, record.session):
+            if record.session == self.session:
+                continue
+            if record.session not in alive:
+                alive[record.session] = is_alive(self.data_dir, record.session)
+            if alive[record.session]:
+                continue
+            if record.status not in LIVE_STATUSES:
+                self._recall(record, node)
                 continue
             if not self.store.claim_alloc(record.id, owner=record.session, by=self.session, keep=self.keep):
                 continue  # another herder took it over first
@@ -255,6 +308,22 @@ class Client:
             tasks = {task.name: task for task in self.store.tasks(record.id)}
             restored.append(self._adopt(placed, record.job_id, tasks))
         return restored
+
+    def _recall(self, record: AllocRecord, node: Node) -> None:
+        """Keep a finished allocation an earlier herder left as the read-only record of
+        what happened: its tasks' last states and events, its logs where they were.
+        Nothing of it runs, holds a port or is created: its directories are only named.
+        One whose job no longer loads stays in the state database alone, for the
+        garbage collector."""
+        try:
+            job, group = self._stored_job(record)
+        except HerderError as exc:
+            log.warning("finished allocation %s is not listed: %s", record.name, exc)
+            return
+        tasks = {task.name: task for task in self.store.tasks(record.id)}
+        created = {name: task.created for name, task in tasks.items()}
+        placed = self.placement.teardown(job, group, record.id, record.index, node, created)
+        self._adopt(placed, record.job_id, tasks, finished=record.status)
 
     def _fail_restore(self, record: AllocRecord, message: str) -> None:
         """Fail an allocation that cannot be restored, telling each task why.
@@ -321,10 +390,11 @@ class Client:
             return None
         return interpolate_task(found.task, found.make_lookup(dict(found.ctx.env))), found.ctx
 
-    def _adopt(self, placed: PlacedAlloc, job: str, restored: dict[str, TaskRecord] | None = None) -> AllocRunner:
+    def _adopt(self, placed: PlacedAlloc, job: str, restored: dict[str, TaskRecord] | None = None, *,
+               finished: AllocStatus | None = None) -> AllocRunner:
         runner = AllocRunner(placed, job, self.hooks, self.store, on_event=self._on_event,
                              on_done=self._alloc_done, defer_cleanup=self.deferred.add, restored=restored,
-                             max_kill_timeout=self.config.client.max_kill_timeout)
+                             max_kill_timeout=self.config.client.max_kill_timeout, finished=finished)
         with self._lock:
             self._allocs[placed.alloc.id] = runner
         return runner
@@ -334,7 +404,32 @@ class Client:
         (see :mod:`herder.client.runtime`), not a thread per allocation or task."""
         pool = shared_runtime().pool
         for alloc in allocs:
-            pool.submit(alloc.start)
+            pool.submit(functools.partial(self._start, alloc))
+
+    def _start(self, alloc: AllocRunner) -> None:
+        # Before its first task starts (an allocation restored before it ran included), never after.
+        if alloc.group.ephemeral_disk.carried and all(t.status.state == "pending" for t in alloc.tasks):
+            self._take_data(alloc)
+        alloc.start()
+
+    def _take_data(self, alloc: AllocRunner) -> None:
+        """Give a new allocation the ``alloc/data`` of the one it replaces, whose tasks are dead
+        (a rescheduled one failed; an updated one was stopped before its replacement starts)."""
+        record = self.store.previous(alloc.alloc.id)
+        if record is None or self.store.alloc(record.previous) is None:
+            return  # it replaces none, or the previous one was collected
+        try:
+            move_alloc_data(self.data_dir, record.previous, alloc.alloc.id)
+        except FileNotFoundError:
+            return  # the previous allocation's directories are gone
+        except (OSError, UnsafePathError) as exc:
+            for runner in alloc.tasks:
+                runner.emit(events.ALLOC_DATA_NOT_MOVED, f"alloc/data of allocation {record.previous} "
+                            f"not moved: {exc}", previous=record.previous)
+            return
+        for runner in alloc.tasks:
+            runner.emit(events.ALLOC_DATA_MOVED, f"alloc/data moved from allocation {record.previous}",
+                        previous=record.previous)
 
     def forget(self, alloc_id: str) -> None:
         """Let go of a finished allocation whose directory and state are gone (the garbage collector's)."""
@@ -346,6 +441,7 @@ class Client:
         self.placement.release(alloc.placed)
         with contextlib.suppress(StateError):  # kept for the next commit; the store reports the failure
             self.store.release_ports(alloc.alloc.id, wait=False)
+        self.replacements.alloc_done(alloc)
         self.on_alloc_done(alloc)
 
     def _state_failed(self, exc: StateError) -> None:
@@ -407,6 +503,7 @@ class Client:
         """
         self.fingerprints.stop()
         self.deferred.stop()
+        self.replacements.stop()
         for plugin in reversed(self.builtins):
             plugin.close()
         self.hooks.remove_builtins(plugin.name for plugin in self.builtins)

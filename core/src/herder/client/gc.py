@@ -24,7 +24,9 @@ nobody knows of.
 Only a finished allocation whose cleanup is done is collected: its runner has
 returned (every task dead, its drivers' cleanup run) or, left by a herder that
 is gone, its stored status is final; none with a cleanup step deferred for
-later (:class:`herder.CleanupLater`). A running allocation, one that may yet
+later (:class:`herder.CleanupLater`), none whose replacement is still to be
+placed (:mod:`herder.client.replacements`) or to start (it may take its
+``alloc/data``). A running allocation, one that may yet
 be reattached, and one of another live herder on the same data dir are never
 touched.
 """
@@ -43,7 +45,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from herder.background import Background
-from herder.client.deferred import KIND as DEFERRED_CLEANUP
 from herder.client.sessions import is_alive
 from herder.client.taskdir import mounts_beneath, remove_alloc_dir
 from herder.errors import HerderError
@@ -169,10 +170,25 @@ class GarbageCollector:
             self._parents = {job_id: parent for job_id, parent in self._parents.items() if job_id in kept}
             return collected
 
+    def collect_allocs(self, alloc_ids: Iterable[str]) -> list[str]:
+        """Collect the allocations of ``alloc_ids`` that are finished and cleaned up now, whatever
+        their age (a job purged); the IDs of those removed."""
+        wanted = set(alloc_ids)
+        with self._collecting:
+            finished = self._finished(r for r in self.client.store.allocs() if r.id in wanted)
+            mounts = mounts_beneath(Path(os.path.realpath(self.client.data_dir / "allocs")))
+            removed = [a.record.id for a in finished if self._remove(a.record, mounts)]
+        if removed:
+            self._on_collected(removed)
+        return removed
+
     def _finished(self, records: Iterable[AllocRecord]) -> list[_Finished]:
         """The allocations of ``records`` that are finished, cleaned up, and this herder's to collect."""
         client = self.client
-        deferred = {str(work.payload.get("alloc_id")) for work in client.store.deferred(DEFERRED_CLEANUP)}
+        # Deferred work names its allocation: a cleanup step to finish, a replacement to place. An
+        # allocation a replacement not started yet replaces may still give it its alloc/data.
+        deferred = {str(work.payload.get("alloc_id")) for work in client.store.deferred()}
+        deferred |= client.store.awaited()
         found: list[_Finished] = []
         for record in records:
             if record.status in LIVE_STATUSES or record.id in deferred:

@@ -108,12 +108,13 @@ class Placement:
 
     def teardown(self, job: Job, group: Group, alloc_id: str, index: int, node: Node,
                  created: Mapping[str, Sequence[tuple[str, str]]]) -> PlacedAlloc:
-        """The contexts of an allocation that cannot be restored, to stop what of it still runs.
+        """The contexts of an allocation whose tasks are not to run again: one that cannot be
+        restored, to stop what of it still runs, or a finished one, kept as its record.
 
         They hold no port and create or check no directory: the directories
         are only named (a task may have left links where they were, which is
-        why the allocation cannot be restored; what writes there opens them
-        safely)."""
+        why the allocation cannot be restored; what writes or reads there
+        opens them safely)."""
         return self._build(job, group, alloc_id, index, node, {}, created, make_dirs=False)
 
     def release(self, placed: PlacedAlloc) -> None:

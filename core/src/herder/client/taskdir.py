@@ -170,6 +170,31 @@ def remove_alloc_dir(data_dir: Path, alloc_id: str, mounts: Sequence[Path] | Non
             pass
 
 
+def move_alloc_data(data_dir: Path, previous: str, alloc_id: str) -> None:
+    """Move ``alloc/data`` of allocation ``previous`` into allocation ``alloc_id`` in place of its
+    empty one: a rename within the data dir, through directory descriptors, following no link.
+    The previous allocation's tasks are dead: nothing writes there any more.
+
+    :raises UnsafePathError: a link, or anything but a directory, where either allocation's
+        ``alloc`` or the previous ``alloc/data`` should be; nothing is moved.
+    :raises FileNotFoundError: the previous allocation's directories are gone.
+    :raises OSError: the replacement's ``alloc/data`` is not empty, or the rename failed (the
+        previous one is a mount point, say).
+    """
+    with (safe_root(data_dir) as data,
+          open_beneath(data, f"allocs/{previous}/{ALLOC_SHARED}") as source,
+          open_beneath(data, f"allocs/{alloc_id}/{ALLOC_SHARED}") as target):
+        if not stat.S_ISDIR(os.stat("data", dir_fd=source, follow_symlinks=False).st_mode):
+            where = alloc_dir_path(data_dir, previous) / ALLOC_SHARED / "data"
+            raise UnsafePathError(str(where), "not a directory (a task left something else there)")
+        os.rmdir("data", dir_fd=target)
+        try:
+            os.rename("data", "data", src_dir_fd=source, dst_dir_fd=target)
+        except OSError:
+            os.close(make_dir(target, "data", SHARED_DIRS["data"]))  # it starts with an empty one after all
+            raise
+
+
 def mounts_beneath(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:
     """The mount points at or below ``path`` (with no link in it) in this process's mount namespace."""
     found: list[Path] = []

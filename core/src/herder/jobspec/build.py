@@ -17,6 +17,7 @@ from typing import Any, overload
 
 from herder.jobspec.cron import CronError, load_zone, parse_cron
 from herder.jobspec.paths import Path
+from herder.jobspec.reschedule import ephemeral_disk, reschedule_policy
 from herder.model import (
     PAYLOAD_OPTIONAL,
     Artifact,
@@ -210,6 +211,8 @@ class _Builder:
             meta=_texts(spec.get("meta")),
             ports=ports,
             services=services,
+            reschedule=reschedule_policy(self.spec, spec, path, self.problem),
+            ephemeral_disk=ephemeral_disk(spec.get("ephemeral_disk", {})),
         )
 
     def restart_fields(self, spec: dict[str, Any]) -> dict[str, Any]:

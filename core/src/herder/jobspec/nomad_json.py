@@ -1,7 +1,8 @@
 """Nomad's JSON job format, the one its HTTP API takes and ``nomad job run -output`` prints.
 
 ``{"Job": {"ID": ..., "TaskGroups": [{"Tasks": [...]}]}}``: capitalised keys,
-null for "the default", durations in nanoseconds, ports split into
+null (or the zero value of a field Go cannot tell from unset, :mod:`.nomad_structs`)
+for "the default", durations in nanoseconds, ports split into
 ``ReservedPorts`` and ``DynamicPorts`` of a list of ``Networks``. A ``.json``
 file in this shape is told apart from the canonical form by its content (a
 top-level ``Job`` map) and converted to the canonical document here, key by
@@ -16,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from herder.jobspec.nomad_structs import JOB, NETWORK, PORT, Struct, canonical_name, field_struct, normalized
 from herder.sdk.durations import parse_duration
 
 _NANOSECONDS = 1e9
@@ -40,19 +42,7 @@ _RENAMED = {
 # Maps whose keys are the user's own (driver config, env, meta, ...): copied as they are.
 _VERBATIM = {"Config", "Env", "Meta", "Header", "GetterOptions", "GetterHeaders", "CanaryMeta", "TaggedAddresses"}
 # Fields Nomad gives in nanoseconds that are durations in herder's document.
-_DURATIONS = {"KillTimeout", "ShutdownDelay", "Interval", "Delay", "Timeout", "Grace", "Splay"}
-# Fields of a job set by Nomad's servers, not by the job's author (``nomad job inspect`` shows them).
-_SERVER_FIELDS = {
-    "Stop", "Status", "StatusDescription", "Stable", "Version", "SubmitTime", "CreateIndex", "ModifyIndex",
-    "JobModifyIndex", "ParentID", "Dispatched", "DispatchIdempotencyToken", "Payload", "VersionTag",
-    "NomadTokenID", "ConsulNamespace", "VaultNamespace", "ID",
-}
-# Values Nomad writes for "the default" (or its only choice), by the map they are in.
-_UNSET = {
-    "periodic": {"Spec": "", "SpecType": "cron", "TimeZone": ""},
-    "parameterized": {"Payload": ""},
-    "tasks": {"Kind": ""},
-}
+_DURATIONS = {"KillTimeout", "ShutdownDelay", "Interval", "Delay", "MaxDelay", "Timeout", "Grace", "Splay"}
 
 
 def is_nomad_json(document: Any) -> bool:
@@ -61,9 +51,10 @@ def is_nomad_json(document: Any) -> bool:
 
 
 def from_nomad(document: dict[str, Any]) -> dict[str, Any]:
-    """The canonical document of a job in Nomad's JSON shape."""
-    spec = document["Job"]
-    job = _convert(spec, "job")
+    """The canonical document of a job in Nomad's JSON shape; a field at its unset value
+    (:mod:`herder.jobspec.nomad_structs`) is left out, as Nomad's decoder leaves it."""
+    spec = normalized(document["Job"])
+    job = _convert({k: v for k, v in spec.items() if k not in ("ID", "Name")}, JOB)
     name = spec.get("Name") or spec.get("ID")
     if name is not None:
         job = {"name": name, **job}
@@ -74,28 +65,24 @@ def _snake(key: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).lower()
 
 
-def _convert(spec: dict[str, Any], where: str) -> dict[str, Any]:
-    """Convert one map; ``where`` is its canonical key (``groups``, ``tasks``, ...)."""
+def _convert(spec: dict[str, Any], struct: Struct | None) -> dict[str, Any]:
+    """Convert one map of Nomad's ``struct`` (None: one the table does not describe), its unset fields out."""
     out: dict[str, Any] = {}
-    unset = _UNSET.get(where, {})
     for key, value in spec.items():
-        if value is None or (where == "job" and key in _SERVER_FIELDS) or (key in unset and value == unset[key]):
-            continue  # null is Nomad's "the default"
         if key == "Networks":
             if value:
                 out["network"] = _network(value[0])
             continue
-        if key == "Lifecycle" and isinstance(value, dict) and not value.get("Hook"):
-            continue  # Nomad writes an empty lifecycle for a main task
-        name = _RENAMED.get(key) or _snake(key)
+        name = canonical_name(struct, key) or _RENAMED.get(key) or _snake(key)
+        inner = field_struct(struct, key)
         if key in _VERBATIM:
             out[name] = value
         elif key in _DURATIONS and isinstance(value, (int, float)) and not isinstance(value, bool):
             out[name] = value / _NANOSECONDS
         elif isinstance(value, dict):
-            out[name] = _convert(value, name)
+            out[name] = _convert(value, inner)
         elif isinstance(value, list):
-            out[name] = [_convert(item, name) if isinstance(item, dict) else item for item in value]
+            out[name] = [_convert(item, inner) if isinstance(item, dict) else item for item in value]
         else:
             out[name] = value
     return out
@@ -103,14 +90,12 @@ def _convert(spec: dict[str, Any], where: str) -> dict[str, Any]:
 
 def _network(spec: dict[str, Any]) -> dict[str, Any]:
     """A Nomad network: ``ReservedPorts`` (static) and ``DynamicPorts`` become ``ports``."""
-    # Nomad prints ``"Mode": ""`` for the default (host) mode.
-    kept = {key: value for key, value in spec.items()
-            if key not in ("ReservedPorts", "DynamicPorts") and not (key == "Mode" and value == "")}
-    out = _convert(kept, "network")
+    out = _convert({key: value for key, value in spec.items() if key not in ("ReservedPorts", "DynamicPorts")},
+                   NETWORK)
     ports: list[dict[str, Any]] = []
     for reserved, key in ((True, "ReservedPorts"), (False, "DynamicPorts")):
         for port in spec.get(key) or []:
-            converted = _convert({k: v for k, v in port.items() if k not in ("Value", "To")}, "ports")
+            converted = _convert({k: v for k, v in port.items() if k not in ("Value", "To")}, PORT)
             if reserved and port.get("Value"):
                 converted["static"] = port["Value"]
             if port.get("To", 0) > 0:  # 0: none, -1: the host port, as herder does without ``to``
@@ -159,6 +144,8 @@ def _back(spec: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _back_name(key: str, where: str) -> str:
+    if where in ("services", "checks") and key == "task":
+        return "TaskName"
     if where == "artifacts" and key in ("source", "destination"):
         return {"source": "GetterSource", "destination": "RelativeDest"}[key]
     if where == "templates" and key == "env":

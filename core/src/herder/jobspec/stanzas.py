@@ -50,14 +50,14 @@ _NETWORK = _Block(
 )
 _CHECK = _Block(
     frozenset({
-        "expose", "advertise", "notes", "tls_server_name", "success_before_passing",
+        "id", "expose", "advertise", "notes", "tls_server_name", "success_before_passing",
         "failures_before_critical", "failures_before_warning", "body", "on_update",
     }),
     "check",
 )
 _SERVICE = _Block(
     frozenset({
-        "canary_tags", "enable_tag_override", "address", "connect", "canary_meta",
+        "id", "canary_tags", "enable_tag_override", "address", "connect", "canary_meta",
         "tagged_addresses", "task", "on_update", "identity", "weights", "provider", "cluster", "kind",
     }),
     "service",
@@ -84,7 +84,7 @@ _TASK = _Block(
 )
 _GROUP = _Block(
     frozenset({
-        *_AFFINITIES, "update", "migrate", "reschedule", "vault", "ephemeral_disk", "volume", "scaling",
+        *_AFFINITIES, "update", "migrate", "vault", "volume", "scaling",
         "disconnect", "max_client_disconnect", "stop_after_client_disconnect", "prevent_reschedule_on_lost",
         "max_run_duration", "consul", "shutdown_delay",
     }),
@@ -94,7 +94,7 @@ _GROUP = _Block(
 )
 _JOB = _Block(
     frozenset({
-        *_AFFINITIES, "update", "migrate", "reschedule", "vault", "vault_token", "vault_namespace",
+        *_AFFINITIES, "update", "migrate", "vault", "vault_token", "vault_namespace",
         "consul_token", "consul_namespace", "priority", "all_at_once", "id",
         "namespace", "node_pool", "multiregion", "ui",
     }),

@@ -59,6 +59,23 @@ def validate_task_configs(job: Job, schemas: Mapping[str, dict[str, Any] | None]
     return errors
 
 
+def merge_blocks(config: Mapping[str, Any], schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``config`` with each list of maps made one map where ``schema`` wants a map, as Nomad's drivers
+    read a block of their config: Nomad's HCL 2 writes a block (``port_map { http = 80 }``) as a list
+    of one map in its JSON, herder's HCL as the map itself."""
+    properties = (schema or {}).get("properties") or {}
+    merged = dict(config)
+    for key, value in config.items():
+        wanted = properties.get(key)
+        if not isinstance(wanted, Mapping) or wanted.get("type") != "object":
+            continue
+        if isinstance(value, list) and value and all(isinstance(item, Mapping) for item in value):
+            value = {name: item for block in value for name, item in block.items()}
+        if isinstance(value, Mapping):
+            merged[key] = merge_blocks(value, wanted)
+    return merged
+
+
 def _config_problems(config: dict[str, Any], schema: dict[str, Any] | None) -> list[Problem]:
     if schema is None:
         return []

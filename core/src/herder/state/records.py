@@ -142,6 +142,17 @@ class PortRecord:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PreviousRecord:
+    """The allocation ``previous`` that allocation ``alloc_id`` replaces (a reschedule of a failed
+    one, or an update's), and the reschedules that led to it, oldest first: each a
+    ``{"time", "previous", "delay"}`` (epoch seconds, an allocation ID, seconds)."""
+
+    alloc_id: str
+    previous: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Deferred:
     """Work to do at ``due`` (epoch seconds) even if this process dies first,
     such as removing an image after a delay. ``kind`` and ``key`` identify it."""

@@ -135,5 +135,18 @@ def _add_parents(db: sqlite3.Connection) -> None:
     """)
 
 
-MIGRATIONS: list[Migration] = [_create_schema, _add_parents]
+def _add_previous(db: sqlite3.Connection) -> None:
+    # The allocation an allocation replaces, and the replacements that led to it (its reschedule
+    # tracker). No reference to the previous one: it may be collected before its replacement.
+    db.execute("""
+        CREATE TABLE previous (
+            alloc_id TEXT PRIMARY KEY REFERENCES allocs (id) ON DELETE CASCADE,
+            previous TEXT NOT NULL,
+            events   TEXT NOT NULL  -- JSON list of {"time", "previous", "delay"}, oldest first
+        )
+    """)
+    db.execute("CREATE INDEX previous_by_previous ON previous (previous)")
+
+
+MIGRATIONS: list[Migration] = [_create_schema, _add_parents, _add_previous]
 """Migration ``n`` (from 0) takes the schema from version ``n`` to ``n + 1``."""

@@ -13,12 +13,13 @@ from herder.state.tables.deferred import DeferredWork
 from herder.state.tables.events import Events
 from herder.state.tables.jobs import Jobs, Parents
 from herder.state.tables.ports import Ports
+from herder.state.tables.previous import Previous
 from herder.state.tables.tasks import Tasks
 
 
-class Store(Jobs, Parents, Allocs, Tasks, Ports, Events, DeferredWork):
-    """The client's state: jobs, allocations, task states, ports, events and
-    deferred work, in the SQLite database at ``path`` (created if missing).
+class Store(Jobs, Parents, Allocs, Tasks, Ports, Events, DeferredWork, Previous):
+    """The client's state: jobs, allocations, task states, ports, events,
+    deferred work and what each allocation replaces, in the SQLite database at ``path`` (created if missing).
 
     Each family's methods are its table's (:mod:`herder.state.tables`); every
     one of them goes through the commit engine, :class:`~herder.state.database.Database`,

@@ -18,20 +18,22 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from herder import app
 from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
-from herder.agent.nomad import memo, models, routes_alloc
+from herder.agent.nomad import memo, models, routes_agent, routes_alloc, routes_jobs
 from herder.agent.nomad.blocking import Blocking, BlockingQuery, document
 from herder.agent.nomad.frames import FRAME_SIZE, HEARTBEAT, HEARTBEAT_FRAME, Framer
 from herder.agent.nomad.ledger import Ledger
-from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign
+from herder.agent.nomad.plan import enforce_index
+from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign, multierror
 from herder.agent.samesite import Hosts, SameSite
 from herder.app import Agent, Conflict, NotFound
 from herder.client.logtail import LogTail
@@ -91,20 +93,28 @@ class NomadGuard(Guard):
                                  "or set NOMAD_TOKEN)", status_code=403)
 
 
-def asgi(agent: Agent, events: EventLog, address: str) -> ASGIApp:
-    """The Nomad-compatible application of ``agent`` listening at ``address`` (``host:port``), guarded as
-    herder's: the same site's requests only (whose JSON Nomad's clients send without a Content-Type),
-    then the token."""
-    guarded = NomadGuard(create_app(agent, events, address), agent.config.token)
-    return SameSite(guarded, Hosts.of(agent.config, address), refuse, untyped_json=True)
+def asgi(agent: Agent, events: EventLog, address: str, ui_address: str) -> ASGIApp:
+    """The Nomad-compatible application of ``agent`` listening at ``address`` (``host:port``; its main
+    listener, with the web UI, at ``ui_address``), guarded as herder's: the same site's requests only
+    (whose JSON Nomad's clients send without a Content-Type), then the token."""
+    guarded = NomadGuard(create_app(agent, events, address, ui_address), agent.config.token)
+
+    async def front(scope: Scope, receive: Receive, send: Send) -> None:
+        # Nomad's root is its web UI (``nomad ui`` without a job opens it), here as its /ui/ redirect.
+        if scope["type"] == "http" and scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
+            await RedirectResponse("/ui/", status_code=307)(scope, receive, send)
+            return
+        await guarded(scope, receive, send)
+
+    return SameSite(front, Hosts.of(agent.config, address), refuse, untyped_json=True)
 
 
-def refuse(status: int, message: str) -> ASGIApp:
+def refuse(status: int, message: str) -> Response:
     """A request :class:`SameSite` refuses, answered as Nomad answers a refusal: plain text."""
     return PlainTextResponse(f"Permission denied: {message}" if status == 403 else message, status_code=status)
 
 
-def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
+def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) -> FastAPI:
     ledger = Ledger(agent, events)
     shapes = Shapes(agent, ledger, address)
     api = FastAPI(title="herder agent: Nomad-compatible API", version=agent.version, responses=ERRORS,
@@ -125,9 +135,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     @api.exception_handler(JobError)
     @api.exception_handler(DispatchError)
     async def invalid(_: Request, exc: JobError | DispatchError) -> Response:
-        count = len(exc.errors)
-        text = f"{count} error{'s' if count != 1 else ''} occurred:\n" + "".join(f"\t* {e}\n" for e in exc.errors)
-        return PlainTextResponse(text, status_code=400)
+        return PlainTextResponse(multierror(exc.errors), status_code=400)
 
     @api.exception_handler(PlacementError)
     async def unplaced(_: Request, exc: PlacementError) -> Response:
@@ -175,10 +183,6 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
     async def agent_health() -> Response:
         return json_answer({"client": {"ok": True, "message": "ok"}}, ledger.index())
 
-    @api.get("/v1/agent/members")
-    async def members() -> Response:
-        return json_answer({"ServerName": "", "ServerRegion": "", "ServerDC": "", "Members": None}, ledger.index())
-
     @api.get("/v1/status/leader", responses=ok(str))
     async def leader() -> Response:
         return json_answer(address, ledger.index())
@@ -205,7 +209,13 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
         shapes.check_node(node_id)
         return await blocking(request, query, shapes.node)
 
+    routes_agent.register(api, agent, events, ledger, shapes, answer=json_answer, decode=decode,
+                          ui_address=ui_address)
+
     # -- jobs ----------------------------------------------------------------------
+
+    # Before the routes of /v1/job/{name}, which would take .../plan for a job's name.
+    routes_jobs.register(api, agent, ledger, shapes, answer=json_answer, decode=decode)
 
     @api.get("/v1/jobs", responses=ok(list[models.JobListStub]))
     async def jobs(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
@@ -226,15 +236,26 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
     def register_job(body: models.JobRegisterRequest) -> Response:
         job = body.Job
-        text = json.dumps({"Job": job})
-        name, allocs, warnings = agent.submit(text, "json", {}, "nomad-api")
+        if body.EnforceIndex:  # nomad job run -check-index
+            enforce_index(shapes.job_modify_index(str(job.get("ID") or job.get("Name") or "")), body.JobModifyIndex)
+        name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
         evaluation_id, index = "", ledger.index()
         if agent.parent(name) is None:  # Nomad evaluates no periodic or parameterized job until it launches
             evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs, job)
             evaluation_id, index = evaluation.id, evaluation.create_index
         return json_answer(models.JobRegisterResponse(EvalID=evaluation_id, EvalCreateIndex=index,
-                                                      JobModifyIndex=index, Warnings="\n".join(warnings),
+                                                      JobModifyIndex=shapes.job_modify_index(name) or index,
+                                                      Warnings="\n".join(warnings),
                                                       LastIndex=index), index)
+
+    @api.put("/v1/validate/job", responses=ok(models.JobValidateResponse),
+             openapi_extra=body(models.JobValidateRequest))
+    @api.post("/v1/validate/job", openapi_extra=body(models.JobValidateRequest))
+    async def validate(request: Request) -> Response:
+        """Check a job as a registration does and run nothing (``nomad job validate``)."""
+        scoped(request)
+        body = await decode(request, models.JobValidateRequest)
+        return json_answer(await asyncio.to_thread(shapes.validation, body.Job), ledger.index())
 
     @api.put("/v1/jobs/parse", openapi_extra=body(models.JobParseRequest))
     @api.post("/v1/jobs/parse", openapi_extra=body(models.JobParseRequest))
@@ -324,10 +345,10 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
     @api.delete("/v1/job/{name:path}", responses=ok(models.JobDeregisterResponse))
     def deregister(request: Request, name: Id, purge: bool = False) -> Response:
-        """Stop the job (Nomad's ``purge`` also forgets it: herder's collector forgets a stopped job
-        once its allocations are collected, so purge stops it as a stop does)."""
+        """Stop the job; with ``purge``, forget it too: it is listed no more, and its allocations are
+        collected once stopped."""
         scoped(request, write=True)
-        stopped = agent.stop_job(name)
+        stopped = agent.purge_job(name) if purge else agent.stop_job(name)
         job_type = stopped[0].job.type if stopped else "service"
         evaluation = ledger.evaluate(name, job_type, "job-deregister", stopped)
         return json_answer(models.JobDeregisterResponse(
@@ -491,7 +512,7 @@ def create_app(agent: Agent, events: EventLog, address: str) -> FastAPI:
 
     # `nomad alloc exec`: herder's own exec WebSocket, whose frames are Nomad's.
     exec_ws.register(api, agent, "/v1/client/allocation/{alloc_id}/exec",
-                     authorized=functools.partial(carries_token, agent.config.token))
+                     authorized=functools.partial(carries_token, agent.config.token), error=refuse)
     document(api)
     return api
 

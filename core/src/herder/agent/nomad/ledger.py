@@ -69,6 +69,8 @@ class Evaluation:
     created: int
     """Unix nanoseconds."""
     deployment: str = ""
+    wait_until: float | None = None
+    """A follow-up evaluation's time (epoch seconds): when a failed allocation is replaced."""
 
 
 class Ledger:
@@ -82,10 +84,14 @@ class Ledger:
         self._changes = 0
         self._evaluations: dict[str, Evaluation] = {}
         self._alloc_evals: dict[str, str] = {}
+        self._followups: dict[str, Evaluation] = {}  # failed allocation ID -> its follow-up evaluation
         self._created: dict[str, int] = {}
         self._alloc_indexes: dict[str, int] = {}
         self._deployment_indexes: dict[str, tuple[int, int, int]] = {}
         """Each deployment's create index, and its modify index with the revision it was made at."""
+        self._job_indexes: dict[str, tuple[tuple[str, bool], int]] = {}
+        """Each job's latest state seen here (its submission, and whether it is stopped), and the index at
+        which it was seen first."""
 
     # -- indexes --------------------------------------------------------------
 
@@ -93,6 +99,12 @@ class Ledger:
         """The current index: it grows with every task event and every change made here (never 0)."""
         with self._lock:
             return 1 + self.events.last + self._changes
+
+    def change(self) -> int:
+        """Count a change made elsewhere that a watcher reads (the node's drain, its eligibility); the index
+        it makes."""
+        with self._lock:
+            return self._bump()
 
     def _bump(self) -> int:
         """Count a change (the lock held); the index it makes."""
@@ -112,6 +124,10 @@ class Ledger:
                                     allocs=[a.alloc.id for a in allocs], create_index=index,
                                     created=time.time_ns())
             fresh = [a for a in allocs if a.alloc.id not in self._alloc_evals]
+            state = (allocs[0].job_id, triggered_by == "job-deregister") if allocs else None
+            if state and triggered_by in ("job-register", "job-deregister") and \
+                    self._job_indexes.get(job, (None, 0))[0] != state:  # a job submitted again unchanged keeps it
+                self._job_indexes[job] = (state, index)
             for alloc in fresh:
                 self._alloc_evals[alloc.alloc.id] = evaluation.id
                 self._alloc_indexes[alloc.alloc.id] = index
@@ -138,6 +154,20 @@ class Ledger:
     def _deployment_id(self, alloc_id: str) -> str:
         deployment = self._deployments.of(alloc_id)
         return deployment.id if deployment else ""
+    def followup(self, alloc: AllocRunner, due: float) -> Evaluation:
+        """The evaluation that replaces failed allocation ``alloc`` at ``due`` (Nomad's follow-up
+        evaluation, which its ``alloc status`` reads the next reschedule time from)."""
+        with self._lock:
+            found = self._followups.get(alloc.alloc.id)
+            if found is None or found.wait_until != due:
+                index = self._bump()
+                found = Evaluation(id=found.id if found else str(uuid.uuid4()), job=alloc.job.name,
+                                   job_type=alloc.job.type, triggered_by="alloc-failure", allocs=[],
+                                   create_index=index, created=time.time_ns(), wait_until=due)
+                self._followups[alloc.alloc.id] = found
+                self._evaluations[found.id] = found
+            return found
+
     def evaluation(self, eval_id: str) -> Evaluation:
         with self._lock:
             found = self._evaluations.get(eval_id)
@@ -191,6 +221,15 @@ class Ledger:
 
     # -- jobs -------------------------------------------------------------------
 
+    def job_modify_index(self, job: str, version: str, stopped: bool) -> int:
+        """The index at which submission ``version`` of ``job`` was registered (or stopped): Nomad's
+        ``JobModifyIndex``, which ``nomad job run -check-index`` compares. A submission made before this
+        agent, or through herder's own API, gets the index at which it is first asked about."""
+        with self._lock:
+            known = self._job_indexes.get(job)
+            if known is None or known[0] != (version, stopped):
+                known = self._job_indexes[job] = ((version, stopped), 1 + self.events.last + self._changes)
+            return known[1]
     def created(self, alloc: AllocRunner) -> int:
         """When ``alloc`` was placed, in Unix nanoseconds."""
         alloc_id = alloc.alloc.id

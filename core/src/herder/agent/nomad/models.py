@@ -230,6 +230,23 @@ class AllocatedResources(Nomad):
 _AllocatedResources = AllocatedResources
 
 
+class RescheduleEvent(Nomad):
+    RescheduleTime: int
+    """Unix nanoseconds."""
+    PrevAllocID: str
+    PrevNodeID: str
+    Delay: int
+    """Nanoseconds."""
+
+
+class RescheduleTracker(Nomad):
+    Events: list[RescheduleEvent]
+    LastReschedule: str = "ok"
+
+
+_RescheduleTracker = RescheduleTracker
+
+
 class AllocationListStub(Nomad):
     ID: str
     EvalID: str = ""
@@ -248,7 +265,7 @@ class AllocationListStub(Nomad):
     TaskStates: dict[str, TaskState] = Field(default_factory=dict)
     DeploymentStatus: AllocDeploymentStatus | None = None
     FollowupEvalID: str = ""
-    RescheduleTracker: None = None
+    RescheduleTracker: _RescheduleTracker | None = None
     PreemptedAllocations: list[str] | None = None
     PreemptedByAllocation: str = ""
     CreateIndex: int = 0
@@ -394,6 +411,20 @@ class JobRegisterRequest(BaseModel):
     PreserveCounts: bool = False
 
 
+class JobValidateRequest(BaseModel):
+    """``PUT /v1/validate/job``: a job in Nomad's JSON, checked and not run."""
+
+    model_config = ConfigDict(extra="ignore")
+    Job: dict[str, Any]
+
+
+class JobValidateResponse(Nomad):
+    DriverConfigValidated: bool = False
+    ValidationErrors: list[str] | None = None
+    Error: str = ""
+    Warnings: str = ""
+
+
 class JobParseRequest(BaseModel):
     """``POST /v1/jobs/parse``: a job file in HCL, to be given back in Nomad's JSON."""
 
@@ -472,6 +503,7 @@ class NodeListStub(Nomad):
 
 class Node(NodeListStub):
     HTTPAddr: str = ""
+    DrainStrategy: dict[str, Any] | None = None
     Resources: _Resources = Field(default_factory=_Resources)
     Reserved: _Resources = Field(default_factory=_Resources)
     TLSEnabled: bool = False

@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import platform
 import time
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path as FilePath
 from typing import Any
 
@@ -22,13 +23,21 @@ from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment
 from herder.client.placement import GROUP_PORTS
 from herder.context import AllocatedPort
+from herder.errors import JobError
 from herder.jobspec.nomad_json import to_nomad
-from herder.model import PortSpec, Task
+from herder.jobspec.nomad_structs import normalized
+from herder.jobspec.task_config import merge_blocks
+from herder.model import Job, PortSpec, Task
 from herder.objects import TaskEvent, TaskStats
 
 REGION = "global"
 NAMESPACE = "default"
+NOMAD_VERSION = "1.1.2"
+"""The version of Nomad whose API the listener speaks, which it answers as its own (herder's is beside it)."""
 
+JOB_DEFAULTS: dict[str, Any] = {"Region": REGION, "Namespace": NAMESPACE, "Priority": 50, "AllAtOnce": False}
+"""What a Nomad server fills in a job that leaves it out (:meth:`Shapes.job_document` does too), and
+so reads as unset in a job given: ``nomad job inspect``'s output sent back is the same job."""
 CLIENT_DESCRIPTION = {"pending": "No tasks have started", "running": "Tasks are running",
                       "complete": "All tasks have completed", "failed": "Failed tasks"}
 """Nomad's description of each ``ClientStatus``."""
@@ -54,6 +63,16 @@ def foreign(request: Request) -> bool:
     return request.query_params.get("namespace", NAMESPACE) not in (NAMESPACE, "*", "")
 
 
+def _same(value: Any, default: Any) -> bool:
+    return type(value) is type(default) and value == default
+
+
+def multierror(errors: list[str]) -> str:
+    """``errors`` as Nomad writes several (Go's ``multierror``): a count, then one line each."""
+    count = len(errors)
+    return f"{count} error{'s' if count != 1 else ''} occurred:\n" + "".join(f"\t* {e}\n" for e in errors)
+
+
 def nanoseconds(epoch: float | None) -> int:
     return 0 if epoch is None else int(epoch * SECOND)
 
@@ -67,7 +86,7 @@ AllocShape = Callable[["Shapes", AllocRunner], Any]
 """A method of :class:`Shapes` that shapes an allocation."""
 
 
-def kept(signature: Callable[[Shapes, AllocRunner], Hashable]) -> Callable[[AllocShape], Callable[
+def kept(signature: Callable[[Shapes, AllocRunner], object]) -> Callable[[AllocShape], Callable[
         [Shapes, AllocRunner], Encoded]]:
     """A shape of an allocation (a method of :class:`Shapes`), encoded and kept while ``signature`` of the
     allocation is the same (:mod:`.memo`)."""
@@ -114,18 +133,29 @@ class Shapes:
         drivers = self.drivers()
         attributes = dict(self.agent.node().attributes)
         attributes |= {f"driver.{name}": "1" for name, info in drivers.items() if info.Healthy}
-        attributes |= {"nomad.version": self.agent.version, "unique.hostname": self.agent.config.node_name}
+        attributes |= {"nomad.version": NOMAD_VERSION, "herder.version": self.agent.version,
+                       "unique.hostname": self.agent.config.node_name}
         return models.Node(**self._node_fields(drivers), HTTPAddr=self.address, Resources=self.node_resources(),
+                           DrainStrategy=self.drain_strategy(),
                            TLSEnabled=self.agent.config.tls.cert_file is not None,
                            Attributes=dict(sorted(attributes.items())))
 
     def _node_fields(self, drivers: dict[str, models.DriverInfo] | None = None) -> dict[str, Any]:
         return {"ID": self.node_id, "Name": self.agent.config.node_name,
                 "Datacenter": self.agent.config.datacenter, "Address": self.address.rpartition(":")[0],
-                "Version": self.agent.version, "Drivers": self.drivers() if drivers is None else drivers,
-                "Status": "ready", "Drain": self.agent.draining,
-                "SchedulingEligibility": "ineligible" if self.agent.draining else "eligible",
+                "Version": NOMAD_VERSION, "Drivers": self.drivers() if drivers is None else drivers,
+                "Status": "ready", "Drain": self.agent.drain_pending(),
+                "SchedulingEligibility": "eligible" if self.agent.eligible else "ineligible",
                 "CreateIndex": 1, "ModifyIndex": 1}
+
+    def drain_strategy(self) -> dict[str, Any] | None:
+        """Nomad's DrainStrategy while a drain stops allocations; None once they all stopped (Nomad's drain
+        complete). herder's drain stops every allocation at once: no deadline."""
+        started = self.agent.drain_started
+        if started is None or not self.agent.drain_pending():
+            return None
+        return {"Deadline": 0, "IgnoreSystemJobs": False, "ForceDeadline": models.ZERO_TIME,
+                "StartedAt": rfc3339(started)}
 
     def node_resources(self) -> models.Resources:
         """The host's CPU (MHz: herder does not measure clock speeds, so 1000 a core, unless a
@@ -168,17 +198,40 @@ class Shapes:
         return models.AllocResourceUsage(ResourceUsage=total, Tasks=tasks, Timestamp=now)
 
     def agent_self(self) -> dict[str, Any]:
+        """``/v1/agent/self``: the agent as a Nomad agent that is its region's one server and client; the
+        version is the one of Nomad's API it speaks, herder's own beside it (``HerderVersion``, ``herder``)."""
         config = self.agent.config
-        host, _, port = self.address.rpartition(":")
         return {
             "config": {"Region": REGION, "Datacenter": config.datacenter, "NodeName": config.node_name,
-                       "Version": {"Version": self.agent.version, "VersionPrerelease": "", "VersionMetadata": ""},
+                       "Version": {"Version": NOMAD_VERSION, "VersionPrerelease": "", "VersionMetadata": "",
+                                   "Revision": ""},
+                       "HerderVersion": self.agent.version,
                        "Client": {"Enabled": True}, "Server": {"Enabled": False}, "ACL": {"Enabled": False}},
-            "member": {"Name": config.node_name, "Addr": host, "Port": int(port), "Status": "alive",
-                       "Tags": {"region": REGION, "dc": config.datacenter, "build": self.agent.version}},
-            "stats": {"client": {"node_id": self.node_id, "known_servers": self.address,
-                                 "num_allocations": str(len(self.agent.allocs()))}},
+            "member": self.member(),
+            "stats": {
+                "client": {"node_id": self.node_id, "known_servers": self.address,
+                           "num_allocations": str(len(self.agent.allocs()))},
+                "nomad": {"server": "false", "leader": "true", "leader_addr": self.address, "known_regions": "1",
+                          "bootstrap": "true"},
+                "runtime": {"version": f"python{platform.python_version()}", "arch": platform.machine(),
+                            "kernel.name": platform.system().lower(), "cpu_count": str(os.cpu_count() or 1),
+                            "max_procs": str(os.cpu_count() or 1)},
+                "herder": {"version": self.agent.version, "node": config.node_name,
+                           "data_dir": str(config.data_dir)},
+            },
         }
+
+    def member(self) -> dict[str, Any]:
+        """The agent as the one member of its region's gossip pool (``nomad server members``): its tags say
+        where it answers (the leader is the member at ``rpc_addr:port``, ``/v1/status/leader``)."""
+        config = self.agent.config
+        host, _, port = self.address.rpartition(":")
+        return {"Name": f"{config.node_name}.{REGION}", "Addr": host, "Port": int(port), "Status": "alive",
+                "Tags": {"role": "nomad", "region": REGION, "dc": config.datacenter, "build": NOMAD_VERSION,
+                         "herder": self.agent.version, "rpc_addr": host, "port": port, "vsn": "1", "mvn": "1",
+                         "raft_vsn": "2", "id": self.node_id, "expect": "1", "bootstrap": "1"},
+                "ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2, "DelegateMin": 2, "DelegateMax": 5,
+                "DelegateCur": 4}
 
     # -- jobs -------------------------------------------------------------------------
 
@@ -218,12 +271,35 @@ class Shapes:
         """A Nomad job with the fields a Nomad server fills in, where the job leaves them out."""
         groups = [{"Count": 1, "Tasks": [], **group} for group in job.get("TaskGroups") or []]
         name = job.get("ID") or job.get("Name") or ""
-        return {"Region": REGION, "Namespace": NAMESPACE, "Type": "service", "Priority": 50, "AllAtOnce": False,
-                "Datacenters": [self.agent.config.datacenter], "Stop": False, "ParentID": "", "Dispatched": False,
-                "Status": "pending", "StatusDescription": "", "Stable": False, "Version": 0, "SubmitTime": 0,
-                "CreateIndex": 1, "ModifyIndex": 1, "JobModifyIndex": 1,
+        return {**JOB_DEFAULTS, "Type": "service", "Datacenters": [self.agent.config.datacenter], "Stop": False,
+                "ParentID": "", "Dispatched": False, "Status": "pending", "StatusDescription": "", "Stable": False,
+                "Version": 0, "SubmitTime": 0, "CreateIndex": 1, "ModifyIndex": 1, "JobModifyIndex": 1,
                 **{k: v for k, v in job.items() if v is not None}, "ID": name, "Name": job.get("Name") or name,
                 "TaskGroups": groups}
+
+    def given(self, job: Mapping[str, Any]) -> str:
+        """The text of Nomad job ``job`` as the agent takes it: its unset fields left out
+        (:func:`~herder.jobspec.nomad_structs.normalized`, :data:`JOB_DEFAULTS`), its fields in Nomad's
+        order, so that the same job reads as the same text whoever sent it; the blocks in a task's
+        config as its driver reads them (:func:`~herder.jobspec.task_config.merge_blocks`)."""
+        kept = {key: value for key, value in normalized(job).items()
+                if key not in JOB_DEFAULTS or not _same(value, JOB_DEFAULTS[key])}
+        schemas = self.agent.hooks.task_schemas()
+        groups = [group for group in kept.get("TaskGroups") or [] if isinstance(group, dict)]
+        for task in (task for group in groups for task in group.get("Tasks") or [] if isinstance(task, dict)):
+            if isinstance(task.get("Config"), dict):
+                task["Config"] = merge_blocks(task["Config"], schemas.get(str(task.get("Driver"))))
+        return json.dumps({"Job": kept})
+
+    def validation(self, job: Mapping[str, Any]) -> models.JobValidateResponse:
+        """Nomad job ``job`` checked as a registration checks it, the drivers' configs included:
+        a job found invalid is an answer naming its problems, as Nomad's."""
+        try:
+            warnings = self.agent.validate(self.given(job), "json", "nomad-api")
+        except JobError as exc:
+            return models.JobValidateResponse(DriverConfigValidated=True, ValidationErrors=exc.errors,
+                                              Error=multierror(exc.errors))
+        return models.JobValidateResponse(DriverConfigValidated=True, Warnings="\n".join(warnings))
 
     def job(self, name: str, job_id: str | None = None) -> dict[str, Any]:
         """Job ``name`` as ``GET /v1/job/:id`` answers."""
@@ -239,10 +315,21 @@ class Shapes:
                      "SubmitTime": nanoseconds(record.created_at if record else None),
                      "ParentID": allocs[-1].job.parent_id or "" if allocs else "",
                      "Dispatched": bool(allocs and "/dispatch-" in name), "ModifyIndex": index,
+                     "JobModifyIndex": self.job_modify_index(name) or 1,
                      "Stable": bool(allocs) and all(a.status in ("running", "complete") for a in allocs)}
         if parent is not None:
             document["ParentID"] = ""
         return document
+
+    def job_modify_index(self, name: str) -> int | None:
+        """Nomad's ``JobModifyIndex`` of job ``name``: it changes when the job does; None without a job ``name``."""
+        try:
+            allocs = self.agent.job(name)
+        except NotFound:
+            return None
+        parent = self.agent.parent(name)
+        version = parent.source.id if parent is not None else allocs[-1].job_id
+        return self.ledger.job_modify_index(name, version, self.stopped(name, allocs))
 
     def status(self, name: str, allocs: list[AllocRunner]) -> str:
         """Nomad's job status: pending, running or dead."""
@@ -306,7 +393,10 @@ class Shapes:
     # -- evaluations and deployments ---------------------------------------------------
 
     def evaluation(self, found: Evaluation) -> models.Evaluation:
+        waiting = found.wait_until is not None and found.wait_until > time.time()
         return models.Evaluation(ID=found.id, Type=found.job_type, TriggeredBy=found.triggered_by, JobID=found.job,
+                                 Status="pending" if waiting else "complete",
+                                 WaitUntil=rfc3339(found.wait_until) if found.wait_until else models.ZERO_TIME,
                                  JobModifyIndex=found.create_index, DeploymentID=found.deployment,
                                  CreateIndex=found.create_index, ModifyIndex=found.create_index,
                                  SnapshotIndex=found.create_index, CreateTime=found.created,
@@ -343,18 +433,18 @@ class Shapes:
         except NotFound:
             raise NomadError(404, "alloc not found") from None
 
-    def alloc_signature(self, alloc: AllocRunner) -> Hashable:
+    def alloc_signature(self, alloc: AllocRunner) -> object:
         """What the allocation's own shapes show can differ only where this differs: the index (every task
         event and every change of the ledger moves it, and the shapes show it) and what changes without an
         event, or before its event is counted: the allocation's and its tasks' states, its deployment's
         health (brought up to date here, first, as it may move the index), its job's version (numbered among
-        the versions still known)."""
+        the versions still known), its rescheduling (what it replaces, what replaced it)."""
         deployment = self.ledger.deployment_of(alloc.alloc.id)
         return (self.ledger.index(), alloc.status, alloc.stopping, deployment.revision if deployment else None,
-                self.agent.version_number(alloc.job.name, alloc.job_id),
+                self.agent.version_number(alloc.job.name, alloc.job_id), self.agent.rescheduling(alloc),
                 *((runner.status, len(runner.status.events)) for runner in alloc.tasks))
 
-    def job_signature(self, alloc: AllocRunner) -> Hashable:
+    def job_signature(self, alloc: AllocRunner) -> object:
         """:meth:`alloc_signature`, and the states of the job's other allocations (its status is shown)."""
         try:
             siblings = self.agent.job(alloc.job.name)
@@ -380,7 +470,11 @@ class Shapes:
         except NotFound:  # the job was collected meanwhile
             job = self.job_document({"ID": alloc.job.name, "Type": alloc.job.type})
         fields["ClientDescription"] = CLIENT_DESCRIPTION.get(fields["ClientStatus"], "")
+        rescheduling = self.agent.rescheduling(alloc)
+        job["TaskGroups"] = [{**group, "ReschedulePolicy": reschedule_policy(alloc.job, str(group.get("Name")))}
+                             for group in job.get("TaskGroups") or []]
         return models.Allocation(**fields, Job=job, **self.resources(alloc, job),
+                                 PreviousAllocation=rescheduling.previous, NextAllocation=rescheduling.next,
                                  DeploymentID=deployment.id if deployment else "",
                                  Metrics=models.AllocationMetric(NodesAvailable={self.agent.config.datacenter: 1}),
                                  AllocModifyIndex=fields["ModifyIndex"])
@@ -427,13 +521,19 @@ class Shapes:
         health = None if deployment is None else deployment.healthy.get(alloc.alloc.id)
         index = self.ledger.index()
         states = {runner.name: self.task_state(alloc, runner.name) for runner in alloc.tasks}
+        rescheduling = self.agent.rescheduling(alloc)
         return {
+            "FollowupEvalID": self.ledger.followup(alloc, rescheduling.due).id if rescheduling.due else "",
+            "RescheduleTracker": models.RescheduleTracker(Events=[models.RescheduleEvent(
+                RescheduleTime=nanoseconds(event.time), PrevAllocID=event.previous, PrevNodeID=self.node_id,
+                Delay=int(event.delay * SECOND)) for event in rescheduling.tracker]) if rescheduling.tracker else None,
             "ID": alloc.alloc.id, "EvalID": self.ledger.eval_of(alloc.alloc.id), "Name": alloc.alloc.name,
             "NodeID": self.node_id, "NodeName": self.agent.config.node_name, "JobID": alloc.job.name,
             "JobType": alloc.job.type, "JobVersion": self.agent.version_number(alloc.job.name, alloc.job_id),
             "TaskGroup": alloc.group.name,
-            "DesiredStatus": "stop" if alloc.stopping or alloc.status == "stopped" else "run",
-            "DesiredDescription": "alloc is being stopped" if alloc.stopping else "",
+            "DesiredStatus": "stop" if alloc.stopping or alloc.status == "stopped" or rescheduling.next else "run",
+            "DesiredDescription": "alloc is being stopped" if alloc.stopping else
+                                  "alloc was rescheduled because it failed" if rescheduling.next else "",
             "ClientStatus": ALLOC_STATUS.get(alloc.status, alloc.status),
             "TaskStates": states,
             "DeploymentStatus": None if deployment is None else models.AllocDeploymentStatus(
@@ -465,6 +565,18 @@ def _network(ports: list[AllocatedPort], asked: tuple[PortSpec, ...]) -> models.
 def _lifecycle(task: Task) -> dict[str, Any] | None:
     lifecycle = task.lifecycle
     return None if lifecycle is None else {"Hook": lifecycle.hook, "Sidecar": lifecycle.sidecar}
+
+
+def reschedule_policy(job: Job, group_name: str) -> dict[str, Any] | None:
+    """The reschedule policy of a group in Nomad's JSON (with the job type's defaults, as a Nomad
+    server fills them in); None for a group that is never rescheduled."""
+    group = next((g for g in job.groups if g.name == group_name), None)
+    policy = group.reschedule if group is not None else None
+    if policy is None:
+        return None
+    return {"Attempts": policy.attempts, "Interval": int(policy.interval * SECOND),
+            "Delay": int(policy.delay * SECOND), "DelayFunction": policy.delay_function,
+            "MaxDelay": int(policy.max_delay * SECOND), "Unlimited": policy.unlimited}
 
 
 def _usage(stats: TaskStats | None, mhz: float) -> models.ResourceUsage:
