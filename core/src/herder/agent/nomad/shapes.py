@@ -438,10 +438,14 @@ class Shapes:
         event and every change of the ledger moves it, and the shapes show it) and what changes without an
         event, or before its event is counted: the allocation's and its tasks' states, its deployment's
         health (brought up to date here, first, as it may move the index), its job's version (numbered among
-        the versions still known), its rescheduling (what it replaces, what replaced it)."""
+        the versions still known), and a failed one's rescheduling (its replacement, when it is due: read
+        from the state database, so only for a failed allocation; what a replacement replaces is stored with
+        it, before its first event)."""
         deployment = self.ledger.deployment_of(alloc.alloc.id)
-        return (self.ledger.index(), alloc.status, alloc.stopping, deployment.revision if deployment else None,
-                self.agent.version_number(alloc.job.name, alloc.job_id), self.agent.rescheduling(alloc),
+        status = alloc.status
+        return (self.ledger.index(), status, alloc.stopping, deployment.revision if deployment else None,
+                self.agent.version_number(alloc.job.name, alloc.job_id),
+                self.agent.rescheduling(alloc) if status == "failed" else None,
                 *((runner.status, len(runner.status.events)) for runner in alloc.tasks))
 
     def job_signature(self, alloc: AllocRunner) -> object:
