@@ -39,6 +39,9 @@ output ends."""
 STATE_WRITE_FAILED = "State Write Failed"
 """herder's own: the state database cannot be written (a full disk, say); what the task does from then on is
 written once it can be, if herder still runs."""
+DEPLOYMENT = "Deployment"
+"""herder's own: what the deployment of the allocation's job version does ("1 of 3 allocations healthy",
+"rolled back to version 2")."""
 
 FAILURES = frozenset({
     DRIVER_FAILURE, SETUP_FAILURE, FAILED_VALIDATION, NOT_RESTARTING, TASK_HOOK_FAILED,

@@ -154,6 +154,24 @@ class EphemeralDisk:
         return self.sticky or self.migrate
 
 
+@dataclass(frozen=True)
+class Update:
+    """A group's ``update`` block, after the job's and Nomad's defaults (seconds): how a new
+    version replaces its allocations, and when a deployment of it is healthy or failed."""
+
+    max_parallel: int = 1
+    """How many old allocations are replaced at a time; 0 replaces them all at once, with no deployment."""
+    health_check: str = "checks"  # "checks" | "task_states" | "manual"
+    min_healthy_time: float = 10.0
+    healthy_deadline: float = 300.0
+    progress_deadline: float = 600.0
+    """0 for none: then the first unhealthy allocation fails the deployment."""
+    auto_revert: bool = False
+    auto_promote: bool = False
+    canary: int = 0
+    stagger: float = 30.0
+
+
 PRESTART, POSTSTART, POSTSTOP = "prestart", "poststart", "poststop"
 
 
@@ -217,6 +235,9 @@ class Group:
     services: tuple[Service, ...] = ()  # Nomad 1.x group services, on the group's ports
     reschedule: ReschedulePolicy | None = None  # None: never rescheduled (system jobs)
     ephemeral_disk: EphemeralDisk = field(default_factory=EphemeralDisk)
+    update: Update | None = None
+    """How a new version replaces the group's allocations; None for a job type that has no
+    deployments (batch, sysbatch, system): they are replaced all at once."""
 
 
 @dataclass(frozen=True)

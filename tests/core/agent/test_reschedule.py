@@ -152,7 +152,14 @@ job "kept" {
 def test_a_new_version_of_a_sticky_group_starts_with_the_data_of_the_one_it_replaces(agent: AgentProcess) -> None:
     first = agent.submit(STICKY_SERVICE % "v1")["allocations"][0]["id"]
     wait_for(lambda: agent.cli("alloc", "logs", first, "t").stdout == "v1\n", what="the first version's output")
-    second = agent.submit(STICKY_SERVICE % "v2")["allocations"][0]["id"]
+    agent.submit(STICKY_SERVICE % "v2")  # answered with the live allocations: the first, while it is replaced
+
+    def replacement() -> str | None:
+        with agent.http() as http:
+            listed = http.get("/v1/jobs/kept").json()["allocations"]
+        return next((a["id"] for a in listed if a["id"] != first), None)
+
+    second = wait_for(replacement, what="the second version's allocation")
     wait_for(lambda: agent.cli("alloc", "logs", second, "t").stdout == "v1\nv2\n",
              what=lambda: f"the second version's output: {agent.cli('alloc', 'logs', second, 't').stdout!r}")
     assert agent.alloc(second)["previous_allocation"] == first

@@ -51,7 +51,8 @@ def _ports_sorted(job: Job) -> Job:
     return job
 
 
-_DURATIONS = {"kill_timeout", "shutdown_delay", "interval", "delay", "timeout", "grace"}
+_DURATIONS = {"kill_timeout", "shutdown_delay", "interval", "delay", "timeout", "grace", "min_healthy_time",
+              "healthy_deadline", "progress_deadline", "stagger"}
 
 
 def _same(left: object, right: object, key: str = "") -> bool:

@@ -70,7 +70,7 @@ def test_yaml_jobs_may_carry_them_too() -> None:
         """
         job:
           name: web
-          update: {max_parallel: 1}
+          migrate: {max_parallel: 1}
           groups:
             - name: app
               reschedule: {attempts: 0}
@@ -78,7 +78,7 @@ def test_yaml_jobs_may_carry_them_too() -> None:
     """,
         "yaml",
     )
-    assert job.warnings == ["ignoring stanzas herder does not implement: update, affinity"]
+    assert job.warnings == ["ignoring stanzas herder does not implement: migrate, affinity"]
 
 
 def test_a_job_without_them_has_no_warning() -> None:

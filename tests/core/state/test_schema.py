@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,8 @@ import pytest
 from herder.state import ParentRecord, PreviousRecord, StateError, Store, schema
 from tests.core.state.factory import make_alloc, make_job
 
-TABLES = {"jobs", "allocs", "tasks", "ports", "events", "deferred", "parents", "previous"}
+TABLES = {"jobs", "allocs", "tasks", "ports", "events", "deferred", "parents", "previous", "versions",
+          "deployments"}
 
 
 def pragma(path: Path, name: str) -> int:
@@ -123,6 +126,23 @@ def test_a_version_1_database_gains_the_registered_jobs_keeping_its_data(tmp_pat
         store.put_parent(parent)
         assert store.parents() == [parent]
     assert pragma(path, "user_version") == len(schema.MIGRATIONS)
+    assert tables(path) == TABLES
+
+
+def test_a_version_2_database_numbers_the_submissions_of_its_allocations(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "state.db"
+    first, second = make_job(), dataclasses.replace(make_job("job \"shop\" {}"), created_at=time.time() + 1)
+    with monkeypatch.context() as before:
+        before.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:2])
+        with Store(path) as store:
+            for job in (second, first):  # stored in another order than submitted
+                store.put_job(job)
+                store.put_alloc(*make_alloc(f"alloc-{job.id}", job))
+    with Store(path) as store:
+        found = store.versions(first.name)
+        assert [(v.version, v.job_id, v.submitted_at, v.stable) for v in found] == \
+            [(0, first.id, first.created_at, False), (1, second.id, second.created_at, False)]
     assert tables(path) == TABLES
 
 

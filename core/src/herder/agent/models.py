@@ -261,3 +261,62 @@ class Collected(_Model):
     message: str
     allocations: list[str]
     jobs: list[str]
+
+
+class Version(_Model):
+    version: int
+    job_id: str = Field(description="The submission (a hash of the job file as submitted).")
+    submitted_at: float = Field(description="Unix seconds.")
+    stable: bool = Field(description="A deployment of it succeeded (or it needed none): auto_revert's target.")
+    counts: dict[str, int] = Field(description="Group counts a scale set over the file's.")
+    changes: list[str] = Field(description="What changed from the version before, one field a line: "
+                                           "`+ path: value`, `- path: value`, `~ path: old -> new`.")
+
+
+class Versions(_Model):
+    versions: list[Version] = Field(description="Newest first.")
+
+
+class RevertRequest(_Model):
+    version: int = Field(ge=0)
+
+
+class ScaleRequest(_Model):
+    group: str = Field(min_length=1, max_length=256)
+    count: int = Field(ge=0, le=1000)
+
+
+class DeploymentGroup(_Model):
+    desired_total: int
+    desired_canaries: int
+    promoted: bool
+    placed: int
+    healthy: int
+    unhealthy: int
+    canaries: list[str]
+    progress_by: float | None = Field(description="Unix seconds by which an allocation must turn healthy; "
+                                                  "null for no progress deadline.")
+
+
+class Deployment(_Model):
+    id: str
+    job: str
+    version: int
+    status: Literal["running", "paused", "successful", "failed", "cancelled"]
+    description: str
+    groups: dict[str, DeploymentGroup]
+    allocations: dict[str, bool | None] = Field(description="Each allocation placed, with its health "
+                                                            "(null while not known).")
+
+
+class Deployments(_Model):
+    deployments: list[Deployment] = Field(description="Newest first.")
+
+
+class PromoteRequest(_Model):
+    groups: list[str] = Field(default_factory=list, description="The groups to promote; every one if none.")
+
+
+class HealthRequest(_Model):
+    healthy: list[str] = Field(default_factory=list, description="Allocation IDs.")
+    unhealthy: list[str] = Field(default_factory=list, description="Allocation IDs.")

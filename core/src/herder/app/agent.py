@@ -13,6 +13,7 @@ from herder.app.errors import Conflict
 from herder.app.jobs import Jobs
 from herder.app.periodic import Parent, Registry
 from herder.app.reading import load_submitted
+from herder.app.rollouts import Rollouts
 from herder.app.service import SelfService
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.client import Client, JobSource
@@ -58,6 +59,7 @@ class Agent:
         lock = threading.Lock()  # orders submissions, ordinary and registered
         self.registry = Registry(self.client, hooks, self.gc, lock, self._draining)
         self.submissions = Jobs(self.client, hooks, self.gc, self.registry, lock, self._draining)
+        self.rollouts = Rollouts(self.client, lock)
         self.allocations = Allocations(self.client, config.telemetry.collection_interval)
         self.usage = self.allocations.usage
         self.service = SelfService(self.client, self.version)
@@ -92,6 +94,7 @@ class Agent:
         for alloc in restored:
             log.info("reattaching allocation %s (%s)", alloc.alloc.name, alloc.alloc.id)
         self.client.run(restored)
+        self.client.scheduler.start()  # the deployments an earlier agent left go on, over what it restored
         self.client.replacements.start()
         self.gc.start()
         self.usage.start()
@@ -194,16 +197,12 @@ class Agent:
         return self.submissions.purge(name)
 
     def job_versions(self, name: str) -> list[Version]:
-        """The versions of job ``name`` still known, oldest first."""
+        """The versions of job ``name``, oldest first."""
         return self.client.versions.of(name)
 
     def job_version(self, name: str, job_id: str) -> Version:
-        """Submission ``job_id`` of job ``name`` as a version."""
+        """The latest version of job ``name`` that is submission ``job_id``."""
         return self.client.versions.get(name, job_id)
-
-    def version_number(self, name: str, job_id: str) -> int:
-        """The version number of submission ``job_id`` of job ``name``, without reading its record."""
-        return self.client.versions.number(name, job_id)
 
     def collect_garbage(self) -> Collected:
         """Collect finished allocations and jobs now, as the periodic collection does (``herder system gc``).
@@ -271,8 +270,10 @@ class Agent:
         return self.allocations.restart(alloc, task, reason)
 
     def stop_alloc(self, alloc: AllocRunner) -> list[AllocRunner]:
-        """See :meth:`herder.app.allocations.Allocations.stop`: a draining agent places no replacement."""
-        return self.allocations.stop(alloc, replace=not self.draining)
+        """See :meth:`herder.app.allocations.Allocations.stop`: a draining or ineligible agent places no
+        replacement (a replacement is a new allocation, which an ineligible node, as Nomad's, takes none of;
+        only a drain was checked, so an allocation stopped on an ineligible agent came back at once)."""
+        return self.allocations.stop(alloc, replace=self.eligible)
 
     def stats(self, alloc: AllocRunner) -> dict[str, TaskStats | None]:
         return self.allocations.stats(alloc)

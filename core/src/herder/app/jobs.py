@@ -51,8 +51,9 @@ class Jobs:
 
     def submit(self, text: str, fmt: str, variables: dict[str, str], source: str,
                lines: Mapping[str, int] | None = None) -> tuple[str, list[AllocRunner], list[str]]:
-        """Run a job: validated, placed and started. The same job submitted
-        again changes nothing; a changed job replaces the running one.
+        """Run a job: validated, and made the job's next version, which the client's scheduler
+        places (:mod:`herder.client.scheduler`: in place, all at once or by a deployment). The
+        same job submitted again changes nothing. The job's live allocations are returned.
         ``source`` and ``lines`` only place messages: no file is read for a job.
 
         :raises Conflict: the agent is draining or not eligible.
@@ -67,28 +68,11 @@ class Jobs:
             return self.registry.register(job, job_source)
         self.registry.deregister(job.name)  # a registered job of that name, submitted again as an ordinary one
         with self._lock:
-            current = [a for a in self.client.allocs
-                       if a.job.name == job.name and a.status in ("pending", "running") and not a.stopping]
-            if current and all(a.job_id == job_source.id for a in current):
-                return job.name, current, job.warnings
-            allocs = self.client.submit(job, job_source)
-            for alloc in current:
-                alloc.stop()
-        if current:
-            # The old version's tasks may take their shutdown_delay and kill_timeout to die: the new one
-            # starts after them, on the runners' pool (which outgrows a blocked worker), and no other
-            # submission waits for that.
-            shared_runtime().pool.submit(functools.partial(self._replace, current, allocs))
-        else:
-            self.client.run(allocs)
+            version, changed = self.client.scheduler.submit(job, job_source.record(job.name))
         self.gc.wake()  # room for the new allocations, if they make too many
-        log.info("job %s submitted: %d allocation(s)", job.name, len(allocs))
-        return job.name, allocs, job.warnings
-
-    def _replace(self, old: list[AllocRunner], new: list[AllocRunner]) -> None:
-        """Run ``new`` once every allocation of ``old`` is dead."""
-        self.client.wait(old)
-        self.client.run(new)
+        if changed:
+            log.info("job %s submitted: version %d", job.name, version.number)
+        return job.name, self.client.scheduler.live(job.name), job.warnings
 
     def dispatch(self, name: str, meta: Mapping[str, str], payload: bytes) -> tuple[str, list[AllocRunner]]:
         """Dispatch the parameterized job ``name`` with ``meta`` and ``payload``: its
@@ -138,8 +122,11 @@ class Jobs:
 
         :raises NotFound: no job ``name``."""
         parent = self.registry.parent(name)
-        allocs = self.job(name) if parent is None else self.registry.stop_parent(parent)
         self.client.replacements.cancel(name)
+        if parent is None:
+            self.job(name)  # NotFound
+            return self.client.scheduler.stop(name)
+        allocs = self.registry.stop_parent(parent)
         for alloc in allocs:
             alloc.stop()
         return allocs

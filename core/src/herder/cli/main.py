@@ -24,7 +24,8 @@ COMMANDS = {
     "plugins": "herder.cli.local:plugins",
     "reap": "herder.cli.local:reap",
     "agent": "herder.cli.serve:agent",
-    "job": "herder.cli.remote:job",
+    "job": "herder.cli.rollouts:job",
+    "deployment": "herder.cli.rollouts:deployment",
     "alloc": "herder.cli.remote:alloc",
     "system": "herder.cli.remote:system",
 }

@@ -41,7 +41,7 @@ from herder.client.placement import PlacedAlloc, PlacedTask
 from herder.client.restarts import RestartTracker
 from herder.client.task_runner import TaskRunner, TaskStatus
 from herder.context import AllocatedPort
-from herder.model import POSTSTART, POSTSTOP, PRESTART, Task
+from herder.model import POSTSTART, POSTSTOP, PRESTART, Group, Job, Task
 from herder.objects import TaskEvent
 from herder.plugins.hooks import Hooks, Participants
 from herder.state import AllocStatus, StateError, Store, TaskRecord
@@ -363,6 +363,19 @@ class AllocRunner:
             runners = [runner for runner in self.tasks
                        if _stage(runner.task) is not _Stage.POSTSTOP or runner.started]
         self._kill_in_order(runners, None)
+
+    def take_version(self, job: Job, group: Group, job_id: str) -> None:
+        """Become an allocation of submission ``job_id`` of its job, updated in place: the
+        caller knows that nothing its tasks run with changed (:mod:`herder.jobspec.update_kind`).
+        What is read around them from now on (services, checks, the group's update block) is
+        the new version's; the tasks run on as they were started."""
+        tasks = {task.name: task for task in group.tasks}
+        for placed in self.placed.tasks:
+            placed.task = tasks[placed.task.name]
+        self.alloc.tasks = list(group.tasks)
+        self.placed.job, self.placed.group = job, group
+        self.job, self.group, self.job_id = job, group, job_id
+        _written(lambda: self.store.update_alloc(self.alloc.id, job_id=job_id))
 
     def state_failed(self, message: str, *, stop: bool) -> None:
         """The state database cannot be written (``message`` says why): tell

@@ -135,6 +135,10 @@ class AllocFiles:
                 fd = open_file(parent, parts[-1])
             except FileNotFoundError:
                 raise _missing(path) from None
+            except BlockingIOError:
+                # The task holds a write lease on its file (F_SETLEASE): an open is refused until it gives it
+                # up, and it need not. Refused as any file that is not served, not an error of the agent's.
+                raise FileRefused(f"{path}: held by a lease of the task's (busy); not read") from None
             except UnsafePathError as exc:
                 directory = exc.reason == "not a regular file" and _is_dir(parent, parts[-1])
                 raise FileRefused(f"file {path!r} is a directory" if directory
@@ -149,6 +153,8 @@ class AllocFiles:
 
     def _parts(self, path: str) -> list[str]:
         """The names in ``path`` from the allocation directory (a leading ``/`` is it), the first in the view."""
+        if "\0" in path:  # no name holds one, and os.open raises ValueError for it: a 500 on every route
+            raise FileRefused(f"{path!r}: a NUL byte, which no file name holds")
         try:
             parts = components(path.lstrip("/"))
         except UnsafePathError as exc:
@@ -180,6 +186,10 @@ def _missing(path: str) -> FileRefused:
 
 
 def _info(name: str, found: os.stat_result, content_type: str = "") -> FileInfo:
+    # A task names its files with any bytes; those that are not UTF-8 come as lone surrogates, which no JSON
+    # answer can carry: the listing failed whole (a 500), so a task hid its directory. Shown as Go's JSON
+    # encoder shows Nomad's, each invalid byte a U+FFFD.
+    name = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return FileInfo(name=name, mode=found.st_mode, size=found.st_size, modified_ns=found.st_mtime_ns,
                     content_type=content_type)
 

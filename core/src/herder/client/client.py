@@ -24,7 +24,6 @@ from herder import events
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.config import Config
 from herder.client.deferred import DeferredCleanups
-from herder.client.deployments import Deployments
 from herder.client.fingerprints import FINGERPRINT_INTERVAL, Fingerprints
 from herder.client.health import HealthChange
 from herder.client.hooks import builtin_plugins
@@ -35,11 +34,11 @@ from herder.client.ports import PortAllocator
 from herder.client.replacements import Replacements
 from herder.client.reschedule import RescheduleEvent
 from herder.client.runtime import shared_runtime
+from herder.client.scheduler import Scheduler
 from herder.client.sessions import SessionLock, is_alive
 from herder.client.task_runner import TaskRunner
 from herder.client.taskdir import make_data_dir, move_alloc_data
 from herder.client.users import denied_users
-from herder.client.versions import Versions
 from herder.context import AllocatedPort, TaskContext
 from herder.errors import HerderError, JobError, PlacementError
 from herder.jobspec import interpolate_task, load_job_text
@@ -78,6 +77,11 @@ class JobSource:
     @property
     def id(self) -> str:
         return job_id(self.format, self.text, self.variables)
+
+    def record(self, name: str) -> JobRecord:
+        """The submission as the state database keeps it (``name``: its job's)."""
+        return JobRecord(id=self.id, name=name, source=self.source, format=self.format, text=self.text,
+                         variables=dict(self.variables), created_at=time.time())
 
 
 class Client:
@@ -128,10 +132,10 @@ class Client:
         (the agent's event stream sets it, after the agent is made)."""
         self.builtins = builtin_plugins(self)
         hooks.add_builtins((plugin.name, plugin) for plugin in self.builtins)
-        self.versions = Versions(self.store, lambda: self.allocs)
-        """Every job's submissions still known, numbered."""
-        self.deployments = Deployments(self.alloc, self.checks)
-        """The health of each job version's new allocations, as its update strategy says."""
+        self.scheduler = Scheduler(self)
+        """The agent's submissions: versions, updates and deployments."""
+        self.versions = self.scheduler.versions
+        self.deployments = self.scheduler.deployments
         self.replacements = Replacements(self)
         """The failed allocations to replace, each after its group's reschedule delay."""
 
@@ -152,7 +156,7 @@ class Client:
                 attributes.update(fingerprint.attributes)
         return Node(name=self.config.node_name, datacenter=self.config.datacenter, attributes=attributes)
 
-    def _check_placeable(self, job: Job) -> None:
+    def check_placeable(self, job: Job) -> None:
         """:raises PlacementError: a driver of ``job`` is unavailable, or a task's user is denied."""
         for driver in sorted({t.driver for g in job.groups for t in g.tasks}):
             fingerprint = self.fingerprints.get(driver)
@@ -193,21 +197,33 @@ class Client:
         return next((runner for runner in alloc.tasks if runner.name == ctx.task_name), None) if alloc else None
 
     def submit(self, job: Job, source: JobSource) -> list[AllocRunner]:
-        """Place every allocation of ``job`` and record them; all or nothing.
+        """Place every allocation of ``job`` and record them; all or nothing (``herder run``'s:
+        the agent's submissions go through :attr:`scheduler`).
 
         The allocations are not running yet: :meth:`run` starts them.
 
-        :raises PlacementError: a driver is unavailable, a task's user is denied,
-            a port cannot be had or the allocations cannot be recorded (the
+        :raises PlacementError: see :meth:`place`.
+        """
+        self.check_placeable(job)
+        placed = self.place(job, source.id, [(g, index) for g in job.groups for index in range(g.count)],
+                            record=source.record(job.name))
+        self.cancel_replacements(job.name)  # what the job needs is placed now
+        return placed
+
+    def place(self, job: Job, job_id: str, wanted: Sequence[tuple[Group, int]], *, record: JobRecord | None = None,
+              also: Callable[[list[AllocRunner]], None] | None = None) -> list[AllocRunner]:
+        """Place allocations of submission ``job_id`` of ``job`` (each group at an index) and record
+        them, with ``record`` (the submission, if not stored yet) and what ``also`` writes, in one
+        transaction; all or nothing. They are not running yet: :meth:`run` starts them.
+
+        :raises PlacementError: a port cannot be had or the allocations cannot be recorded (the
             state database cannot be written); nothing is left placed.
         """
-        self._check_placeable(job)
         node = self.node()
         placed: list[PlacedAlloc] = []
         try:
-            for group in job.groups:
-                for index in range(group.count):
-                    placed.append(self.placement.place(job, group, index, node))
+            for group, index in wanted:
+                placed.append(self.placement.place(job, group, index, node))
         except BaseException:
             for alloc in placed:
                 self.placement.release(alloc)
@@ -216,21 +232,23 @@ class Client:
         previous = self._previous(job)
         try:
             with self.store.transaction():
-                self.store.put_job(JobRecord(id=source.id, name=job.name, source=source.source,
-                                             format=source.format, text=source.text,
-                                             variables=dict(source.variables), created_at=now))
+                if record is not None:
+                    self.store.put_job(record)
                 for alloc in placed:
-                    self.store.put_alloc(self._alloc_record(alloc, source.id, now), _task_records(alloc),
+                    self.store.put_alloc(self._alloc_record(alloc, job_id, now), _task_records(alloc),
                                          _port_records(alloc))
                     before = previous.get((alloc.group.name, alloc.alloc.index))
                     if before is not None:
                         self.store.put_previous(PreviousRecord(alloc_id=alloc.alloc.id, previous=before))
+                runners = [self._adopt(alloc, job_id) for alloc in placed]
+                if also is not None:
+                    also(runners)  # after the sticky links above: a replacement's own link replaces them
         except StateError as exc:
             for alloc in placed:
+                self.forget(alloc.alloc.id)
                 self.placement.release(alloc)
             raise PlacementError(f"the allocations cannot be recorded: {exc}") from exc
-        self.replacements.cancel(job.name)  # what the job needs is placed now
-        return [self._adopt(alloc, source.id) for alloc in placed]
+        return runners
 
     def _previous(self, job: Job) -> dict[tuple[str, int], str]:
         """The allocation each new one of ``job`` replaces, by group and index, in the groups whose
@@ -239,32 +257,33 @@ class Client:
         return {(alloc.group.name, alloc.alloc.index): alloc.alloc.id for alloc in self.allocs
                 if alloc.job.name == job.name and alloc.group.name in carried}
 
+    def cancel_replacements(self, job_name: str) -> None:
+        """Forget the pending replacements of job ``job_name``'s failed allocations (its indexes are
+        placed anew)."""
+        self.replacements.cancel(job_name)
+
     def place_replacement(self, previous: AllocRunner, tracker: Sequence[RescheduleEvent], *,
                           done: tuple[str, str] | None = None) -> AllocRunner:
-        """Place one allocation in place of ``previous``: of the same job version, group and index,
-        naming ``previous`` as the one it replaces and carrying ``tracker`` (its reschedule
-        tracker: none for an allocation stopped alone, as ``nomad alloc stop`` does). It is not
-        running yet: :meth:`run` starts it (with the previous ``alloc/data`` where the group's
-        ``ephemeral_disk`` says). ``done`` is deferred work (kind, key) that this placement
-        finishes, in the same transaction.
+        """Place one allocation in place of ``previous`` (through :attr:`scheduler`: in its
+        deployment, if one placed ``previous``), naming ``previous`` as the one it replaces and
+        carrying ``tracker`` (its reschedule tracker: none for an allocation stopped alone, as
+        ``nomad alloc stop`` does). It is not running yet: :meth:`run` starts it (with the previous
+        ``alloc/data`` where the group's ``ephemeral_disk`` says). ``done`` is deferred work (kind,
+        key) that this placement finishes, in the same transaction.
 
-        :raises PlacementError: as :meth:`submit` (a static port ``previous`` still holds, say);
+        :raises PlacementError: as :meth:`place` (a static port ``previous`` still holds, say);
             nothing is left placed.
         """
-        self._check_placeable(previous.job)
-        placed = self.placement.place(previous.job, previous.group, previous.alloc.index, self.node())
-        try:
-            with self.store.transaction():
-                self.store.put_alloc(self._alloc_record(placed, previous.job_id, time.time()), _task_records(placed),
-                                     _port_records(placed))
-                self.store.put_previous(PreviousRecord(alloc_id=placed.alloc.id, previous=previous.alloc.id,
+        self.check_placeable(previous.job)
+
+        def link(runners: list[AllocRunner]) -> None:
+            for runner in runners:
+                self.store.put_previous(PreviousRecord(alloc_id=runner.alloc.id, previous=previous.alloc.id,
                                                        events=[dataclasses.asdict(event) for event in tracker]))
-                if done is not None:
-                    self.store.done(*done)
-        except (StateError, KeyError) as exc:  # KeyError: its submission was collected meanwhile
-            self.placement.release(placed)
-            raise PlacementError(f"the allocation cannot be recorded: {exc}") from exc
-        return self._adopt(placed, previous.job_id)
+            if done is not None:
+                self.store.done(*done)
+
+        return self.scheduler.place_replacement(previous, link)
 
     def restore(self, *, job_name: str | None = None, session: str | None = None,
                 keep: bool | None = None, history: bool = False) -> list[AllocRunner]:
@@ -501,6 +520,7 @@ class Client:
 
         :raises StateError: state writes could not be committed (they are lost).
         """
+        self.scheduler.close()
         self.fingerprints.stop()
         self.deferred.stop()
         self.replacements.stop()

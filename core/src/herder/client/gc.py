@@ -160,6 +160,10 @@ class GarbageCollector:
                     removed.append(alloc.record.id)
 
             gone = set(removed)
+            emptied = {r.job_name for r in records if r.id in gone} - {r.job_name for r in records if r.id not in gone}
+            for name in sorted(emptied):  # its history goes with its last allocation
+                self.client.deployments.forget(name)
+                self.client.store.forget_versions(name)
             collected = Collected(removed, sorted(name for name in purged
                                                   if all(a.record.id in gone for a in by_job[name])))
             if removed:

@@ -35,6 +35,7 @@ from herder.model import (
     Service,
     Task,
     Template,
+    Update,
 )
 from herder.sdk.durations import format_duration, parse_duration
 from herder.sdk.redact import redact_url
@@ -52,8 +53,11 @@ RESTART_DEFAULTS: dict[str, dict[str, Any]] = {
 MIN_RESTART_INTERVAL = 5.0
 PARENT_TYPES = ("batch", "sysbatch")
 """The job types that may be periodic or parameterized (Nomad's rule)."""
+UPDATED_TYPES = ("service", "system")
+"""The job types that may have an ``update`` block (Nomad's rule); only a service job's updates are deployments."""
 RESERVED_TASK_NAME = "alloc"  # its directory would be the allocation's shared one
 _PORTED_CHECKS = {"http", "tcp", "grpc"}
+_UPDATE_DURATIONS = {"min_healthy_time", "healthy_deadline", "progress_deadline", "stagger"}
 
 
 def build_job(document: dict[str, Any]) -> tuple[Job, list[tuple[Path, str]]]:
@@ -213,7 +217,35 @@ class _Builder:
             services=services,
             reschedule=reschedule_policy(self.spec, spec, path, self.problem),
             ephemeral_disk=ephemeral_disk(spec.get("ephemeral_disk", {})),
+            update=self.update(spec.get("update"), (*path, "update"), job_type),
         )
+
+    def update(self, spec: dict[str, Any] | None, path: Path, job_type: str) -> Update | None:
+        """The group's update strategy: its block over the job's over Nomad's defaults
+        (``api.TaskGroup.Canonicalize``), checked as ``UpdateStrategy.Validate`` does."""
+        if job_type != "service":
+            if job_type not in UPDATED_TYPES and (spec is not None or "update" in self.spec):
+                self.problem(path if spec is not None else ("job", "update"),
+                             f"a {job_type} job has no update strategy (only service and system jobs do)")
+            return None  # a system job's allocations are replaced all at once, as without a deployment
+        fields: dict[str, Any] = {}
+        for given in (self.spec.get("update") or {}, spec or {}):
+            fields |= {key: parse_duration(value) if key in _UPDATE_DURATIONS else value
+                       for key, value in given.items()}
+        update = Update(**fields)
+        if update.canary == 0 and update.auto_promote:
+            self.problem((*path, "auto_promote"), "needs a canary count greater than zero")
+        if update.healthy_deadline <= 0:
+            self.problem((*path, "healthy_deadline"), "must be greater than zero")
+        elif update.min_healthy_time >= update.healthy_deadline:
+            self.problem((*path, "min_healthy_time"), f"must be less than healthy_deadline "
+                                                      f"({format_duration(update.healthy_deadline)})")
+        if update.progress_deadline and update.healthy_deadline >= update.progress_deadline:
+            self.problem((*path, "healthy_deadline"), f"must be less than progress_deadline "
+                                                      f"({format_duration(update.progress_deadline)})")
+        if update.stagger <= 0:
+            self.problem((*path, "stagger"), "must be greater than zero")
+        return update
 
     def restart_fields(self, spec: dict[str, Any]) -> dict[str, Any]:
         fields: dict[str, Any] = {"mode": spec["mode"]} if "mode" in spec else {}

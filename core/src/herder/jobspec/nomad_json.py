@@ -42,7 +42,10 @@ _RENAMED = {
 # Maps whose keys are the user's own (driver config, env, meta, ...): copied as they are.
 _VERBATIM = {"Config", "Env", "Meta", "Header", "GetterOptions", "GetterHeaders", "CanaryMeta", "TaggedAddresses"}
 # Fields Nomad gives in nanoseconds that are durations in herder's document.
-_DURATIONS = {"KillTimeout", "ShutdownDelay", "Interval", "Delay", "MaxDelay", "Timeout", "Grace", "Splay"}
+_DURATIONS = {
+    "KillTimeout", "ShutdownDelay", "Interval", "Delay", "MaxDelay", "Timeout", "Grace", "Splay", "Stagger",
+    "MinHealthyTime", "HealthyDeadline", "ProgressDeadline",
+}
 
 
 def is_nomad_json(document: Any) -> bool:

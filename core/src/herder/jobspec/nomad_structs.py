@@ -61,8 +61,9 @@ class MapOf:
 CONSTRAINT = Struct({"LTarget": "", "RTarget": "", "Operand": ""})
 AFFINITY = Struct({"LTarget": "", "RTarget": "", "Operand": "", "Weight": VALUE})
 SPREAD = Struct({"Attribute": "", "Weight": VALUE, "SpreadTarget": ListOf(Struct({"Value": "", "Percent": 0}))})
-UPDATE = Struct({**dict.fromkeys(("Stagger", "MaxParallel", "HealthCheck", "MinHealthyTime", "HealthyDeadline",
-                                  "ProgressDeadline"), VALUE), "Canary": 0, "AutoRevert": False, "AutoPromote": False})
+# No health check and no healthy deadline are no valid strategy: Nomad's command line sends them as unset.
+UPDATE = Struct({**dict.fromkeys(("Stagger", "MaxParallel", "MinHealthyTime", "ProgressDeadline"), VALUE),
+                 "HealthCheck": "", "HealthyDeadline": 0, "Canary": 0, "AutoRevert": False, "AutoPromote": False})
 MIGRATE = Struct(dict.fromkeys(("MaxParallel", "HealthCheck", "MinHealthyTime", "HealthyDeadline"), VALUE))
 RESCHEDULE = Struct(dict.fromkeys(("Attempts", "Interval", "Delay", "DelayFunction", "MaxDelay", "Unlimited"), VALUE))
 RESTART = Struct(dict.fromkeys(("Interval", "Attempts", "Delay", "Mode"), VALUE))

@@ -84,7 +84,7 @@ _TASK = _Block(
 )
 _GROUP = _Block(
     frozenset({
-        *_AFFINITIES, "update", "migrate", "vault", "volume", "scaling",
+        *_AFFINITIES, "migrate", "vault", "volume", "scaling",
         "disconnect", "max_client_disconnect", "stop_after_client_disconnect", "prevent_reschedule_on_lost",
         "max_run_duration", "consul", "shutdown_delay",
     }),
@@ -94,7 +94,7 @@ _GROUP = _Block(
 )
 _JOB = _Block(
     frozenset({
-        *_AFFINITIES, "update", "migrate", "vault", "vault_token", "vault_namespace",
+        *_AFFINITIES, "migrate", "vault", "vault_token", "vault_namespace",
         "consul_token", "consul_namespace", "priority", "all_at_once", "id",
         "namespace", "node_pool", "multiregion", "ui",
     }),

@@ -205,7 +205,8 @@ def open_file(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o60
     if name in ("", ".", "..") or "/" in name:
         raise UnsafePathError(name, "not a file name (a single path component is needed)")
     try:
-        fd = os.open(name, flags | _FILE_FLAGS | os.O_NONBLOCK, mode, dir_fd=dir_fd)
+        fd = _open_existing(dir_fd, name, flags) if not flags & os.O_CREAT else \
+            os.open(name, flags | _FILE_FLAGS | os.O_NONBLOCK, mode, dir_fd=dir_fd)
     except OSError as err:
         if err.errno in _LINK_ERRNOS:
             raise _explain(dir_fd, name, name, "a regular file") from None
@@ -221,6 +222,30 @@ def open_file(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o60
         os.close(fd)
         raise
     return fd
+
+
+def _open_existing(dir_fd: int, name: str, flags: int) -> int:
+    """Open the existing regular file ``name`` of ``dir_fd``, looked at first through an ``O_PATH`` descriptor.
+
+    Opening a device runs its driver's ``open`` as root: a task that can make one (root in a container,
+    where ``mknod`` is a default capability) plants a node of a host device (a watchdog that then reboots
+    the host, a tape that rewinds, a tty that becomes the agent's controlling terminal: no ``O_NOCTTY``),
+    outside its container's device rules, and ``O_NONBLOCK`` does not stop that, only a FIFO's wait. An
+    ``O_PATH`` descriptor opens nothing; the file is reopened through it (``/proc/self/fd``, the same
+    inode whatever the name is swapped for meanwhile) only once it is seen to be a regular file, as
+    :func:`herder.supervisor.logfiles.open_log_file` does for log files. (``O_CREAT`` callers use
+    ``O_EXCL``, which never opens what is there.)
+    """
+    handle = os.open(name, os.O_PATH | _FILE_FLAGS, dir_fd=dir_fd)
+    try:
+        found = os.fstat(handle).st_mode
+        if stat.S_ISLNK(found):
+            raise OSError(errno.ELOOP, "a link", name)
+        if not stat.S_ISREG(found):
+            raise UnsafePathError(name, "not a regular file")
+        return os.open(f"/proc/self/fd/{handle}", (flags | os.O_CLOEXEC | os.O_NONBLOCK) & ~os.O_NOFOLLOW)
+    finally:
+        os.close(handle)
 
 
 def read_file(dir_fd: int, relative: str | PurePosixPath, *, limit: int) -> bytes:

@@ -14,6 +14,8 @@ from herder.state.records import (
     AllocRecord,
     AllocStatus,
     Deferred,
+    DeploymentRecord,
+    DeploymentStatus,
     DesiredStatus,
     JobRecord,
     ParentRecord,
@@ -22,6 +24,7 @@ from herder.state.records import (
     PreviousRecord,
     TaskRecord,
     TaskState,
+    VersionRecord,
     job_id,
 )
 from herder.state.store import Store
@@ -34,6 +37,8 @@ __all__ = [
     "AllocRecord",
     "AllocStatus",
     "Deferred",
+    "DeploymentRecord",
+    "DeploymentStatus",
     "DesiredStatus",
     "JobRecord",
     "ParentRecord",
@@ -44,5 +49,6 @@ __all__ = [
     "Store",
     "TaskRecord",
     "TaskState",
+    "VersionRecord",
     "job_id",
 ]

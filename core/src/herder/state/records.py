@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 AllocStatus = Literal["pending", "running", "complete", "failed", "stopped"]
 DesiredStatus = Literal["run", "stop"]
 ParentStatus = Literal["running", "stopped"]
+DeploymentStatus = Literal["running", "paused", "successful", "failed", "cancelled"]
 TaskState = Literal["pending", "running", "dead"]
 
 LIVE_STATUSES: tuple[AllocStatus, ...] = ("pending", "running")
@@ -54,6 +55,39 @@ class JobRecord:
     text: str
     variables: dict[str, str] = field(default_factory=dict)
     created_at: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class VersionRecord:
+    """Version ``version`` of job ``job`` (from 0): submission ``job_id`` with the group
+    counts ``counts`` set over its file's (by a scale), submitted at ``submitted_at``.
+    ``stable`` once a deployment of it succeeded."""
+
+    job: str
+    version: int
+    job_id: str
+    counts: dict[str, int] = field(default_factory=dict)
+    submitted_at: float
+    stable: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeploymentRecord:
+    """A deployment of version ``version`` of job ``job``: ``state`` is what the client's
+    deployment engine keeps of it (JSON: each group's progress and each allocation's health),
+    written with every allocation it places so that a restarted agent continues it."""
+
+    id: str
+    job: str
+    version: int
+    status: DeploymentStatus = "running"
+    description: str = ""
+    state: dict[str, Any] = field(default_factory=dict)
+    created_at: float
+    modified_at: float
+
+    def __post_init__(self) -> None:
+        check_choice("status", self.status, DeploymentStatus)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -148,5 +148,40 @@ def _add_previous(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX previous_by_previous ON previous (previous)")
 
 
-MIGRATIONS: list[Migration] = [_create_schema, _add_parents, _add_previous]
+def _add_versions(db: sqlite3.Connection) -> None:
+    # A job's versions, numbered from 0, and the deployments of them. A version names its submission
+    # in ``jobs`` (kept while a version names it); the allocations already stored become the versions
+    # they were submitted as, in order.
+    db.execute("""
+        CREATE TABLE versions (
+            job          TEXT NOT NULL,
+            version      INTEGER NOT NULL,
+            job_id       TEXT NOT NULL REFERENCES jobs (id),
+            counts       TEXT NOT NULL,  -- JSON object: group -> count, set by a scale over the file's
+            submitted_at REAL NOT NULL,
+            stable       INTEGER NOT NULL,
+            PRIMARY KEY (job, version)
+        )
+    """)
+    db.execute("""
+        INSERT INTO versions (job, version, job_id, counts, submitted_at, stable)
+        SELECT name, row_number() OVER (PARTITION BY name ORDER BY created_at, id) - 1, id, '{}', created_at, 0
+        FROM jobs WHERE id IN (SELECT job_id FROM allocs)
+    """)
+    db.execute("""
+        CREATE TABLE deployments (
+            id          TEXT PRIMARY KEY,
+            job         TEXT NOT NULL,
+            version     INTEGER NOT NULL,
+            status      TEXT NOT NULL,
+            description TEXT NOT NULL,
+            state       TEXT NOT NULL,  -- JSON object, the deployment engine's
+            created_at  REAL NOT NULL,
+            modified_at REAL NOT NULL
+        )
+    """)
+    db.execute("CREATE INDEX deployments_by_job ON deployments (job, created_at)")
+
+
+MIGRATIONS: list[Migration] = [_create_schema, _add_parents, _add_previous, _add_versions]
 """Migration ``n`` (from 0) takes the schema from version ``n`` to ``n + 1``."""

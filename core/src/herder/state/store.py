@@ -15,11 +15,13 @@ from herder.state.tables.jobs import Jobs, Parents
 from herder.state.tables.ports import Ports
 from herder.state.tables.previous import Previous
 from herder.state.tables.tasks import Tasks
+from herder.state.tables.versions import Deployments, Versions
 
 
-class Store(Jobs, Parents, Allocs, Tasks, Ports, Events, DeferredWork, Previous):
-    """The client's state: jobs, allocations, task states, ports, events,
-    deferred work and what each allocation replaces, in the SQLite database at ``path`` (created if missing).
+class Store(Jobs, Parents, Versions, Deployments, Allocs, Tasks, Ports, Events, DeferredWork, Previous):
+    """The client's state: jobs, their versions and deployments, allocations, task states, ports,
+    events, deferred work and what each allocation replaces, in the SQLite database at ``path``
+    (created if missing).
 
     Each family's methods are its table's (:mod:`herder.state.tables`); every
     one of them goes through the commit engine, :class:`~herder.state.database.Database`,

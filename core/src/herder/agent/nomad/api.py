@@ -12,6 +12,7 @@ import base64
 import functools
 import hmac
 import json
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any, TypeVar
@@ -28,7 +29,7 @@ from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
-from herder.agent.nomad import memo, models, routes_agent, routes_alloc, routes_jobs
+from herder.agent.nomad import memo, models, rollouts, routes_agent, routes_alloc, routes_jobs
 from herder.agent.nomad.blocking import Blocking, BlockingQuery, document
 from herder.agent.nomad.frames import FRAME_SIZE, HEARTBEAT, HEARTBEAT_FRAME, Framer
 from herder.agent.nomad.ledger import Ledger
@@ -216,6 +217,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
 
     # Before the routes of /v1/job/{name}, which would take .../plan for a job's name.
     routes_jobs.register(api, agent, ledger, shapes, answer=json_answer, decode=decode)
+    rollouts.register(api, agent, ledger, shapes, answer=json_answer, decode=decode, scoped=scoped)
 
     @api.get("/v1/jobs", responses=ok(list[models.JobListStub]))
     async def jobs(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
@@ -234,14 +236,23 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
         body = await decode(request, models.JobRegisterRequest)
         return await asyncio.to_thread(register_job, body)
 
+    enforced = threading.Lock()
+
     def register_job(body: models.JobRegisterRequest) -> Response:
         job = body.Job
         if body.EnforceIndex:  # nomad job run -check-index
-            enforce_index(shapes.job_modify_index(str(job.get("ID") or job.get("Name") or "")), body.JobModifyIndex)
-        name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
+            # The check and the registration it allows are one step, as in Nomad's state store: checked
+            # apart, two runs with the same index both passed while the first still parsed, and the
+            # second replaced the first's job unseen, which -check-index is there to prevent.
+            with enforced:
+                enforce_index(shapes.job_modify_index(str(job.get("ID") or job.get("Name") or "")),
+                              body.JobModifyIndex)
+                name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
+        else:
+            name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
         evaluation_id, index = "", ledger.index()
         if agent.parent(name) is None:  # Nomad evaluates no periodic or parameterized job until it launches
-            evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs, job)
+            evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs)
             evaluation_id, index = evaluation.id, evaluation.create_index
         return json_answer(models.JobRegisterResponse(EvalID=evaluation_id, EvalCreateIndex=index,
                                                       JobModifyIndex=shapes.job_modify_index(name) or index,
@@ -296,11 +307,6 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
     async def job_summary(request: Request, query: Blocking, name: Id) -> Response:
         shapes.allocs_of(name, request)
         return await blocking(request, query, lambda: shapes.summary(name))
-
-    @api.get("/v1/job/{name:path}/versions", responses=ok(models.JobVersions))
-    async def job_versions(request: Request, query: Blocking, name: Id) -> Response:
-        shapes.allocs_of(name, request)
-        return await blocking(request, query, lambda: models.JobVersions(Versions=shapes.versions(name)))
 
     @api.put("/v1/job/{name:path}/dispatch", responses=ok(models.JobDispatchResponse),
              openapi_extra=body(models.JobDispatchRequest))

@@ -4,8 +4,8 @@ and the client's deployments in Nomad's terms.
 herder places a job the moment it is submitted, so every evaluation here is
 complete when it is made; it only tells the command line's monitor which
 allocations the submission made, and which deployment follows them. The
-deployments are the client's (:mod:`herder.client.deployments`): here a Nomad
-job's ``update`` blocks become their strategies, and their changes indexes.
+deployments are the client's (:mod:`herder.client.deployments`): here their
+changes become indexes.
 The index every answer carries (``X-Nomad-Index``) is the agent's event count
 plus the changes made here, so it grows whenever anything a watcher reads may
 have changed.
@@ -20,42 +20,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from herder.agent.events import EventLog
 from herder.app import Agent, NotFound
-from herder.client import deployments
 from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment
 
 SECOND = 1_000_000_000
 """Nanoseconds, Nomad's unit of duration."""
-
-# Nomad's DefaultUpdateStrategy (api/jobs.go), the update block of a service job that has none.
-DEFAULT_UPDATE: dict[str, Any] = {
-    "MaxParallel": 1, "HealthCheck": "checks", "MinHealthyTime": 10 * SECOND,
-    "HealthyDeadline": 300 * SECOND, "ProgressDeadline": 600 * SECOND, "AutoRevert": False, "Canary": 0,
-}
-
-
-class Update(deployments.Update):
-    """A group's update strategy, as a Nomad job's ``update`` blocks give it."""
-
-    @classmethod
-    def of(cls, job: dict[str, Any], group: dict[str, Any]) -> Update | None:
-        """The strategy of ``group`` of Nomad job ``job`` (its own over the job's over Nomad's
-        defaults); None when the group is not deployed (``max_parallel = 0``)."""
-        merged = DEFAULT_UPDATE | _set(job.get("Update")) | _set(group.get("Update"))
-        if not merged["MaxParallel"]:
-            return None
-        return cls(health_check=str(merged["HealthCheck"]), min_healthy_time=merged["MinHealthyTime"] / SECOND,
-                   healthy_deadline=merged["HealthyDeadline"] / SECOND,
-                   progress_deadline=merged["ProgressDeadline"] / SECOND, auto_revert=bool(merged["AutoRevert"]))
-
-
-def _set(update: Any) -> dict[str, Any]:
-    """The fields an update block sets (Nomad JSON has null for "the default")."""
-    return {k: v for k, v in update.items() if v is not None} if isinstance(update, dict) else {}
 
 
 @dataclass
@@ -113,11 +85,9 @@ class Ledger:
 
     # -- evaluations ------------------------------------------------------------
 
-    def evaluate(self, job: str, job_type: str, triggered_by: str, allocs: list[AllocRunner],
-                 document: dict[str, Any] | None = None) -> Evaluation:
-        """Record the (complete) evaluation of a change to ``job`` that made or stopped ``allocs``.
-        A registration of a service job whose allocations are new starts a deployment of them,
-        as the Nomad job ``document`` asks."""
+    def evaluate(self, job: str, job_type: str, triggered_by: str, allocs: list[AllocRunner]) -> Evaluation:
+        """Record the (complete) evaluation of a change to ``job`` that made or stopped ``allocs``;
+        a registration names the deployment the client started for it, if one is active."""
         with self._lock:
             index = self._bump()
             evaluation = Evaluation(id=str(uuid.uuid4()), job=job, job_type=job_type, triggered_by=triggered_by,
@@ -131,29 +101,13 @@ class Ledger:
             for alloc in fresh:
                 self._alloc_evals[alloc.alloc.id] = evaluation.id
                 self._alloc_indexes[alloc.alloc.id] = index
-        if triggered_by == "job-register" and job_type == "service" and document is not None:
-            evaluation.deployment = self._deploy(job, fresh, document, index) if fresh else \
-                self._deployment_id(allocs[0].alloc.id) if allocs else ""
+        if triggered_by == "job-register":
+            active = [d for d in self._deployments.of_job(job) if d.active]
+            evaluation.deployment = active[0].id if active else ""
         with self._lock:
             self._evaluations[evaluation.id] = evaluation
         return evaluation
 
-    def _deploy(self, job: str, allocs: list[AllocRunner], document: dict[str, Any], index: int) -> str:
-        groups = {str(g.get("Name")): g for g in document.get("TaskGroups") or [] if isinstance(g, dict)}
-        updates = {name: update for name, group in groups.items() if (update := Update.of(document, group))}
-        if not allocs:
-            return ""
-        version = self.agent.job_version(job, allocs[0].job_id).number
-        deployment = self._deployments.start(job, version, allocs, updates)
-        if deployment is None:
-            return ""
-        with self._lock:
-            self._deployment_indexes[deployment.id] = (index, index, deployment.revision)
-        return deployment.id
-
-    def _deployment_id(self, alloc_id: str) -> str:
-        deployment = self._deployments.of(alloc_id)
-        return deployment.id if deployment else ""
     def followup(self, alloc: AllocRunner, due: float) -> Evaluation:
         """The evaluation that replaces failed allocation ``alloc`` at ``due`` (Nomad's follow-up
         evaluation, which its ``alloc status`` reads the next reschedule time from)."""

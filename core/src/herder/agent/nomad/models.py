@@ -323,6 +323,7 @@ class Evaluation(Nomad):
 class DeploymentState(Nomad):
     PlacedCanaries: list[str] | None = None
     AutoRevert: bool = False
+    AutoPromote: bool = False
     ProgressDeadline: int = 0
     RequireProgressBy: str = ZERO_TIME
     Promoted: bool = False
@@ -395,9 +396,29 @@ class JobListStub(Nomad):
     SubmitTime: int = 0
 
 
+class FieldDiff(Nomad):
+    Type: str
+    """Added, Deleted or Edited."""
+    Name: str
+    Old: str = ""
+    New: str = ""
+    Annotations: list[str] | None = None
+
+
+class JobDiff(Nomad):
+    """What changed from one version to the next: herder names each field by its path in the job."""
+
+    Type: str = "Edited"
+    ID: str = ""
+    Fields: list[FieldDiff] | None = None
+    Objects: None = None
+    TaskGroups: None = None
+
+
 class JobVersions(Nomad):
     Versions: list[dict[str, Any]] = Field(default_factory=list)
-    Diffs: None = None
+    Diffs: list[JobDiff] | None = None
+    """With ``?diffs=true``: ``Diffs[i]`` is what changed from ``Versions[i + 1]`` to ``Versions[i]``."""
 
 
 class JobRegisterRequest(BaseModel):
@@ -544,3 +565,58 @@ class AllocFileInfo(Nomad):
 class AllocStopResponse(Nomad):
     EvalID: str = ""
     Index: int = 0
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class JobRevertRequest(_Request):
+    JobID: str = ""
+    JobVersion: int = Field(ge=0)
+    EnforcePriorVersion: int | None = None
+
+
+class JobScaleRequest(_Request):
+    Count: int | None = Field(default=None, ge=0, le=1000)
+    Target: dict[str, str] = Field(default_factory=dict)
+    """``{"Group": name}`` (``Job`` and ``Namespace`` too, as the CLI sends them)."""
+    Message: str = ""
+
+
+class DeploymentPromoteRequest(_Request):
+    DeploymentID: str = ""
+    All: bool = False
+    Groups: list[str] | None = None
+
+
+class DeploymentPauseRequest(_Request):
+    DeploymentID: str = ""
+    Pause: bool = False
+
+
+class DeploymentUpdateResponse(Nomad):
+    EvalID: str = ""
+    EvalCreateIndex: int = 0
+    DeploymentModifyIndex: int = 0
+    RevertedJobVersion: int | None = None
+    LastIndex: int = 0
+    RequestTime: int = 0
+
+
+class TaskGroupScaleStatus(Nomad):
+    Desired: int = 0
+    Placed: int = 0
+    Running: int = 0
+    Healthy: int = 0
+    Unhealthy: int = 0
+    Events: list[dict[str, Any]] | None = None
+
+
+class JobScaleStatus(Nomad):
+    JobID: str
+    Namespace: str = "default"
+    JobCreateIndex: int = 0
+    JobModifyIndex: int = 0
+    JobStopped: bool = False
+    TaskGroups: dict[str, TaskGroupScaleStatus] = Field(default_factory=dict)

@@ -23,7 +23,7 @@ from herder.client.client import JobSource
 from herder.jobspec import evaluate_job_text
 from herder.jobspec.dispatch import next_launch_time
 from herder.jobspec.nomad_json import to_nomad
-from herder.jobspec.update_kind import UpdateKind, group_update
+from herder.jobspec.update_kind import UpdateKind, group_updates
 from herder.model import Group, Job, Periodic
 from herder.state import JobRecord
 
@@ -61,12 +61,13 @@ def plan(agent: app.Agent, shapes: Shapes, name: str, job: dict[str, Any]) -> di
     new_job, document = evaluate_job_text(shapes.given(job), "json", "<api>", {})  # as a registration takes it
     current = _current(agent, shapes, name)
     changed = current is None or replace(current.job, warnings=[]) != replace(new_job, warnings=[])
-    updates = {group.name: _desired(current, new_job, group, changed) for group in new_job.groups}
+    kinds = group_updates(current.job, new_job) if current else {}  # once for every group: linear in the job's size
+    updates = {group.name: _desired(current, kinds, group, changed) for group in new_job.groups}
     gone = {name: live for name, live in (current.live if current else {}).items() if name not in updates}
     updates |= {name: {"Stop": live} for name, live in sorted(gone.items())}
     diff = job_diff(_nomad(shapes, current.document, current.stopped) if current else None,
                     _nomad(shapes, document["job"], False))
-    _annotate(diff, updates, current.job if current else None, new_job)
+    _annotate(diff, updates, kinds)
     failed = _unplaceable(agent, shapes, new_job.groups, updates)
     zero = dict.fromkeys(("Ignore", "Place", "Migrate", "Stop", "InPlaceUpdate", "DestructiveUpdate", "Canary",
                           "Preemptions"), 0)
@@ -120,12 +121,12 @@ def _evaluated(submitted: JobSource | JobRecord) -> tuple[Job, dict[str, Any]]:
     return job, document["job"]
 
 
-def _desired(current: _Current | None, new: Job, group: Group, changed: bool) -> dict[str, int]:
-    """What ``group`` of job ``new`` undergoes, in Nomad's DesiredUpdates fields: its allocations
-    placed or stopped for its count, the others updated as Nomad's scheduler decides (every one of
-    a job that changed is, to its new version)."""
+def _desired(current: _Current | None, kinds: dict[str, UpdateKind], group: Group, changed: bool) -> dict[str, int]:
+    """What ``group`` of the new version undergoes, in Nomad's DesiredUpdates fields: its allocations
+    placed or stopped for its count, the others updated as Nomad's scheduler decides (``kinds``; every
+    one of a job that changed is, to its new version)."""
     live = current.live.get(group.name, 0) if current else 0
-    kind = group_update(current.job, new, group.name) if current else UpdateKind.DESTRUCTIVE
+    kind = kinds.get(group.name, UpdateKind.DESTRUCTIVE)
     counts = {"Place": max(0, group.count - live), "Stop": max(0, live - group.count)}
     if kept := min(live, group.count):
         field = "DestructiveUpdate" if kind is UpdateKind.DESTRUCTIVE else "InPlaceUpdate" if changed else "Ignore"
@@ -145,9 +146,10 @@ def _nomad(shapes: Shapes, job: dict[str, Any], stopped: bool) -> dict[str, Any]
     return document
 
 
-def _annotate(diff: dict[str, Any], updates: dict[str, dict[str, int]], old: Job | None, new: Job) -> None:
+def _annotate(diff: dict[str, Any], updates: dict[str, dict[str, int]], kinds: dict[str, UpdateKind]) -> None:
     """Nomad's annotations of a plan's diff (scheduler/annotate.go): each group's updates, what a
-    change of its count forces, and what each changed task forces."""
+    change of its count forces, and what each changed task forces (``kinds``: each group's update,
+    of those the current version has)."""
     for group in diff["TaskGroups"] or []:
         counts = updates.get(group["Name"], {})
         group["Updates"] = {_UPDATE_NAMES[key]: value for key, value in counts.items() if key in _UPDATE_NAMES}
@@ -156,7 +158,7 @@ def _annotate(diff: dict[str, Any], updates: dict[str, dict[str, int]], old: Job
                 before, after = int(field["Old"] or 0), int(field["New"] or 0)
                 field["Annotations"] = ["forces create"] if before < after else \
                     ["forces destroy"] if after < before else None
-        kind = UpdateKind.NONE if old is None or group["Type"] != EDITED else group_update(old, new, group["Name"])
+        kind = UpdateKind.NONE if group["Type"] != EDITED else kinds.get(group["Name"], UpdateKind.NONE)
         for task in group["Tasks"] or []:
             if group["Type"] in (ADDED, DELETED) or task["Type"] in (ADDED, DELETED):
                 task["Annotations"] = ["forces create" if task["Type"] == ADDED else "forces destroy"]

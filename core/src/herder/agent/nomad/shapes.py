@@ -308,15 +308,14 @@ class Shapes:
         document = self.job_document(self.document(name, job_id))
         latest = self.agent.job_versions(name)[-1:]
         version = self.agent.job_version(name, job_id) if job_id else latest[0] if latest else None
-        record = version.record if version else None
         index = self.ledger.index()
         document |= {"Status": self.status(name, allocs), "Stop": self.stopped(name, allocs),
                      "Version": version.number if version else 0,
-                     "SubmitTime": nanoseconds(record.created_at if record else None),
+                     "SubmitTime": nanoseconds(version.submitted_at if version else None),
                      "ParentID": allocs[-1].job.parent_id or "" if allocs else "",
                      "Dispatched": bool(allocs and "/dispatch-" in name), "ModifyIndex": index,
                      "JobModifyIndex": self.job_modify_index(name) or 1,
-                     "Stable": bool(allocs) and all(a.status in ("running", "complete") for a in allocs)}
+                     "Stable": bool(version and version.stable)}
         if parent is not None:
             document["ParentID"] = ""
         return document
@@ -385,11 +384,6 @@ class Shapes:
         return models.JobSummary(JobID=name, Summary=groups, Children=children, CreateIndex=1,
                                  ModifyIndex=self.ledger.index())
 
-    def versions(self, name: str) -> list[dict[str, Any]]:
-        """Every submission of job ``name`` still known, newest first."""
-        return [self.job(name, version.job_id)
-                for version in reversed(self.agent.job_versions(name))] or [self.job(name)]
-
     # -- evaluations and deployments ---------------------------------------------------
 
     def evaluation(self, found: Evaluation) -> models.Evaluation:
@@ -404,24 +398,21 @@ class Shapes:
 
     def deployment(self, found: Deployment) -> models.Deployment:
         groups: dict[str, models.DeploymentState] = {}
-        for name, update in found.groups.items():
-            mine = [alloc_id for alloc_id in found.allocs if self._group(alloc_id) in (name, None)]
-            health = [found.healthy.get(alloc_id) for alloc_id in mine]
+        for name, group in found.groups.items():
+            update = group.update
             groups[name] = models.DeploymentState(
-                AutoRevert=update.auto_revert, ProgressDeadline=int(update.progress_deadline * SECOND),
-                RequireProgressBy=rfc3339(found.started + update.progress_deadline),
-                DesiredTotal=found.desired.get(name, 0), PlacedAllocs=len(mine),
-                HealthyAllocs=sum(h is True for h in health), UnhealthyAllocs=sum(h is False for h in health))
+                AutoRevert=update.auto_revert, AutoPromote=update.auto_promote, Promoted=group.promoted,
+                ProgressDeadline=int(update.progress_deadline * SECOND),
+                RequireProgressBy=rfc3339(group.progress_by or None),
+                PlacedCanaries=group.canaries or None, DesiredCanaries=group.desired_canaries,
+                DesiredTotal=group.desired_total, PlacedAllocs=len(group.placed),
+                HealthyAllocs=group.healthy, UnhealthyAllocs=group.unhealthy)
         create_index, modify_index = self.ledger.deployment_indexes(found)
         return models.Deployment(ID=found.id, JobID=found.job, JobVersion=found.version,
                                  JobModifyIndex=create_index, JobSpecModifyIndex=create_index,
                                  JobCreateIndex=create_index, TaskGroups=groups, Status=found.status,
                                  StatusDescription=found.description, CreateIndex=create_index,
                                  ModifyIndex=modify_index)
-
-    def _group(self, alloc_id: str) -> str | None:
-        alloc = self.agent.alloc_by_id(alloc_id)
-        return alloc.group.name if alloc is not None else None
 
     # -- allocations -------------------------------------------------------------------
 
@@ -437,15 +428,14 @@ class Shapes:
         """What the allocation's own shapes show can differ only where this differs: the index (every task
         event and every change of the ledger moves it, and the shapes show it) and what changes without an
         event, or before its event is counted: the allocation's and its tasks' states, its deployment's
-        health (brought up to date here, first, as it may move the index), its job's version (numbered among
-        the versions still known), and a failed one's rescheduling (its replacement, when it is due: read
+        health (brought up to date here, first, as it may move the index), the submission it runs (an update in
+        place changes it), and a failed one's rescheduling (its replacement, when it is due: read
         from the state database, so only for a failed allocation; what a replacement replaces is stored with
         it, before its first event)."""
         deployment = self.ledger.deployment_of(alloc.alloc.id)
         status = alloc.status
         return (self.ledger.index(), status, alloc.stopping, deployment.revision if deployment else None,
-                self.agent.version_number(alloc.job.name, alloc.job_id),
-                self.agent.rescheduling(alloc) if status == "failed" else None,
+                alloc.job_id, self.agent.rescheduling(alloc) if status == "failed" else None,
                 *((runner.status, len(runner.status.events)) for runner in alloc.tasks))
 
     def job_signature(self, alloc: AllocRunner) -> object:
@@ -533,7 +523,7 @@ class Shapes:
                 Delay=int(event.delay * SECOND)) for event in rescheduling.tracker]) if rescheduling.tracker else None,
             "ID": alloc.alloc.id, "EvalID": self.ledger.eval_of(alloc.alloc.id), "Name": alloc.alloc.name,
             "NodeID": self.node_id, "NodeName": self.agent.config.node_name, "JobID": alloc.job.name,
-            "JobType": alloc.job.type, "JobVersion": self.agent.version_number(alloc.job.name, alloc.job_id),
+            "JobType": alloc.job.type, "JobVersion": self.agent.job_version(alloc.job.name, alloc.job_id).number,
             "TaskGroup": alloc.group.name,
             "DesiredStatus": "stop" if alloc.stopping or alloc.status == "stopped" or rescheduling.next else "run",
             "DesiredDescription": "alloc is being stopped" if alloc.stopping else

@@ -27,7 +27,7 @@ from herder.client.placement import GROUP_PORTS
 from herder.client.sessions import is_alive
 from herder.context import AllocatedPort, TaskContext
 from herder.errors import HerderError
-from herder.jobspec import interpolate_service
+from herder.jobspec import interpolate_service, interpolate_task
 from herder.model import Check, CheckRestart, Service, Task
 from herder.objects import Alloc, ExitResult, TaskHandle
 from herder.plugins.hooks import Hooks
@@ -183,6 +183,24 @@ class ServicesPlugin:
                                             services, ports, running, group=True)
         self.sync.set(owner, registrations)
 
+    def refresh(self, alloc_id: str) -> None:
+        """Register the services of an allocation updated in place as its new version gives them
+        (names, tags, meta, checks), for the tasks that run: replaced in the desired set, never
+        taken out of the registry between the two."""
+        alloc = self._client.alloc(alloc_id)
+        if alloc is None:
+            return
+        with self._lock:
+            running = [(owner, r) for owner, r in self._running.items() if r.ctx.alloc_id == alloc_id]
+        self._forget(_owner(alloc_id, GROUP), deregister=False)
+        for owner, was in running:
+            placed = next((t for t in alloc.placed.tasks if t.task.name == was.task.name), None)
+            if placed is None:
+                continue
+            self._forget(owner, deregister=False)
+            task = interpolate_task(placed.task, placed.make_lookup(dict(was.ctx.env)))
+            self.herder_task_poststart(task, was.ctx, was.handle)
+
     # -- building registrations -------------------------------------------------
 
     def _registrations(self, owner: str, ctx: TaskContext, handle: TaskHandle | None, prefix: str,
@@ -242,7 +260,9 @@ class ServicesPlugin:
         with self._lock:
             self._watched.setdefault(watched.registration.id, watched)
 
-    def _forget(self, owner: str) -> None:
+    def _forget(self, owner: str, *, deregister: bool = True) -> None:
+        """Stop following ``owner``'s checks; its services leave the registry unless they are
+        to be registered again at once (not ``deregister``)."""
         with self._lock:
             running = self._running.pop(owner, None)
             for check in [cid for cid, w in self._watched.items() if w.owner == owner]:
@@ -251,7 +271,8 @@ class ServicesPlugin:
                 del self._script_owner[check]
         for check in running.scripts if running else ():
             self._scripts.remove(check)
-        self.sync.remove(owner)
+        if deregister:
+            self.sync.remove(owner)
 
     # -- checks ------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from herder.state.records import AllocRecord, AllocStatus, DesiredStatus, PortRe
 from herder.state.tables.rows import LIVE, Table, as_params, check_names, columns, decode, insert
 from herder.state.tables.tasks import encode_task
 
-_ALLOC_UPDATABLE = frozenset({"status", "desired", "session", "keep"})
+_ALLOC_UPDATABLE = frozenset({"job_id", "status", "desired", "session", "keep"})
 
 
 class Allocs(Table):
@@ -65,7 +65,7 @@ class Allocs(Table):
         return [_decode_alloc(row) for row in rows]
 
     def update_alloc(self, alloc_id: str, /, *, wait: bool = True, **changes: Any) -> None:
-        """Change some of ``status``, ``desired``, ``session`` and ``keep``;
+        """Change some of ``status``, ``desired``, ``session``, ``keep`` and ``job_id`` (an update in place);
         ``updated_at`` becomes now. KeyError if the allocation is not stored
         (with ``wait``; else the commit that finds it out logs it)."""
         check_names("update_alloc", changes, _ALLOC_UPDATABLE)
@@ -99,7 +99,8 @@ class Allocs(Table):
             self._db.execute("DELETE FROM allocs WHERE id = ?", (alloc_id,))
             if rows:
                 self._db.execute("DELETE FROM jobs WHERE id = ? AND NOT EXISTS "
-                                 "(SELECT 1 FROM allocs WHERE job_id = jobs.id)", (rows[0][0],))
+                                 "(SELECT 1 FROM allocs WHERE job_id = jobs.id) AND NOT EXISTS "
+                                 "(SELECT 1 FROM versions WHERE job_id = jobs.id)", (rows[0][0],))
 
         self._db.write(apply)
 
