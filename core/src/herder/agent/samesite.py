@@ -26,6 +26,7 @@ request of herder's listener and of the Nomad-compatible one is held to three ru
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import time
@@ -48,6 +49,7 @@ LOG_INTERVAL = 60.0
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
 
+@functools.lru_cache(maxsize=1024)  # every request asks, almost always for the same few names
 def host_name(host: str) -> str:
     """The name of a ``Host`` header (``name[:port]``, ``[v6][:port]``, or a bind's host), lowercased,
     an IP address in its canonical spelling."""
@@ -62,6 +64,7 @@ def host_name(host: str) -> str:
         return name
 
 
+@functools.lru_cache(maxsize=1024)
 def names_loopback(name: str) -> bool:
     """Whether a host name (as :func:`host_name` gives it) is loopback without a lookup."""
     if name in _LOOPBACK_NAMES:

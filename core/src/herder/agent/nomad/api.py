@@ -17,9 +17,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
@@ -29,7 +29,8 @@ from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
-from herder.agent.nomad import models, rollouts, routes_agent, routes_alloc, routes_jobs
+from herder.agent.nomad import memo, models, rollouts, routes_agent, routes_alloc, routes_jobs
+from herder.agent.nomad.blocking import Blocking, BlockingQuery, document
 from herder.agent.nomad.frames import FRAME_SIZE, HEARTBEAT, HEARTBEAT_FRAME, Framer
 from herder.agent.nomad.ledger import Ledger
 from herder.agent.nomad.plan import enforce_index
@@ -40,15 +41,11 @@ from herder.client.logtail import LogTail
 from herder.errors import DispatchError, JobError, PlacementError
 from herder.jobspec import evaluate_job_text
 from herder.jobspec.nomad_json import to_nomad
-from herder.sdk.durations import parse_duration
 
 Body = TypeVar("Body", bound=BaseModel)
 
 BLOCK_POLL = 0.1
 """How often a blocking query looks again at what it waits on."""
-DEFAULT_WAIT = 300.0
-MAX_WAIT = 600.0
-"""A blocking query's default and longest wait, Nomad's (5 and 10 minutes)."""
 
 
 
@@ -159,15 +156,20 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
     Id = Annotated[str, Path(min_length=1, max_length=256)]
     Prefix = Annotated[str, Query(max_length=256)]
 
-    async def blocking(request: Request, query: BlockingQuery, render: Callable[[], Any]) -> Response:
+    async def blocking(request: Request, query: BlockingQuery, render: Callable[[], Any], *,
+                       kept: bool = False) -> Response:
         """Answer ``render()`` with its index; with ``?index=N``, once the index is past N or
-        ``wait`` (default 5 minutes) passed, as Nomad's blocking queries."""
+        ``wait`` (default 5 minutes) passed, as Nomad's blocking queries. A render reads in the thread pool
+        (a job shown may be read again: never on the loop), unless it is ``kept``: made of the allocations'
+        kept shapes (:mod:`.memo`), it is tried on the loop first."""
         scoped(request)
         wanted, wait = query
         deadline = time.monotonic() + wait
         while True:
             index = ledger.index()
-            body = await asyncio.to_thread(render)  # a job shown may be read again: never on the loop
+            body = memo.on_loop(render) if kept else None
+            if body is None:
+                body = await asyncio.to_thread(render)
             if index > wanted or time.monotonic() >= deadline or await request.is_disconnected():
                 return json_answer(body, index)
             await asyncio.sleep(BLOCK_POLL)
@@ -201,7 +203,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
     @api.get("/v1/node/{node_id}/allocations", responses=ok(list[models.Allocation]))
     async def node_allocations(request: Request, query: Blocking, node_id: Id) -> Response:
         shapes.check_node(node_id)
-        return await blocking(request, query, lambda: [shapes.allocation(a) for a in agent.allocs()])
+        return await blocking(request, query, lambda: [shapes.allocation(a) for a in agent.allocs()], kept=True)
 
     @api.get("/v1/node/{node_id}", responses=ok(models.Node))
     async def node(request: Request, query: Blocking, node_id: Id) -> Response:
@@ -276,10 +278,10 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
 
     @api.get("/v1/job/{name:path}/allocations", responses=ok(list[models.AllocationListStub]))
     async def job_allocations(request: Request, query: Blocking, name: Id, all: bool = False) -> Response:
-        def render() -> list[models.AllocationListStub]:
+        def render() -> list[memo.Encoded]:
             return [shapes.alloc_stub(a) for a in shapes.allocs_of(name, request)]
 
-        return await blocking(request, query, render)
+        return await blocking(request, query, render, kept=True)
 
     @api.get("/v1/job/{name:path}/evaluations", responses=ok(list[models.Evaluation]))
     async def job_evaluations(request: Request, query: Blocking, name: Id) -> Response:
@@ -369,7 +371,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
     @api.get("/v1/evaluation/{eval_id}/allocations", responses=ok(list[models.AllocationListStub]))
     async def evaluation_allocations(request: Request, query: Blocking, eval_id: Id) -> Response:
         evaluation = ledger.evaluation(eval_id)
-        return await blocking(request, query, lambda: shapes.alloc_stubs(evaluation.allocs))
+        return await blocking(request, query, lambda: shapes.alloc_stubs(evaluation.allocs), kept=True)
 
     @api.get("/v1/evaluation/{eval_id}", responses=ok(models.Evaluation))
     async def evaluation(request: Request, query: Blocking, eval_id: Id) -> Response:
@@ -384,7 +386,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
     @api.get("/v1/deployment/allocations/{deployment_id}", responses=ok(list[models.AllocationListStub]))
     async def deployment_allocations(request: Request, query: Blocking, deployment_id: Id) -> Response:
         found = ledger.deployment(deployment_id)
-        return await blocking(request, query, lambda: shapes.alloc_stubs(found.allocs))
+        return await blocking(request, query, lambda: shapes.alloc_stubs(found.allocs), kept=True)
 
     @api.get("/v1/deployment/{deployment_id}", responses=ok(models.Deployment))
     async def deployment(request: Request, query: Blocking, deployment_id: Id) -> Response:
@@ -396,12 +398,12 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
     @api.get("/v1/allocations", responses=ok(list[models.AllocationListStub]))
     async def allocations(request: Request, query: Blocking, prefix: Prefix = "") -> Response:
         return await blocking(request, query, lambda: [] if foreign(request) else [
-            shapes.alloc_stub(a) for a in app.matching(prefix, agent.allocs())])
+            shapes.alloc_stub(a) for a in app.matching(prefix, agent.allocs())], kept=True)
 
     @api.get("/v1/allocation/{alloc_id}", responses=ok(models.Allocation))
     async def allocation(request: Request, query: Blocking, alloc_id: Id) -> Response:
         found = shapes.alloc(alloc_id, request)
-        return await blocking(request, query, lambda: shapes.allocation(found))
+        return await blocking(request, query, lambda: shapes.allocation(found), kept=True)
 
     @api.put("/v1/client/allocation/{alloc_id}/signal", openapi_extra=body(models.AllocSignalRequest))
     @api.post("/v1/client/allocation/{alloc_id}/signal", openapi_extra=body(models.AllocSignalRequest))
@@ -517,6 +519,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
     # `nomad alloc exec`: herder's own exec WebSocket, whose frames are Nomad's.
     exec_ws.register(api, agent, "/v1/client/allocation/{alloc_id}/exec",
                      authorized=functools.partial(carries_token, agent.config.token), error=refuse)
+    document(api)
     return api
 
 
@@ -537,35 +540,9 @@ async def decode(request: Request, model: type[Body]) -> Body:
 
 
 def json_answer(body: Any, index: int) -> Response:
-    """``body`` as Nomad answers a read: JSON, with the index it reflects."""
-    content = body.model_dump(mode="json") if isinstance(body, BaseModel) else _dump(body)
-    return JSONResponse(content, headers={"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true",
-                                          "X-Nomad-LastContact": "0"})
-
-
-def _dump(body: Any) -> Any:
-    if isinstance(body, list):
-        return [_dump(item) for item in body]
-    return body.model_dump(mode="json") if isinstance(body, BaseModel) else body
-
-
-BlockingQuery = tuple[int, float]
-"""The index a blocking query waits to pass (0: none), and how long it may wait (seconds)."""
-
-
-def blocking_query(
-        index: Annotated[int, Query(ge=0, le=2**63, description="Answer once the index is past this one")] = 0,
-        wait: Annotated[str, Query(max_length=32, description="The longest wait, in Nomad's duration "
-                                                              "syntax (5m); at most 10m")] = "") -> BlockingQuery:
-    """``index`` and ``wait`` of a blocking query, as Nomad's."""
-    try:
-        seconds = parse_duration(wait) if wait else DEFAULT_WAIT
-    except (TypeError, ValueError):
-        raise NomadError(400, f"Invalid wait time: {wait!r}") from None
-    return index, min(max(seconds, 0.0), MAX_WAIT) if index else 0.0
-
-
-Blocking = Annotated[BlockingQuery, Depends(blocking_query)]
+    """``body`` as Nomad answers a read: JSON (:func:`.memo.encode`), with the index it reflects."""
+    return Response(memo.encode(body), media_type="application/json",
+                    headers={"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true", "X-Nomad-LastContact": "0"})
 
 
 def scoped(request: Request, *, write: bool = False) -> None:

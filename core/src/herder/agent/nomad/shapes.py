@@ -1,11 +1,14 @@
 """The agent's state in Nomad's API shapes: its node, jobs, allocations, evaluations and deployments."""
 
+from __future__ import annotations
+
+import functools
 import json
 import os
 import platform
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path as FilePath
 from typing import Any
 
@@ -14,6 +17,7 @@ from fastapi import Request
 from herder import app
 from herder.agent.nomad import models
 from herder.agent.nomad.ledger import SECOND, Evaluation, Ledger
+from herder.agent.nomad.memo import Encoded, Memo
 from herder.app import Agent, NotFound
 from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment
@@ -78,6 +82,25 @@ def rfc3339(epoch: float | None) -> str:
         f".{int(epoch % 1 * 1e9):09d}Z"
 
 
+AllocShape = Callable[["Shapes", AllocRunner], Any]
+"""A method of :class:`Shapes` that shapes an allocation."""
+
+
+def kept(signature: Callable[[Shapes, AllocRunner], object]) -> Callable[[AllocShape], Callable[
+        [Shapes, AllocRunner], Encoded]]:
+    """A shape of an allocation (a method of :class:`Shapes`), encoded and kept while ``signature`` of the
+    allocation is the same (:mod:`.memo`)."""
+
+    def decorate(shape: AllocShape) -> Callable[[Shapes, AllocRunner], Encoded]:
+        @functools.wraps(shape)
+        def kept_shape(self: Shapes, alloc: AllocRunner) -> Encoded:
+            return self.memo.get((shape.__name__, alloc.alloc.id), signature(self, alloc), lambda: shape(self, alloc))
+
+        return kept_shape
+
+    return decorate
+
+
 class Shapes:
     """The agent's state in Nomad's shapes."""
 
@@ -88,6 +111,7 @@ class Shapes:
         # A stable ID for this node: the same agent on the same data dir is the same node.
         self.node_id = str(uuid.uuid5(uuid.NAMESPACE_URL,
                                       f"herder:{agent.config.node_name}:{agent.config.data_dir}"))
+        self.memo = Memo()
 
     # -- the node ------------------------------------------------------------------
 
@@ -400,14 +424,38 @@ class Shapes:
         except NotFound:
             raise NomadError(404, "alloc not found") from None
 
+    def alloc_signature(self, alloc: AllocRunner) -> object:
+        """What the allocation's own shapes show can differ only where this differs: the index (every task
+        event and every change of the ledger moves it, and the shapes show it) and what changes without an
+        event, or before its event is counted: the allocation's and its tasks' states, its deployment's
+        health (brought up to date here, first, as it may move the index), the submission it runs (an update in
+        place changes it), and a failed one's rescheduling (its replacement, when it is due: read
+        from the state database, so only for a failed allocation; what a replacement replaces is stored with
+        it, before its first event)."""
+        deployment = self.ledger.deployment_of(alloc.alloc.id)
+        status = alloc.status
+        return (self.ledger.index(), status, alloc.stopping, deployment.revision if deployment else None,
+                alloc.job_id, self.agent.rescheduling(alloc) if status == "failed" else None,
+                *((runner.status, len(runner.status.events)) for runner in alloc.tasks))
+
+    def job_signature(self, alloc: AllocRunner) -> object:
+        """:meth:`alloc_signature`, and the states of the job's other allocations (its status is shown)."""
+        try:
+            siblings = self.agent.job(alloc.job.name)
+        except NotFound:
+            siblings = []
+        return self.alloc_signature(alloc), *((a.alloc.id, a.status, a.stopping) for a in siblings)
+
+    @kept(alloc_signature)
     def alloc_stub(self, alloc: AllocRunner) -> models.AllocationListStub:
         return models.AllocationListStub(**self._alloc_fields(alloc))
 
-    def alloc_stubs(self, alloc_ids: Iterable[str]) -> list[models.AllocationListStub]:
+    def alloc_stubs(self, alloc_ids: Iterable[str]) -> list[Encoded]:
         """The stubs of those of ``alloc_ids`` the client still has."""
         return [self.alloc_stub(alloc) for alloc_id in alloc_ids
                 if (alloc := self.agent.alloc_by_id(alloc_id)) is not None]
 
+    @kept(job_signature)
     def allocation(self, alloc: AllocRunner) -> models.Allocation:
         fields = self._alloc_fields(alloc)
         deployment = self.ledger.deployment_of(alloc.alloc.id)
