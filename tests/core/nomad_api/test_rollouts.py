@@ -1,5 +1,6 @@
 """The real ``nomad`` command line over herder's versions and deployments: scale in place, history with
-diffs and ``Stable``, revert, eval, promote, and a deployment paused, resumed and failed."""
+diffs and ``Stable``, revert, eval, canaries promoted by job and by deployment, and a deployment listed,
+shown, paused, resumed and failed."""
 
 from __future__ import annotations
 
@@ -75,8 +76,8 @@ def test_scale_history_revert_and_eval(nomad_agent: NomadAgent, tmp_path: Path) 
     ok(nomad_agent, "job", "run", str(job_file(tmp_path, "kept", count=3, word="two")))
     history = ok(nomad_agent, "job", "history", "-p", "kept")
     assert history.count("Stable      = true") == 3, history
-    assert "groups.g.tasks.t.config.args" in history, history
-    assert "groups.g.count" in history, history
+    assert '+/- Count: "2" => "3"' in history, history  # Nomad's nested diff, as job plan shows it
+    assert '+/- Task: "t"' in history and 'args[1]' in history, history
     assert nomad_agent.get("/v1/job/kept")["Version"] == 2
     ok(nomad_agent, "job", "revert", "kept", "0")
     versions = nomad_agent.get("/v1/job/kept/versions")["Versions"]
@@ -87,6 +88,7 @@ def test_scale_history_revert_and_eval(nomad_agent: NomadAgent, tmp_path: Path) 
     evaluated = ok(nomad_agent, "job", "eval", "-detach", "-verbose", "kept")
     evaluation = evaluated.split('Created eval ID: "')[1].split('"')[0]
     assert nomad_agent.get(f"/v1/evaluation/{evaluation}")["Status"] == "complete"
+    assert "Status             = complete" in ok(nomad_agent, "eval", "status", evaluation[:8])
     assert nomad_agent.nomad("job", "revert", "kept", "9").returncode == 1
 
 
@@ -96,20 +98,27 @@ def test_canaries_promoted_and_a_deployment_paused_resumed_and_failed(nomad_agen
     old = running(nomad_agent, "canaried")
     ok(nomad_agent, "job", "run", "-detach", str(job_file(tmp_path, "canaried", word="two", canary=1)))
 
-    def canary_healthy() -> dict[str, Any] | None:
+    def canary_healthy(version: int) -> dict[str, Any] | None:
         found = deployment(nomad_agent, "canaried")
         group = found.get("TaskGroups", {}).get("g", {})
-        return found if found.get("JobVersion") == 1 and group.get("HealthyAllocs") == 1 else None
+        return found if found.get("JobVersion") == version and group.get("HealthyAllocs") == 1 else None
 
-    found = wait_for(canary_healthy, 30.0, lambda: f"a healthy canary: {deployment(nomad_agent, 'canaried')}")
+    found = wait_for(lambda: canary_healthy(1), 30.0, lambda: f"a healthy canary: {deployment(nomad_agent, 'canaried')}")
     assert found["TaskGroups"]["g"]["PlacedCanaries"] and old < running(nomad_agent, "canaried")
     ok(nomad_agent, "job", "promote", "-detach", "canaried")
     deployed(nomad_agent, "canaried", 1)
     assert not old & running(nomad_agent, "canaried")
 
     ok(nomad_agent, "job", "run", "-detach", str(job_file(tmp_path, "canaried", word="three", canary=1)))
-    deployment_id = wait_for(lambda: deployment(nomad_agent, "canaried").get("JobVersion") == 2
-                             and deployment(nomad_agent, "canaried")["ID"], 30.0, "version 2 deploying")
+    found = wait_for(lambda: canary_healthy(2), 30.0, lambda: f"a healthy canary: {deployment(nomad_agent, 'canaried')}")
+    assert f"{found['ID'][:8]}  canaried  2            running" in ok(nomad_agent, "deployment", "list")
+    assert "Canaries" in ok(nomad_agent, "deployment", "status", found["ID"][:8])
+    ok(nomad_agent, "deployment", "promote", "-detach", found["ID"][:8])
+    deployed(nomad_agent, "canaried", 2)
+
+    ok(nomad_agent, "job", "run", "-detach", str(job_file(tmp_path, "canaried", word="four", canary=1)))
+    deployment_id = wait_for(lambda: deployment(nomad_agent, "canaried").get("JobVersion") == 3
+                             and deployment(nomad_agent, "canaried")["ID"], 30.0, "version 3 deploying")
     ok(nomad_agent, "deployment", "pause", deployment_id[:8])
     assert nomad_agent.get(f"/v1/deployment/{deployment_id}")["Status"] == "paused"
     ok(nomad_agent, "deployment", "resume", deployment_id[:8])

@@ -396,28 +396,9 @@ class JobListStub(Nomad):
     SubmitTime: int = 0
 
 
-class FieldDiff(Nomad):
-    Type: str
-    """Added, Deleted or Edited."""
-    Name: str
-    Old: str = ""
-    New: str = ""
-    Annotations: list[str] | None = None
-
-
-class JobDiff(Nomad):
-    """What changed from one version to the next: herder names each field by its path in the job."""
-
-    Type: str = "Edited"
-    ID: str = ""
-    Fields: list[FieldDiff] | None = None
-    Objects: None = None
-    TaskGroups: None = None
-
-
 class JobVersions(Nomad):
     Versions: list[dict[str, Any]] = Field(default_factory=list)
-    Diffs: list[JobDiff] | None = None
+    Diffs: list[dict[str, Any]] | None = None
     """With ``?diffs=true``: ``Diffs[i]`` is what changed from ``Versions[i + 1]`` to ``Versions[i]``."""
 
 

@@ -16,25 +16,16 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from herder.agent.nomad import models
+from herder.agent.nomad.diff import job_diff
 from herder.agent.nomad.ledger import Evaluation, Ledger
 from herder.agent.nomad.shapes import NomadError, Shapes
 from herder.app import Agent, NotFound
-from herder.app.rollouts import Change
 from herder.client.deployments import Deployment
 
 Id = Annotated[str, Path(min_length=1, max_length=256)]
 Answer = Callable[[Any, int], Response]
 Decode = Callable[..., Any]
 Scoped = Callable[..., None]
-
-_KINDS = {"+": "Added", "-": "Deleted", "~": "Edited"}
-
-
-def job_diff(name: str, changes: list[Change]) -> models.JobDiff:
-    """A version's changes in Nomad's diff shape: one field each, named by its path in the job."""
-    fields = [models.FieldDiff(Type=_KINDS[c.kind], Name=c.path, Old=c.old, New=c.new) for c in changes]
-    return models.JobDiff(Type="Edited" if fields else "None", ID=name, Fields=fields or None)
-
 
 def ok(model: Any) -> dict[int | str, dict[str, Any]]:
     """A route's answer for the OpenAPI document (the routes answer a :class:`Response`)."""
@@ -89,7 +80,8 @@ def register(api: FastAPI, agent: Agent, ledger: Ledger, shapes: Shapes, *, answ
                 group["Count"] = version.counts.get(group.get("Name"), group.get("Count", 1))
             found.append(document | {"Version": version.number, "Stable": version.stable,
                                      "SubmitTime": int(version.submitted_at * 1e9)})
-        differences = [job_diff(name, entry.changes) for entry in history[:-1]] if diffs else None
+        # Nomad's nested diff of each version to the next, as ``job plan`` shows one, for ``job history -p``.
+        differences = [job_diff(older, newer) for newer, older in zip(found, found[1:])] if diffs else None
         return answer(models.JobVersions(Versions=found, Diffs=differences), ledger.index())
 
     @api.put("/v1/job/{name:path}/revert", responses=ok(models.JobRegisterResponse),
