@@ -103,14 +103,16 @@ def test_canaries_promoted_and_a_deployment_paused_resumed_and_failed(nomad_agen
         group = found.get("TaskGroups", {}).get("g", {})
         return found if found.get("JobVersion") == version and group.get("HealthyAllocs") == 1 else None
 
-    found = wait_for(lambda: canary_healthy(1), 30.0, lambda: f"a healthy canary: {deployment(nomad_agent, 'canaried')}")
+    found = wait_for(lambda: canary_healthy(1), 30.0,
+                     lambda: f"a healthy canary: {deployment(nomad_agent, 'canaried')}")
     assert found["TaskGroups"]["g"]["PlacedCanaries"] and old < running(nomad_agent, "canaried")
     ok(nomad_agent, "job", "promote", "-detach", "canaried")
     deployed(nomad_agent, "canaried", 1)
     assert not old & running(nomad_agent, "canaried")
 
     ok(nomad_agent, "job", "run", "-detach", str(job_file(tmp_path, "canaried", word="three", canary=1)))
-    found = wait_for(lambda: canary_healthy(2), 30.0, lambda: f"a healthy canary: {deployment(nomad_agent, 'canaried')}")
+    found = wait_for(lambda: canary_healthy(2), 30.0,
+                     lambda: f"a healthy canary: {deployment(nomad_agent, 'canaried')}")
     assert f"{found['ID'][:8]}  canaried  2            running" in ok(nomad_agent, "deployment", "list")
     assert "Canaries" in ok(nomad_agent, "deployment", "status", found["ID"][:8])
     ok(nomad_agent, "deployment", "promote", "-detach", found["ID"][:8])

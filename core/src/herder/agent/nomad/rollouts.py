@@ -8,6 +8,7 @@ would take ``.../scale`` as a job's name otherwise.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -81,7 +82,7 @@ def register(api: FastAPI, agent: Agent, ledger: Ledger, shapes: Shapes, *, answ
             found.append(document | {"Version": version.number, "Stable": version.stable,
                                      "SubmitTime": int(version.submitted_at * 1e9)})
         # Nomad's nested diff of each version to the next, as ``job plan`` shows one, for ``job history -p``.
-        differences = [job_diff(older, newer) for newer, older in zip(found, found[1:])] if diffs else None
+        differences = [job_diff(older, newer) for newer, older in itertools.pairwise(found)] if diffs else None
         return answer(models.JobVersions(Versions=found, Diffs=differences), ledger.index())
 
     @api.put("/v1/job/{name:path}/revert", responses=ok(models.JobRegisterResponse),
