@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
 import statistics
 import subprocess
 import sys
@@ -318,10 +317,12 @@ def report(results: dict[str, list[dict[str, Any]]], rounds: int, load_before: s
     for side, label in (("nomad", "Nomad dev agent, raw_exec (baseline)"), ("herder", "herder")):
         elapsed, start = median(side, "elapsed"), median(side, "start")
         ideal = WAVES * (start + MIN_HEALTHY)
+        with_stop = WAVES * (SHUTDOWN_DELAY + start + MIN_HEALTHY)
         failed = sum(r["traffic"].failed for r in results[side])
         ok = sum(r["traffic"].ok for r in results[side])
         rounds_of = ", ".join(f"{r['elapsed']:.2f}" for r in results[side])
         rows.append(f"| {label} | {elapsed:.2f} s | {start * 1e3:.0f} ms | {ideal:.2f} s | {elapsed / ideal:.2f} | "
+                    f"{with_stop:.2f} s | "
                     f"{rounds_of} | {failed} of {ok + failed} | "
                     f"{min(r['traffic'].instances_min for r in results[side])} |")
     herder, nomad = median("herder", "elapsed"), median("nomad", "elapsed")
@@ -337,11 +338,11 @@ successful, version 1 deployed before. The same job (Nomad's parse of one file) 
 and on `nomad agent -dev` with its own raw_exec, taking turns; medians of {rounds} rounds after a warm-up.
 Load average (1, 5, 15 min) before: {load_before}; after: {load()}.
 
-Ideal: {WAVES} waves × (start + 1 s), start = a task's time from its placement to running (its `Started` event
+Ideal: {WAVES} waves x (start + 1 s), start = a task's time from its placement to running (its `Started` event
 minus the allocation's creation), the median over the update's allocations.
 
-| agent | update (median) | start | ideal | / ideal | all rounds (s) | failed requests | fewest serving |
-|---|---:|---:|---:|---:|---|---:|---:|
+| agent | update (median) | start | ideal | / ideal | ideal + stop | all rounds (s) | failed requests | fewest serving |
+|---|---:|---:|---:|---:|---:|---|---:|---:|
 {table}
 
 herder / ideal: **{herder / herder_ideal:.2f}** (target ≤ 1.3: {"met" if herder / herder_ideal <= 1.3 else "NOT met"});
@@ -354,9 +355,10 @@ and not being stopped (polled every 50 ms; "fewest serving" is the smallest such
 `health_check = "task_states"`: Nomad's checks need Consul; the server listens within a few tens of
 milliseconds of its start, well inside `min_healthy_time`, so a healthy allocation is a serving one. The
 `shutdown_delay` is what keeps the requests whole: a stopped allocation is listed as stopping at once and
-killed only after the delay, so the proxy has stopped sending it requests by then. Each wave stops two
-allocations first and places their replacements once they are dead, on both agents, so the stop
-(`shutdown_delay` and the kill) is part of every wave, beyond the ideal.
+killed only after the delay, so the proxy has stopped sending it requests by then. Both agents stop an old
+allocation first and place its replacement once it is dead, so every wave also takes the stop
+(`shutdown_delay` and the kill), which the ideal leaves out: "ideal + stop" is {WAVES} x (shutdown_delay +
+start + 1 s).
 
 {version}.
 """

@@ -10,6 +10,7 @@ import pytest
 from herder.client import deployments
 from herder.client.client import Client, JobSource
 from herder.client.deployments import Deployment
+from herder.client.versions import Version
 from herder.jobspec import load_job_text
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
@@ -100,13 +101,17 @@ def test_a_rolling_update_moves_on_when_its_allocations_start_turn_healthy_and_d
         client.start()
         client.scheduler.start()
         try:
-            for number in (0, 1):
+            def deployed(number: int) -> Version:
                 text = ROLLING % number
                 version, _ = client.scheduler.submit(load_job_text(text, "hcl", "job.hcl"),
                                                      JobSource(text, "hcl", "job.hcl").record("web"))
                 (deployment,) = [d for d in client.deployments.of_job("web") if d.version == version.number]
                 wait_for(lambda: deployment.status == "successful", 30.0,
-                         lambda: f"version {number} deployed, not {deployment.status}")  # noqa: B023
+                         lambda: f"version {number} deployed, not {deployment.status}")
+                return version
+
+            deployed(0)
+            version = deployed(1)  # every allocation replaced, one at a time
             live = client.scheduler.live("web")
             assert sorted(a.alloc.index for a in live) == [0, 1]
             assert {a.job_id for a in live} == {version.job_id}
