@@ -411,7 +411,7 @@ class Client:
 
     def _adopt(self, placed: PlacedAlloc, job: str, restored: dict[str, TaskRecord] | None = None, *,
                finished: AllocStatus | None = None) -> AllocRunner:
-        runner = AllocRunner(placed, job, self.hooks, self.store, on_event=self._on_event,
+        runner = AllocRunner(placed, job, self.hooks, self.store, on_event=self._event,
                              on_done=self._alloc_done, defer_cleanup=self.deferred.add, restored=restored,
                              max_kill_timeout=self.config.client.max_kill_timeout, finished=finished)
         with self._lock:
@@ -454,6 +454,11 @@ class Client:
         """Let go of a finished allocation whose directory and state are gone (the garbage collector's)."""
         with self._lock:
             self._allocs.pop(alloc_id, None)
+
+    def _event(self, record: EventRecord) -> None:
+        self._on_event(record)
+        if record.event.type == events.STARTED:  # its deployment may count the time it runs from now on
+            self.deployments.wake()
 
     def _alloc_done(self, alloc: AllocRunner) -> None:
         """Every task of ``alloc`` is dead and cleaned up: give back what it held."""

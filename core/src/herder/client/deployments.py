@@ -27,12 +27,17 @@ indexes a group lacks, as Nomad's scheduler and deployment watcher do:
 Every step is written to the state database with the allocations it places
 (one transaction), and a restarted agent continues the deployments it finds
 running or paused where they were: an allocation is never placed twice.
-One thread follows the running deployments, every :data:`TICK` seconds.
+One thread follows the running deployments: at once when a task of theirs
+starts (:meth:`Deployments.wake`) or an allocation they stopped is dead, when
+an allocation's ``min_healthy_time`` is up, and every :data:`TICK` seconds for
+the rest (service checks, deadlines). A rolling update so moves on as soon as
+each wave allows, not on the next tick.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -43,6 +48,7 @@ from typing import Protocol
 
 from herder import events
 from herder.client.alloc_runner import AllocRunner
+from herder.client.runtime import shared_runtime
 from herder.errors import HerderError
 from herder.model import Update
 from herder.state import DeploymentRecord, DeploymentStatus, StateError, Store
@@ -193,6 +199,9 @@ class Deployments:
         self._lock = threading.RLock()
         self._deployments: dict[str, Deployment] = {}
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._due = 0.0
+        """The earliest time (0: none) an allocation's min_healthy_time is up, as the last step saw."""
         self._thread: threading.Thread | None = None
 
     # -- lifetime ------------------------------------------------------------
@@ -210,12 +219,26 @@ class Deployments:
 
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join()
 
+    def wake(self) -> None:
+        """Follow the deployments now: something they wait for may have happened (a task started)."""
+        self._wake.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(TICK):
-            self.tick()
+        while not self._stop.is_set():
+            with self._lock:
+                due = self._due
+            self._wake.wait(min(TICK, max(0.0, due - time.time())) if due else TICK)
+            self._wake.clear()  # before the step, which sees whatever a wake since then was for
+            if not self._stop.is_set():
+                self.tick()
+
+    def _wake_when_dead(self, alloc: AllocRunner) -> None:
+        alloc.wait()
+        self.wake()
 
     # -- reading -------------------------------------------------------------
 
@@ -350,6 +373,7 @@ class Deployments:
     def tick(self) -> None:
         """Move every active deployment on by what happened since the last tick."""
         with self._lock:
+            self._due = 0.0
             for deployment in [d for d in self._deployments.values() if d.active]:
                 self._step(deployment)
 
@@ -413,6 +437,9 @@ class Deployments:
             alloc = self._host.alloc(old)
             if alloc is not None:
                 alloc.stop()
+                # Its replacement is placed once it is dead (on the runners' pool, which outgrows a
+                # blocked worker: the kill may take the task's shutdown_delay and kill_timeout).
+                shared_runtime().pool.submit(functools.partial(self._wake_when_dead, alloc))
 
     def _place_at(self, deployment: Deployment, name: str, group: GroupDeployment, indexes: list[int],
                   canary: bool, replaced: Iterable[str] = ()) -> None:
@@ -442,11 +469,15 @@ class Deployments:
         if update.health_check != "manual":
             main = [t for t in alloc.tasks if t.task.is_main or t.task.is_sidecar]
             started = [t.status.started_at for t in main if t.status.state == "running" and not t.done]
-            if len(started) == len(main) and all(s is not None and now - s >= update.min_healthy_time
-                                                 for s in started):
-                checks = self._host.checks(alloc_id) if update.health_check == "checks" else {}
-                if all(c["status"] == "passing" for task in checks.values() for c in task):
-                    return True
+            starts = [s for s in started if s is not None]
+            if len(starts) == len(main):
+                ready = max(starts, default=0.0) + update.min_healthy_time
+                if now < ready:
+                    self._due = min(self._due or ready, ready)
+                else:
+                    checks = self._host.checks(alloc_id) if update.health_check == "checks" else {}
+                    if all(c["status"] == "passing" for task in checks.values() for c in task):
+                        return True
         if now - placed.placed_at > update.healthy_deadline:
             return False
         return None
