@@ -4,6 +4,7 @@ goes on after the agent is killed."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,8 @@ job "{name}" {{
           timeout  = "1s"
         }}
       }}
-      kill_timeout = "3s"
+      kill_timeout   = "3s"
+      shutdown_delay = "{shutdown_delay}"
     }}
   }}
 }}
@@ -70,10 +72,11 @@ BROKEN = "exit 1"
 
 def web(pids: Path, name: str, *, version: str = "1", count: int = 2, max_parallel: int = 1, canary: int = 0,
         command: str = SERVE, health_check: str = "checks", min_healthy: str = "1s", healthy_deadline: str = "20s",
-        progress_deadline: str = "40s", check: str = "alive") -> str:
+        progress_deadline: str = "40s", check: str = "alive", shutdown_delay: str = "0s") -> str:
     return WEB.format(pids=pids, name=name, version=version, count=count, max_parallel=max_parallel, canary=canary,
                       command=command, health_check=health_check, min_healthy=min_healthy,
-                      healthy_deadline=healthy_deadline, progress_deadline=progress_deadline, check=check)
+                      healthy_deadline=healthy_deadline, progress_deadline=progress_deadline, check=check,
+                      shutdown_delay=shutdown_delay)
 
 
 def get(agent: AgentProcess, path: str) -> Any:
@@ -207,7 +210,10 @@ def test_a_rolling_update_keeps_max_parallel_down_and_the_version_stable(shared_
     agent, job = shared_agent, "rolled"
     pids = tmp_path / "pids"
     pids.mkdir()
-    agent.submit(web(pids, job, count=4, max_parallel=2))
+    # As a user keeping a service up does: a stopped instance is deregistered, then serves out its
+    # shutdown_delay, so that a client that read the registry just before still reaches it.
+    served = functools.partial(web, pids, job, count=4, max_parallel=2, shutdown_delay="1s")
+    agent.submit(served())
     deployment_ends(agent, job, 0)
     wait_for(lambda: healthy_instances(agent, job) == 4, 30.0, "4 healthy instances")
     old = {a["id"] for a in allocs(agent, job)}
@@ -221,7 +227,7 @@ def test_a_rolling_update_keeps_max_parallel_down_and_the_version_stable(shared_
     poller = threading.Thread(target=poll)
     poller.start()
     try:
-        agent.submit(web(pids, job, count=4, max_parallel=2, version="2"))
+        agent.submit(served(version="2"))
         deployment = deployment_ends(agent, job, 1)
         wait_for(lambda: healthy_instances(agent, job) == 4, 30.0, "4 healthy instances of version 1")
     finally:
