@@ -269,6 +269,17 @@ class Scheduler:
         if stable is None:
             self.deployments.tell(deployment, "no stable version to roll back to")
             return
+        failed = self.versions.number(deployment.job, deployment.version)
+        try:
+            same = failed is not None and self._same(failed, self.versions.load(stable))
+        except JobError:
+            same = False  # the revert says why it cannot load it
+        if same:
+            # As Nomad: the failed version is the stable one already (a rollback that failed too).
+            # Rolling back again deployed the same job again, which failed again, for ever: a new
+            # deployment and allocation each time, as fast as the task fails.
+            self.deployments.tell(deployment, f"not rolled back: version {stable.number} is the same job")
+            return
         shared_runtime().pool.submit(functools.partial(self._revert_to, deployment, stable.number))
 
     def _revert_to(self, deployment: Deployment, number: int) -> None:
