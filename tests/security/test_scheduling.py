@@ -264,3 +264,37 @@ def test_a_canary_leaves_the_running_allocation_its_data(agent: NomadAgent) -> N
         assert "Alloc Data Moved" not in events
     finally:
         agent.cli("job", "stop", "canary")
+
+
+MANY = """
+job "many" {
+  # %s
+  group "g" {
+    task "t" {
+      driver       = "raw_exec"
+      user         = "nobody"
+      kill_timeout = "%dms"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_job_keeps_a_bounded_number_of_versions(agent: NomadAgent) -> None:
+    """Each version holds its job's text, up to the job size limit: a client submitting in a loop (here a
+    change made in place, so nothing restarts) grew ``state.db`` by a text each time, for ever."""
+    padding = "x" * 100_000
+    try:
+        for number in range(20):
+            agent.submit(MANY % (padding, number + 1))
+        with agent.http() as http:
+            kept = [v["version"] for v in http.get("/v1/jobs/many/versions").json()["versions"]]
+            assert kept == [19, 18, 17, 16, 15, 14]
+            assert http.post("/v1/jobs/many/revert", json={"version": 0}).status_code == 404
+            assert http.post("/v1/jobs/many/revert", json={"version": 14}).status_code == 200
+    finally:
+        agent.cli("job", "stop", "many")
