@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.core.nomad_api.conftest import NomadAgent
+from tests.support.agent import AgentProcess
 from tests.support.processes import wait_until_gone
 from tests.support.waiting import wait_for
 
@@ -298,3 +299,70 @@ def test_a_job_keeps_a_bounded_number_of_versions(agent: NomadAgent) -> None:
             assert http.post("/v1/jobs/many/revert", json={"version": 14}).status_code == 200
     finally:
         agent.cli("job", "stop", "many")
+
+
+DENIED = """
+job "denied" {
+  update {
+    max_parallel      = 1
+    health_check      = "manual"
+    healthy_deadline  = "10m"
+    progress_deadline = "20m"
+  }
+  group "g" {
+    count = 2
+    task "t" {
+      driver = "raw_exec"
+      user   = "%s"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_deployment_places_no_allocation_of_a_user_denied_since(tmp_path: Path) -> None:
+    """A rolling deployment of a version whose tasks run as root, allowed when it was submitted; the operator
+    then denies root to raw_exec and restarts the agent: the deployment went on placing (and starting) the
+    version's allocations as root."""
+    root = tmp_path / "agent"
+    root.mkdir()
+    agent = AgentProcess(root)
+    agent.start()
+
+    def deployment() -> dict[str, Any]:
+        with agent.http() as http:
+            return dict(http.get("/v1/deployments", params={"job": "denied"}).json()["deployments"][0])
+
+    def healthy(found: dict[str, Any]) -> None:
+        waiting = [alloc_id for alloc_id, health in found["allocations"].items() if health is None]
+        with agent.http() as http:
+            answer = http.post(f"/v1/deployments/{found['id']}/health", json={"healthy": waiting})
+        assert answer.status_code == 200, answer.text
+
+    try:
+        agent.submit(DENIED % "nobody")
+        first = wait_for(lambda: (d := deployment()) and len(d["allocations"]) == 2 and d, what="version 0 placed")
+        healthy(first)
+        wait_for(lambda: deployment()["status"] == "successful", what="version 0 deployed")
+        agent.submit(DENIED % "root")  # one allocation at a time, each waiting for its health
+        placed = wait_for(lambda: (d := deployment())["version"] == 1 and d["allocations"] and d,
+                          what="version 1's first allocation")
+        agent.terminate()  # its tasks run on
+        with agent.config.open("a") as config:
+            config.write('[client]\nuser_checked_drivers = ["raw_exec"]\n')
+        agent.start()
+        healthy(placed)  # the deployment goes on: its next allocation would run as root
+
+        def ended() -> dict[str, Any] | None:
+            found = deployment()
+            return found if found["status"] != "running" or len(found["allocations"]) > 1 else None
+
+        found = wait_for(ended, what="the deployment failed, or placed on")
+        assert list(found["allocations"]) == list(placed["allocations"]), "an allocation of a denied user placed"
+        assert found["status"] == "failed" and "denied" in found["description"], found
+    finally:
+        agent.shutdown()

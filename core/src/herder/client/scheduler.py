@@ -252,6 +252,9 @@ class Scheduler:
         found = next((g for g in job.groups if g.name == group), None)
         if found is None:
             raise PlacementError(f"version {deployment.version} of job {deployment.job} has no group {group}")
+        # Checked at its submission, maybe by an earlier agent: a user denied since (and the agent
+        # restarted) or a driver gone would have its next allocations placed and started anyway.
+        self._client.check_placeable(job)
         allocs = self._client.place(job, version.job_id, [(found, index) for index in indexes], also=write)
         self._client.run(allocs)
         return allocs
