@@ -18,12 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.core.nomad_api.conftest import NomadAgent
 from tests.support.agent import AgentProcess
 from tests.support.processes import wait_until_gone
-from tests.support.waiting import wait_for
+from tests.support.waiting import TIMEOUT, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -366,3 +367,31 @@ def test_a_deployment_places_no_allocation_of_a_user_denied_since(tmp_path: Path
         assert found["status"] == "failed" and "denied" in found["description"], found
     finally:
         agent.shutdown()
+
+
+WIDE = 1_000
+"""Groups of a job of 130 kB whose every group is renamed by its next version: the history compared each
+of the diff's 50,000 paths with each of its 2,000 blocks added or removed, a minute of a worker thread on
+every read here (hours for a job of a megabyte)."""
+
+
+def test_history_of_a_wide_job_is_linear(agent: NomadAgent) -> None:
+    def wide(prefix: str) -> str:
+        groups = "".join(f'group "{prefix}{i}" {{\n count = {1 if i == 0 else 0}\n task "t" {{\n'
+                         f' driver = "raw_exec"\n user = "nobody"\n'
+                         f' config {{\n command = "/bin/sleep"\n args = ["3600"]\n }}\n }}\n}}\n' for i in range(WIDE))
+        return f'job "wide" {{\n{groups}}}\n'
+
+    try:
+        with agent.http() as http:
+            http.timeout = httpx.Timeout(120.0)
+            for prefix in ("g", "h"):
+                submitted = http.post("/v1/jobs", json={"text": wide(prefix), "format": "hcl"})
+                assert submitted.status_code == 200, submitted.text
+            http.timeout = httpx.Timeout(TIMEOUT)
+            history = http.get("/v1/jobs/wide/versions")
+        assert history.status_code == 200, history.text
+        [newest, _] = history.json()["versions"]
+        assert len(newest["changes"]) == 2 * WIDE
+    finally:
+        agent.cli("job", "stop", "wide")
