@@ -104,7 +104,7 @@ job "spoiler" {
       config {
         command = "/bin/sh"
         # Root in a container is root over its alloc dir; the first run (only) spoils the data dir's mode.
-        args    = ["-c", "cd $NOMAD_ALLOC_DIR && rm $ARMED && chown 65534:65534 data && chmod 0700 data && exit 1; exec sleep 3600"]
+        args    = ["-c", "cd $NOMAD_ALLOC_DIR && rm $ARMED && chown 65534:65534 data && chmod 0700 data && exit 1; %s"]
       }
       env {
         ARMED = "%s"
@@ -121,7 +121,7 @@ def test_a_carried_alloc_data_gets_its_mode_and_owner_back(agent: AgentProcess, 
     allocation."""
     armed = tmp_path / "armed"
     armed.touch()
-    first = agent.submit(SPOILER % armed)["allocations"][0]["id"]
+    first = agent.submit(SPOILER % ("exec sleep 3600", armed))["allocations"][0]["id"]
     second = wait_for(lambda: str(agent.alloc(first)["next_allocation"]), what="the replacement placed")
     agent.wait_event(second, "t", "Alloc Data Moved")
     agent.wait_task(second, "t")

@@ -20,7 +20,6 @@ from herder.jobspec import load_job_text
 from herder.model import Job
 from herder.state import JobRecord, Store, VersionRecord
 
-
 MAX_VERSIONS = 6
 """The versions of a job kept, the newest (Nomad's ``job_tracked_versions`` default), besides the latest
 stable one, which ``auto_revert`` goes back to."""
