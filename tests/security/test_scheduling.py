@@ -395,3 +395,38 @@ def test_history_of_a_wide_job_is_linear(agent: NomadAgent) -> None:
         assert len(newest["changes"]) == 2 * WIDE
     finally:
         agent.cli("job", "stop", "wide")
+
+
+def test_a_deployment_moves_on_nothing_on_an_ineligible_agent(agent: NomadAgent) -> None:
+    """A rolling deployment under way when the agent is marked ineligible: its next step stopped an old
+    allocation and placed a new one of the new version, as on an eligible agent."""
+    rolling = DENIED.replace('"denied"', '"rolling"').replace('args    = ["3600"]', 'args    = ["3600", "%s"]')
+
+    def deployment() -> dict[str, Any]:
+        with agent.http() as http:
+            return dict(http.get("/v1/deployments", params={"job": "rolling"}).json()["deployments"][0])
+
+    def healthy(found: dict[str, Any]) -> None:
+        waiting = [alloc_id for alloc_id, health in found["allocations"].items() if health is None]
+        with agent.http() as http:
+            answer = http.post(f"/v1/deployments/{found['id']}/health", json={"healthy": waiting})
+        assert answer.status_code == 200, answer.text
+
+    try:
+        agent.submit(rolling % ("nobody", "0"))
+        healthy(wait_for(lambda: (d := deployment()) and len(d["allocations"]) == 2 and d, what="version 0 placed"))
+        wait_for(lambda: deployment()["status"] == "successful", what="version 0 deployed")
+        agent.submit(rolling % ("nobody", "1"))  # one allocation at a time, each waiting for its health
+        placed = wait_for(lambda: (d := deployment())["version"] == 1 and d["allocations"] and d,
+                          what="version 1's first allocation")
+        eligibility(agent, False)
+        try:
+            healthy(placed)  # its next step, at once: stop an old allocation, to place its replacement
+            old = [a for a in agent.get("/v1/job/rolling/allocations") if a["JobVersion"] == 0]
+            kept = [a["ID"] for a in old if a["DesiredStatus"] == "run"]
+            assert len(kept) == 1, f"an ineligible agent stopped the last old allocation to replace it: {old}"
+            assert list(deployment()["allocations"]) == list(placed["allocations"])
+        finally:
+            eligibility(agent, True)
+    finally:
+        agent.cli("job", "stop", "rolling")

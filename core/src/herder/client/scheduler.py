@@ -268,6 +268,9 @@ class Scheduler:
         """auto_revert: deploy the latest stable version before the failed one again (on the pool:
         the submission takes the scheduler's lock, which a submission may hold while it waits for
         the deployments')."""
+        if self.deployments.paused():  # a rollback is a new version, which an ineligible agent takes none of
+            self.deployments.tell(deployment, "not rolled back: the agent is not eligible")
+            return
         stable = self.versions.stable(deployment.job, before=deployment.version)
         if stable is None:
             self.deployments.tell(deployment, "no stable version to roll back to")
