@@ -80,3 +80,50 @@ def test_a_link_left_at_alloc_data_is_not_carried_into_the_replacement(agent: Ag
     assert sorted(victim.iterdir()) == [victim / "precious"]
     assert (victim / "precious").read_text() == "keep me"
     assert (agent.data_dir / "allocs" / first / "alloc" / "data").is_symlink()  # left where the task put it
+
+
+SPOILER = """
+job "spoiler" {
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    reschedule {
+      attempts       = 1
+      interval       = "1h"
+      delay          = "100ms"
+      delay_function = "constant"
+      unlimited      = false
+    }
+    ephemeral_disk {
+      sticky = true
+    }
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        # Root in a container is root over its alloc dir; the first run (only) spoils the data dir's mode.
+        args    = ["-c", "cd $NOMAD_ALLOC_DIR && rm $ARMED && chown 65534:65534 data && chmod 0700 data && exit 1; %s"]
+      }
+      env {
+        ARMED = "%s"
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_carried_alloc_data_gets_its_mode_and_owner_back(agent: AgentProcess, tmp_path: Path) -> None:
+    """A task of the first allocation makes ``alloc/data`` 0700 and another user's, then fails: its
+    replacement, whose tasks (of any user) share it, was given it so, not the 1777 root's of every
+    allocation."""
+    armed = tmp_path / "armed"
+    armed.touch()
+    first = agent.submit(SPOILER % ("exec sleep 3600", armed))["allocations"][0]["id"]
+    second = wait_for(lambda: str(agent.alloc(first)["next_allocation"]), what="the replacement placed")
+    agent.wait_event(second, "t", "Alloc Data Moved")
+    agent.wait_task(second, "t")
+    data = (agent.data_dir / "allocs" / second / "alloc" / "data").stat()
+    assert (oct(data.st_mode & 0o7777), data.st_uid, data.st_gid) == (oct(0o1777), 0, 0)

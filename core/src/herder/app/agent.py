@@ -59,7 +59,10 @@ class Agent:
         lock = threading.Lock()  # orders submissions, ordinary and registered
         self.registry = Registry(self.client, hooks, self.gc, lock, self._draining)
         self.submissions = Jobs(self.client, hooks, self.gc, self.registry, lock, self._draining)
-        self.rollouts = Rollouts(self.client, lock)
+        self.rollouts = Rollouts(self.client, lock, self._draining)
+        # Nor is a failed allocation replaced while the agent is not eligible (it was, at once).
+        self.client.replacements.paused = self._draining.is_set
+        self.client.scheduler.deployments.paused = self._draining.is_set  # nor a deployment's next step
         self.allocations = Allocations(self.client, config.telemetry.collection_interval)
         self.usage = self.allocations.usage
         self.service = SelfService(self.client, self.version)

@@ -51,11 +51,14 @@ def job_diff(old: Job, new: Job) -> list[Change]:
     (``groups.web.tasks.server.env.VERSION``): lists of named blocks are keyed by name, and a
     named block added or removed is one line."""
     before, after = dict(_flatten(_document(old))), dict(_flatten(_document(new)))
-    blocks = [path for path, value in (before | after).items() if value == _BLOCK
-              and (path in before) != (path in after)]
+    blocks = {path for path, value in (before | after).items() if value == _BLOCK
+              and (path in before) != (path in after)}
     lines: list[Change] = []
     for path in sorted(before.keys() | after.keys()):
-        if any(path.startswith(f"{block}.") for block in blocks):
+        # Each prefix of the path looked up, not each block tried: a job whose thousands of groups
+        # were renamed made every history read compare each path with each block, minutes of a
+        # worker thread (hours for a job of a megabyte), on every read.
+        if any(path[:at] in blocks for at, char in enumerate(path) if char == "."):
             continue
         if path not in after:
             lines.append(Change("-", path, old=before[path]))
@@ -92,9 +95,16 @@ def _flatten(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
 class Rollouts:
     """Versions and deployments of ``client``'s jobs; ``lock`` orders them with the submissions."""
 
-    def __init__(self, client: Client, lock: threading.Lock) -> None:
+    def __init__(self, client: Client, lock: threading.Lock, draining: threading.Event | None = None) -> None:
         self.client = client
         self._lock = lock
+        self._draining = draining or threading.Event()
+
+    def _check_taking(self) -> None:
+        # A revert and a scale are submissions, which place new allocations: an agent draining or
+        # marked ineligible takes none, as it refuses a job submitted (both were placed at once).
+        if self._draining.is_set():
+            raise Conflict("the agent takes no new job: it is draining, or not eligible")
 
     # -- versions --------------------------------------------------------------
 
@@ -124,10 +134,11 @@ class Rollouts:
         """Submit version ``number`` of job ``name`` again (a new version).
 
         :raises NotFound: no such job or version.
-        :raises Conflict: the version cannot be loaded again, or placed."""
+        :raises Conflict: the version cannot be loaded again, or placed; the agent takes no new job."""
         if self.client.versions.number(name, number) is None:
             self.history(name)  # NotFound for no job
             raise NotFound(f"job {name!r} has no version {number}")
+        self._check_taking()
         with self._lock:
             try:
                 return self.client.scheduler.revert(name, number)
@@ -138,7 +149,7 @@ class Rollouts:
         """Set ``group`` of job ``name`` to ``count`` allocations (a new version, placed in place).
 
         :raises NotFound: no such job or group.
-        :raises Conflict: the count is out of range."""
+        :raises Conflict: the count is out of range; the agent takes no new job."""
         if not 0 <= count <= 1000:
             raise Conflict(f"count must be between 0 and 1000, not {count}")
         latest = self.client.versions.latest(name)
@@ -147,6 +158,7 @@ class Rollouts:
             raise NotFound(f"no job {name!r}")
         if group not in {g.name for g in job.groups}:
             raise NotFound(f"job {name!r} has no group {group!r}")
+        self._check_taking()
         with self._lock:
             return self.client.scheduler.scale(name, group, count)
 

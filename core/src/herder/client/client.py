@@ -437,6 +437,15 @@ class Client:
         record = self.store.previous(alloc.alloc.id)
         if record is None or self.store.alloc(record.previous) is None:
             return  # it replaces none, or the previous one was collected
+        before = self.alloc(record.previous)
+        if before is not None and not before.wait(0):
+            # A canary placed beside it, or a scale up while it stops: its tasks still run. Moving
+            # took their alloc/data from under them, and left them free to swap it for a link
+            # between the check and the rename below.
+            for runner in alloc.tasks:
+                runner.emit(events.ALLOC_DATA_NOT_MOVED, f"alloc/data of allocation {record.previous} "
+                            "not moved: its tasks still run", previous=record.previous)
+            return
         try:
             move_alloc_data(self.data_dir, record.previous, alloc.alloc.id)
         except FileNotFoundError:

@@ -203,6 +203,8 @@ class Deployments:
         self._due = 0.0
         """The earliest time (0: none) an allocation's min_healthy_time is up, as the last step saw."""
         self._thread: threading.Thread | None = None
+        self.paused: Callable[[], bool] = lambda: False
+        """Whether nothing may be placed now (an agent marked ineligible): every deployment waits."""
 
     # -- lifetime ------------------------------------------------------------
 
@@ -397,7 +399,7 @@ class Deployments:
                 return self._failed(deployment, "Failed due to unhealthy allocations")
             if group.progress_by and now > group.progress_by and not group.done and not group.awaiting_promotion:
                 return self._failed(deployment, "Failed due to progress deadline")
-        if deployment.status == "running":
+        if deployment.status == "running" and not self.paused():  # an ineligible agent's placed on
             for name, group in deployment.groups.items():
                 self._place(deployment, name, group)
         if deployment.status == "running" and all(group.done for group in deployment.groups.values()):

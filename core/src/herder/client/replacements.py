@@ -29,7 +29,7 @@ from herder.client import reschedule
 from herder.client.alloc_runner import AllocRunner
 from herder.client.reschedule import RescheduleEvent
 from herder.client.runtime import shared_runtime
-from herder.errors import HerderError
+from herder.errors import HerderError, PlacementError
 from herder.state import Deferred, StateError, Store
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,8 @@ class Replacements:
         """Whether a group whose job file has no ``reschedule`` block is rescheduled by its job type's
         default (an agent's); if not (a foreground run's), only the groups that ask are."""
         self.on_placed: Callable[[AllocRunner, AllocRunner], None] = lambda previous, alloc: None
+        self.paused: Callable[[], bool] = lambda: False
+        """Whether no replacement may be placed now (an agent marked ineligible): tried again later."""
         self._lock = threading.Lock()
         self._timers: dict[str, Callable[[], None]] = {}  # failed allocation ID -> what cancels its timer
         self._placing = 0  # replacements being placed: no longer stored as pending, not yet told of
@@ -186,6 +188,8 @@ class Replacements:
         failed = failed_at(previous)
         tracker = reschedule.carried(policy, self.tracker(alloc_id), alloc_id, failed, time.time())
         try:
+            if self.paused():  # a new allocation, which an ineligible agent takes none of, as Nomad's node
+                raise PlacementError("the agent takes no new allocation: it is not eligible")
             alloc = self.client.place_replacement(previous, tracker, done=(KIND, alloc_id))
         except HerderError as exc:
             retry = max(policy.delay, 1.0)

@@ -252,6 +252,9 @@ class Scheduler:
         found = next((g for g in job.groups if g.name == group), None)
         if found is None:
             raise PlacementError(f"version {deployment.version} of job {deployment.job} has no group {group}")
+        # Checked at its submission, maybe by an earlier agent: a user denied since (and the agent
+        # restarted) or a driver gone would have its next allocations placed and started anyway.
+        self._client.check_placeable(job)
         allocs = self._client.place(job, version.job_id, [(found, index) for index in indexes], also=write)
         self._client.run(allocs)
         return allocs
@@ -265,9 +268,23 @@ class Scheduler:
         """auto_revert: deploy the latest stable version before the failed one again (on the pool:
         the submission takes the scheduler's lock, which a submission may hold while it waits for
         the deployments')."""
+        if self.deployments.paused():  # a rollback is a new version, which an ineligible agent takes none of
+            self.deployments.tell(deployment, "not rolled back: the agent is not eligible")
+            return
         stable = self.versions.stable(deployment.job, before=deployment.version)
         if stable is None:
             self.deployments.tell(deployment, "no stable version to roll back to")
+            return
+        failed = self.versions.number(deployment.job, deployment.version)
+        try:
+            same = failed is not None and self._same(failed, self.versions.load(stable))
+        except JobError:
+            same = False  # the revert says why it cannot load it
+        if same:
+            # As Nomad: the failed version is the stable one already (a rollback that failed too).
+            # Rolling back again deployed the same job again, which failed again, for ever: a new
+            # deployment and allocation each time, as fast as the task fails.
+            self.deployments.tell(deployment, f"not rolled back: version {stable.number} is the same job")
             return
         shared_runtime().pool.submit(functools.partial(self._revert_to, deployment, stable.number))
 

@@ -193,6 +193,10 @@ def move_alloc_data(data_dir: Path, previous: str, alloc_id: str) -> None:
         except OSError:
             os.close(make_dir(target, "data", SHARED_DIRS["data"]))  # it starts with an empty one after all
             raise
+        # Its mode and owner as a new one's: root in a container (root over its alloc dir) made it
+        # 0700, another user's, or dropped its sticky bit, and the replacement, a new version's
+        # tasks of other users maybe, was given it so.
+        os.close(make_dir(target, "data", SHARED_DIRS["data"], (os.geteuid(), os.getegid())))
 
 
 def mounts_beneath(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:

@@ -20,6 +20,10 @@ from herder.jobspec import load_job_text
 from herder.model import Job
 from herder.state import JobRecord, Store, VersionRecord
 
+MAX_VERSIONS = 6
+"""The versions of a job kept, the newest (Nomad's ``job_tracked_versions`` default), besides the latest
+stable one, which ``auto_revert`` goes back to."""
+
 
 @dataclass(frozen=True)
 class Version:
@@ -85,7 +89,7 @@ class Versions:
         latest = self.latest(job)
         record = VersionRecord(job=job, version=latest.number + 1 if latest else 0, job_id=job_id,
                                counts=dict(counts), submitted_at=time.time())
-        self._store.put_version(record)
+        self._store.put_version(record, keep=MAX_VERSIONS)
         return self._version(record)
 
     def mark_stable(self, version: Version) -> None:

@@ -12,10 +12,29 @@ from herder.state.tables.rows import Table, as_params, columns, decode, insert
 class Versions(Table):
     """Each job's versions, numbered from 0: a version's submission is stored before it (``put_job``)."""
 
-    def put_version(self, version: VersionRecord) -> None:
-        """Store a new version (an IntegrityError, as a StateError, if its number is taken)."""
+    def put_version(self, version: VersionRecord, keep: int = 0) -> None:
+        """Store a new version (an IntegrityError, as a StateError, if its number is taken); with
+        ``keep``, forget the job's versions older than its ``keep`` newest but its latest stable one,
+        and the submissions neither an allocation nor a version names any more: one write."""
         params = {**as_params(version), "counts": json.dumps(version.counts), "stable": int(version.stable)}
-        self._db.write(lambda: self._db.execute(insert("versions", VersionRecord), params), retry=False)
+
+        def apply() -> None:
+            self._db.execute(insert("versions", VersionRecord), params)
+            if not keep:
+                return
+            # Each version holds its job text (up to the job size limit): unbounded, a client that
+            # submits in a loop filled state.db, and every history read loaded them all.
+            old = ("FROM versions WHERE job = ? AND version <= ? AND version IS NOT "
+                   "(SELECT MAX(version) FROM versions WHERE job = ? AND stable = 1)")
+            where = (version.job, version.version - keep, version.job)
+            rows = self._db.execute(f"SELECT DISTINCT job_id {old}", where).fetchall()
+            self._db.execute(f"DELETE {old}", where)
+            for (job_id,) in rows:
+                self._db.execute("DELETE FROM jobs WHERE id = ? AND NOT EXISTS "
+                                 "(SELECT 1 FROM allocs WHERE job_id = jobs.id) AND NOT EXISTS "
+                                 "(SELECT 1 FROM versions WHERE job_id = jobs.id)", (job_id,))
+
+        self._db.write(apply, retry=False)
 
     def versions(self, job: str) -> list[VersionRecord]:
         """The versions of ``job``, oldest first."""
