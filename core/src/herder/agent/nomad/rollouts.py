@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Path, Request
 from fastapi.responses import Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from herder.agent.nomad import models
 from herder.agent.nomad.diff import job_diff
@@ -27,6 +27,63 @@ Id = Annotated[str, Path(min_length=1, max_length=256)]
 Answer = Callable[[Any, int], Response]
 Decode = Callable[..., Any]
 Scoped = Callable[..., None]
+
+
+# The shapes of these routes' requests and answers (Nomad's ``api`` structs).
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class JobRevertRequest(_Request):
+    JobID: str = ""
+    JobVersion: int = Field(ge=0)
+    EnforcePriorVersion: int | None = None
+
+
+class JobScaleRequest(_Request):
+    Count: int | None = Field(default=None, ge=0, le=1000)
+    Target: dict[str, str] = Field(default_factory=dict)
+    """``{"Group": name}`` (``Job`` and ``Namespace`` too, as the CLI sends them)."""
+    Message: str = ""
+
+
+class DeploymentPromoteRequest(_Request):
+    DeploymentID: str = ""
+    All: bool = False
+    Groups: list[str] | None = None
+
+
+class DeploymentPauseRequest(_Request):
+    DeploymentID: str = ""
+    Pause: bool = False
+
+
+class DeploymentUpdateResponse(models.Nomad):
+    EvalID: str = ""
+    EvalCreateIndex: int = 0
+    DeploymentModifyIndex: int = 0
+    RevertedJobVersion: int | None = None
+    LastIndex: int = 0
+    RequestTime: int = 0
+
+
+class TaskGroupScaleStatus(models.Nomad):
+    Desired: int = 0
+    Placed: int = 0
+    Running: int = 0
+    Healthy: int = 0
+    Unhealthy: int = 0
+    Events: list[dict[str, Any]] | None = None
+
+
+class JobScaleStatus(models.Nomad):
+    JobID: str
+    Namespace: str = "default"
+    JobCreateIndex: int = 0
+    JobModifyIndex: int = 0
+    JobStopped: bool = False
+    TaskGroups: dict[str, TaskGroupScaleStatus] = Field(default_factory=dict)
+
 
 def ok(model: Any) -> dict[int | str, dict[str, Any]]:
     """A route's answer for the OpenAPI document (the routes answer a :class:`Response`)."""
@@ -63,7 +120,7 @@ def register(api: FastAPI, agent: Agent, ledger: Ledger, shapes: Shapes, *, answ
     def updated(deployment: Deployment) -> Response:
         evaluation = evaluated(deployment.job, "deployment-watcher")
         index = evaluation.create_index
-        return answer(models.DeploymentUpdateResponse(
+        return answer(DeploymentUpdateResponse(
             EvalID=evaluation.id, EvalCreateIndex=index, DeploymentModifyIndex=index, LastIndex=index), index)
 
     @api.get("/v1/job/{name:path}/versions", responses=ok(models.JobVersions))
@@ -86,36 +143,36 @@ def register(api: FastAPI, agent: Agent, ledger: Ledger, shapes: Shapes, *, answ
         return answer(models.JobVersions(Versions=found, Diffs=differences), ledger.index())
 
     @api.put("/v1/job/{name:path}/revert", responses=ok(models.JobRegisterResponse),
-             openapi_extra=body(models.JobRevertRequest))
-    @api.post("/v1/job/{name:path}/revert", openapi_extra=body(models.JobRevertRequest))
+             openapi_extra=body(JobRevertRequest))
+    @api.post("/v1/job/{name:path}/revert", openapi_extra=body(JobRevertRequest))
     async def revert(request: Request, name: Id) -> Response:
         scoped(request, write=True)
-        wanted = await decode(request, models.JobRevertRequest)
+        wanted = await decode(request, JobRevertRequest)
         await asyncio.to_thread(rollouts.revert, name, wanted.JobVersion)
         return registered(evaluated(name, "job-register"))
 
-    @api.get("/v1/job/{name:path}/scale", responses=ok(models.JobScaleStatus))
+    @api.get("/v1/job/{name:path}/scale", responses=ok(JobScaleStatus))
     def scale_status(request: Request, name: Id) -> Response:
         """Each group's desired count (its latest version's) and its allocations, as ``nomad job scale`` reads."""
         live = shapes.allocs_of(name, request)
         latest = agent.client.versions.latest(name)
         job = agent.client.versions.load(latest) if latest is not None else None
-        groups: dict[str, models.TaskGroupScaleStatus] = {}
+        groups: dict[str, TaskGroupScaleStatus] = {}
         for group in job.groups if job is not None else []:
             mine = [a for a in live if a.group.name == group.name and a.status in ("pending", "running")]
-            groups[group.name] = models.TaskGroupScaleStatus(
+            groups[group.name] = TaskGroupScaleStatus(
                 Desired=group.count, Placed=len(mine), Running=sum(a.status == "running" for a in mine))
         index = ledger.index()
-        return answer(models.JobScaleStatus(JobID=name, JobCreateIndex=index, JobModifyIndex=index,
+        return answer(JobScaleStatus(JobID=name, JobCreateIndex=index, JobModifyIndex=index,
                                                  JobStopped=not any(g.Placed for g in groups.values()),
                                                  TaskGroups=groups), index)
 
     @api.put("/v1/job/{name:path}/scale", responses=ok(models.JobRegisterResponse),
-             openapi_extra=body(models.JobScaleRequest))
-    @api.post("/v1/job/{name:path}/scale", openapi_extra=body(models.JobScaleRequest))
+             openapi_extra=body(JobScaleRequest))
+    @api.post("/v1/job/{name:path}/scale", openapi_extra=body(JobScaleRequest))
     async def scale(request: Request, name: Id) -> Response:
         scoped(request, write=True)
-        wanted = await decode(request, models.JobScaleRequest)
+        wanted = await decode(request, JobScaleRequest)
         group = wanted.Target.get("Group", "")
         if not group:
             raise NomadError(400, "missing task group name for scaling action")
@@ -132,25 +189,25 @@ def register(api: FastAPI, agent: Agent, ledger: Ledger, shapes: Shapes, *, answ
         agent.job(name)  # NotFound
         return registered(evaluated(name, "job-eval"))
 
-    @api.put("/v1/deployment/promote/{deployment_id}", responses=ok(models.DeploymentUpdateResponse),
-             openapi_extra=body(models.DeploymentPromoteRequest))
-    @api.post("/v1/deployment/promote/{deployment_id}", openapi_extra=body(models.DeploymentPromoteRequest))
+    @api.put("/v1/deployment/promote/{deployment_id}", responses=ok(DeploymentUpdateResponse),
+             openapi_extra=body(DeploymentPromoteRequest))
+    @api.post("/v1/deployment/promote/{deployment_id}", openapi_extra=body(DeploymentPromoteRequest))
     async def promote(request: Request, deployment_id: Id) -> Response:
         scoped(request, write=True)
-        wanted = await decode(request, models.DeploymentPromoteRequest)
+        wanted = await decode(request, DeploymentPromoteRequest)
         groups = [] if wanted.All else wanted.Groups or []
         return updated(await asyncio.to_thread(rollouts.promote, deployment_of(deployment_id), groups))
 
-    @api.put("/v1/deployment/fail/{deployment_id}", responses=ok(models.DeploymentUpdateResponse))
+    @api.put("/v1/deployment/fail/{deployment_id}", responses=ok(DeploymentUpdateResponse))
     @api.post("/v1/deployment/fail/{deployment_id}")
     def fail(request: Request, deployment_id: Id) -> Response:
         scoped(request, write=True)
         return updated(rollouts.fail(deployment_of(deployment_id)))
 
-    @api.put("/v1/deployment/pause/{deployment_id}", responses=ok(models.DeploymentUpdateResponse),
-             openapi_extra=body(models.DeploymentPauseRequest))
-    @api.post("/v1/deployment/pause/{deployment_id}", openapi_extra=body(models.DeploymentPauseRequest))
+    @api.put("/v1/deployment/pause/{deployment_id}", responses=ok(DeploymentUpdateResponse),
+             openapi_extra=body(DeploymentPauseRequest))
+    @api.post("/v1/deployment/pause/{deployment_id}", openapi_extra=body(DeploymentPauseRequest))
     async def pause(request: Request, deployment_id: Id) -> Response:
         scoped(request, write=True)
-        wanted = await decode(request, models.DeploymentPauseRequest)
+        wanted = await decode(request, DeploymentPauseRequest)
         return updated(rollouts.pause(deployment_of(deployment_id), wanted.Pause))
