@@ -13,7 +13,8 @@ from typing import Annotated
 
 import httpx
 import pytest
-from fastapi import FastAPI, Path as PathParam, Query, Request
+from fastapi import FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import PlainTextResponse, Response
 from starlette.types import Message, Scope
 

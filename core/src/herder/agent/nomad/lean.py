@@ -14,6 +14,7 @@ It sits where FastAPI did, behind the same guards (the Host and site checks, the
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
@@ -21,7 +22,8 @@ from typing import Any
 from annotated_types import MaxLen, MinLen
 from fastapi import FastAPI, Request
 from fastapi.routing import APIRoute
-from starlette._utils import get_route_path
+from starlette._utils import get_route_path, is_async_callable
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
@@ -64,32 +66,35 @@ class LeanRoute:
 
     def __init__(self, route: APIRoute, before: list[BaseRoute]) -> None:
         dependant = route.dependant
-        if dependant.request_param_name is None or any(
+        if not inspect.iscoroutinefunction(route.endpoint) or dependant.request_param_name is None or any(
                 dependency.call is not blocking_query for dependency in dependant.dependencies):
-            raise ValueError(f"{route.path}: only routes of a request and a blocking query take the lean path")
+            raise ValueError(f"{route.path}: only coroutines of a request and a blocking query take the lean path")
         self.route = route
         self.endpoint: Endpoint = route.endpoint
         self.request_name = dependant.request_param_name
         self.query_name = dependant.dependencies[0].name if dependant.dependencies else None
         # The routes before it that take a GET and could take its path: FastAPI would pick them first.
-        shadows = [_pattern(other) for other in before if not isinstance(other, Route) or
-                   (other.methods is not None and "GET" in other.methods) or other.methods is None]
+        shadows = [_pattern(other) for other in before
+                   if not isinstance(other, Route) or other.methods is None or "GET" in other.methods]
         self.shadowed = re.compile("|".join(f"(?:{p})" for p in shadows)) if shadows else None
-        self.path: dict[str, tuple[int, int | None]] = {}
+        if set(route.param_convertors) != {field.name for field in dependant.path_params}:
+            raise ValueError(f"{route.path}: its endpoint takes other path parameters than its path gives")
+        self.bounds: dict[str, tuple[int, int | None]] = {}
         for field in dependant.path_params:
             bounds = _bounds(route, field.name)
             if bounds is None:
                 raise ValueError(f"{route.path}: path parameter {field.name} is not a plain string")
-            self.path[field.name] = bounds
+            self.bounds[field.name] = bounds
         # A query parameter of another kind (a flag, a number) is FastAPI's to validate: given, it goes there.
-        self.query: dict[str, tuple[int, int | None]] = {}
+        self.query: list[str] = []
         self.elsewhere: set[str] = {"index"}
         for field in dependant.query_params:
             bounds = _bounds(route, field.name)
             if bounds is None or field.alias != field.name:
                 self.elsewhere.add(field.alias)
             else:
-                self.query[field.name] = bounds
+                self.query.append(field.name)
+                self.bounds[field.name] = bounds
 
     def arguments(self, path: str, request: Request) -> dict[str, Any] | None:
         """The endpoint's arguments for ``path`` but the blocking query; None if FastAPI must answer it."""
@@ -103,13 +108,12 @@ class LeanRoute:
         convertors = self.route.param_convertors
         for name, value in found.groupdict().items():
             arguments[name] = convertors[name].convert(value)
-        for name in self.query:
-            arguments[name] = given.get(name)
-        for name, (low, high) in (*((n, self.path[n]) for n in self.path), *self.query.items()):
-            value = arguments[name]
-            if value is None:  # an absent query parameter: the endpoint's default
-                del arguments[name]
-            elif len(value) < low or (high is not None and len(value) > high):
+        for name in self.query:  # an absent one is left to the endpoint's default
+            if (value := given.get(name)) is not None:
+                arguments[name] = value
+        for name, (low, high) in self.bounds.items():
+            value = arguments.get(name)
+            if value is not None and (len(value) < low or (high is not None and len(value) > high)):
                 return None
         return arguments
 
@@ -121,12 +125,12 @@ class Lean:
         self.api = api
         self.routes: list[LeanRoute] = []
         for position, route in enumerate(api.router.routes):
-            if isinstance(route, APIRoute) and route.endpoint in endpoints and "GET" in route.methods:
+            if isinstance(route, APIRoute) and route.endpoint in endpoints and "GET" in (route.methods or ()):
                 self.routes.append(LeanRoute(route, api.router.routes[:position]))
         missing = set(endpoints) - {lean.endpoint for lean in self.routes}
         if missing:
             raise ValueError(f"no GET route of {', '.join(sorted(e.__name__ for e in missing))}")
-        self.handlers: Mapping[Any, Callable[[Request, Exception], Awaitable[Response]]] = api.exception_handlers
+        self.handlers: Mapping[Any, Callable[[Request, Exception], Any]] = api.exception_handlers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":
@@ -144,7 +148,7 @@ class Lean:
             arguments = lean.arguments(path, request)
             if arguments is None:
                 continue
-            scope["path_params"] = {name: value for name, value in arguments.items() if name in lean.path}
+            scope["path_params"] = {name: arguments[name] for name in lean.route.param_convertors}
             try:
                 if lean.query_name is not None:
                     arguments[lean.query_name] = await blocking_query(request)
@@ -153,5 +157,10 @@ class Lean:
                 handler = next((self.handlers[kind] for kind in type(exc).__mro__ if kind in self.handlers), None)
                 if handler is None:
                     raise
-                return await handler(request, exc)
+                # As Starlette's ExceptionMiddleware calls it.
+                if is_async_callable(handler):
+                    answer: Response = await handler(request, exc)
+                else:
+                    answer = await run_in_threadpool(handler, request, exc)
+                return answer
         return None
