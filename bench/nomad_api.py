@@ -222,7 +222,7 @@ def every(values: list[float | str]) -> str:
     return ", ".join(f"{v:.2f}" if isinstance(v, float) else "-" for v in values)
 
 
-def measure(tasks: int, rounds: int, seconds: float, clients: int) -> str:
+def measure(tasks: int, rounds: int, seconds: float, clients: int, load_only: bool = False) -> str:
     load_before = load()
     results: dict[str, dict[str, list[float | str]]] = {
         side: {"run": [], "status": [], "logs -f": [], "logs": [], "fs": []} for side in SIDES}
@@ -237,7 +237,7 @@ def measure(tasks: int, rounds: int, seconds: float, clients: int) -> str:
             herder.start()
             os.environ["NOMAD_TOKEN"] = herder.token  # herder's own; the dev agent, without ACLs, ignores it
             addresses = {"nomad": cluster.server.address, "herder": herder.nomad_url}
-            for round in range(rounds + 1):  # the first round warms up both sides
+            for round in range(0 if load_only else rounds + 1):  # the first round warms up both sides
                 for side, address in addresses.items():
                     into: dict[str, list[float | str]] = {key: [] for key in results[side]}
                     name = f"bench-{side}-{round}"
@@ -256,6 +256,9 @@ def measure(tasks: int, rounds: int, seconds: float, clients: int) -> str:
             herder.shutdown()
             cluster.close()
     version = subprocess.run(["nomad", "version"], capture_output=True, text=True).stdout.splitlines()[0]
+    if load_only:
+        return f"Load average before: {load_before}; after: {load()}. {version}.\n" + read_load_table(
+            loaded, rounds, seconds, clients, tasks)
     run = {side: statistics.median(v for v in results[side]["run"] if isinstance(v, float)) for side in SIDES}
     ratio = run["herder"] / run["nomad"]
     mib_s = {side: LOG_SIZE / statistics.median(v for v in results[side]["logs -f"] if isinstance(v, float)) / 2**20
@@ -299,8 +302,14 @@ as a file), from start to exit:
 
 {table("fs", f"`nomad alloc fs` of {LOG_SIZE >> 20} MiB")}
 """
+    return body + read_load_table(loaded, rounds, seconds, clients, tasks)
+
+
+def read_load_table(loaded: dict[str, list[tuple[float, float]]], rounds: int, seconds: float, clients: int,
+                    tasks: int) -> str:
+    """What :func:`read_load` measured, as the section says it."""
     if not loaded:
-        return body + "\nThe read load was not measured: no `wrk` on PATH (`apt-get install wrk`).\n"
+        return "\nThe read load was not measured: no `wrk` on PATH (`apt-get install wrk`).\n"
     rate = {side: statistics.median(r for r, _ in loaded[side]) for side in SIDES}
     p99 = {side: statistics.median(p for _, p in loaded[side]) for side in SIDES}
     throughput = rate["herder"] / rate["nomad"]
@@ -308,7 +317,7 @@ as a file), from start to exit:
     def rounds_of(side: str) -> str:
         return ", ".join(f"{r:,.0f} req/s p99 {p:.1f} ms" for r, p in loaded[side])
 
-    return body + f"""
+    return f"""
 The read load: `wrk -t 2 -c {clients} -d {seconds:g}s --latency` with the token header, {clients} keep-alive
 connections reading `GET /v1/job/bench-load/allocations` (a running service job of {tasks} allocations), each
 agent in turn, {rounds} rounds, medians:
@@ -333,12 +342,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--load-only", action="store_true",
+                        help="only the read load (wrk), printed, not recorded (the section holds the commands too)")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         print("no wrk on PATH (apt-get install wrk): the read load is left out", file=sys.stderr)
-    body = measure(args.tasks, args.rounds, args.seconds, args.clients)
+    body = measure(args.tasks, args.rounds, args.seconds, args.clients, args.load_only)
     print(body)
-    if not args.no_record:
+    if not (args.no_record or args.load_only):
         write_section("Nomad-compatible API", f"python bench/nomad_api.py --tasks {args.tasks} --rounds {args.rounds} "
                       f"--seconds {args.seconds:g} --clients {args.clients}", body)
 
