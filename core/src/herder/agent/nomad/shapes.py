@@ -15,19 +15,17 @@ from typing import Any
 from fastapi import Request
 
 from herder import app
-from herder.agent.nomad import models
+from herder.agent.nomad import models, resources
 from herder.agent.nomad.ledger import SECOND, Evaluation, Ledger
 from herder.agent.nomad.memo import Encoded, Memo
 from herder.app import Agent, NotFound
 from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment
-from herder.client.placement import GROUP_PORTS
-from herder.context import AllocatedPort
 from herder.errors import JobError
 from herder.jobspec.nomad_json import to_nomad
 from herder.jobspec.nomad_structs import normalized
 from herder.jobspec.task_config import merge_blocks
-from herder.model import Job, PortSpec, Task
+from herder.model import Job
 from herder.objects import TaskEvent, TaskStats
 
 REGION = "global"
@@ -41,9 +39,6 @@ so reads as unset in a job given: ``nomad job inspect``'s output sent back is th
 CLIENT_DESCRIPTION = {"pending": "No tasks have started", "running": "Tasks are running",
                       "complete": "All tasks have completed", "failed": "Failed tasks"}
 """Nomad's description of each ``ClientStatus``."""
-DEFAULT_DISK_MB = 300
-"""Nomad's ``ephemeral_disk`` size when the job says none."""
-
 ALLOC_STATUS = {"pending": "pending", "running": "running", "complete": "complete", "failed": "failed",
                 "stopped": "complete"}
 """herder's allocation status as Nomad's ClientStatus (a stopped allocation is complete, desired stop)."""
@@ -184,18 +179,8 @@ class Shapes:
 
     def usage(self, sampled: Mapping[str, TaskStats | None]) -> models.AllocResourceUsage:
         """The allocation's tasks' resource usage (what a driver cannot tell is 0), and their sum."""
-        now = time.time_ns()
         node = self.node_resources()
-        mhz = node.CPU / max(1, node.Cores)
-        tasks = {name: models.TaskResourceUsage(ResourceUsage=_usage(stats, mhz), Timestamp=now)
-                 for name, stats in sampled.items()}
-        total = models.ResourceUsage()
-        for task in tasks.values():
-            total.MemoryStats.RSS += task.ResourceUsage.MemoryStats.RSS
-            total.MemoryStats.Usage += task.ResourceUsage.MemoryStats.Usage
-            total.CpuStats.TotalTicks += task.ResourceUsage.CpuStats.TotalTicks
-            total.CpuStats.Percent += task.ResourceUsage.CpuStats.Percent
-        return models.AllocResourceUsage(ResourceUsage=total, Tasks=tasks, Timestamp=now)
+        return resources.usage(sampled, mhz=node.CPU / max(1, node.Cores))
 
     def agent_self(self) -> dict[str, Any]:
         """``/v1/agent/self``: the agent as a Nomad agent that is its region's one server and client; the
@@ -467,47 +452,11 @@ class Shapes:
         rescheduling = self.agent.rescheduling(alloc)
         job["TaskGroups"] = [{**group, "ReschedulePolicy": reschedule_policy(alloc.job, str(group.get("Name")))}
                              for group in job.get("TaskGroups") or []]
-        return models.Allocation(**fields, Job=job, **self.resources(alloc, job),
+        return models.Allocation(**fields, Job=job, **resources.allocated(alloc, job),
                                  PreviousAllocation=rescheduling.previous, NextAllocation=rescheduling.next,
                                  DeploymentID=deployment.id if deployment else "",
                                  Metrics=models.AllocationMetric(NodesAvailable={self.agent.config.datacenter: 1}),
                                  AllocModifyIndex=fields["ModifyIndex"])
-
-    def resources(self, alloc: AllocRunner, job: dict[str, Any]) -> dict[str, Any]:
-        """What ``alloc`` was given, in the fields of Nomad's allocation: ``AllocatedResources`` (each task's
-        CPU and memory, the group's ports and disk: "Allocation Addresses" of ``alloc status``), and the
-        older ``Resources``, ``TaskResources`` and ``SharedResources`` ("Task Resources", which Nomad 1.1's
-        ``alloc status`` reads, with the usage of ``-stats``). The disk is the job's ``ephemeral_disk``
-        (herder does not limit it), Nomad's 300 MB by default."""
-        groups = [g for g in job.get("TaskGroups") or [] if isinstance(g, dict) and g.get("Name") == alloc.group.name]
-        group = groups[0] if groups else {}
-        disk = (group.get("EphemeralDisk") or {}).get("SizeMB") or DEFAULT_DISK_MB
-        shared_ports = alloc.placed.ports.get(GROUP_PORTS, [])
-        shared = [_network(shared_ports, alloc.group.ports)] if shared_ports else None
-        tasks: dict[str, models.AllocatedTaskResources] = {}
-        task_resources: dict[str, models.Resources] = {}
-        for runner in alloc.tasks:
-            asked = runner.task.resources
-            own = alloc.placed.ports.get(runner.name, [])
-            networks = [_network(own, asked.ports)] if own else None
-            tasks[runner.name] = models.AllocatedTaskResources(
-                Cpu=models.AllocatedCpuResources(CpuShares=asked.cpu),
-                Memory=models.AllocatedMemoryResources(MemoryMB=asked.memory, MemoryMaxMB=max(0, asked.memory_max)),
-                Networks=networks)
-            task_resources[runner.name] = models.Resources(CPU=asked.cpu, MemoryMB=asked.memory,
-                                                           MemoryMaxMB=max(0, asked.memory_max), Networks=networks)
-        ports = [models.AllocatedPortMapping(Label=p.label, Value=p.value, To=p.to or 0, HostIP=p.host_ip)
-                 for p in shared_ports]
-        return {
-            "AllocatedResources": models.AllocatedResources(
-                Tasks=tasks, TaskLifecycles={runner.name: _lifecycle(runner.task) for runner in alloc.tasks},
-                Shared=models.AllocatedSharedResources(Networks=shared, DiskMB=disk, Ports=ports or None)),
-            "TaskResources": task_resources,
-            "SharedResources": models.Resources(DiskMB=disk, Networks=shared),
-            "Resources": models.Resources(CPU=sum(r.CPU for r in task_resources.values()),
-                                          MemoryMB=sum(r.MemoryMB for r in task_resources.values()),
-                                          DiskMB=disk, Networks=shared),
-        }
 
     def _alloc_fields(self, alloc: AllocRunner) -> dict[str, Any]:
         created = self.ledger.created(alloc)
@@ -548,19 +497,6 @@ class Shapes:
                                 Events=events)
 
 
-def _network(ports: list[AllocatedPort], asked: tuple[PortSpec, ...]) -> models.NetworkResource:
-    """Allocated ``ports`` as Nomad's network: the ones asked for by number reserved, the others dynamic."""
-    static = {spec.label for spec in asked if spec.static is not None}
-    reserved = [models.Port(Label=p.label, Value=p.value, To=p.to or 0) for p in ports if p.label in static]
-    dynamic = [models.Port(Label=p.label, Value=p.value, To=p.to or 0) for p in ports if p.label not in static]
-    return models.NetworkResource(IP=ports[0].host_ip, ReservedPorts=reserved or None, DynamicPorts=dynamic or None)
-
-
-def _lifecycle(task: Task) -> dict[str, Any] | None:
-    lifecycle = task.lifecycle
-    return None if lifecycle is None else {"Hook": lifecycle.hook, "Sidecar": lifecycle.sidecar}
-
-
 def reschedule_policy(job: Job, group_name: str) -> dict[str, Any] | None:
     """The reschedule policy of a group in Nomad's JSON (with the job type's defaults, as a Nomad
     server fills them in); None for a group that is never rescheduled."""
@@ -571,31 +507,6 @@ def reschedule_policy(job: Job, group_name: str) -> dict[str, Any] | None:
     return {"Attempts": policy.attempts, "Interval": int(policy.interval * SECOND),
             "Delay": int(policy.delay * SECOND), "DelayFunction": policy.delay_function,
             "MaxDelay": int(policy.max_delay * SECOND), "Unlimited": policy.unlimited}
-
-
-def _usage(stats: TaskStats | None, mhz: float) -> models.ResourceUsage:
-    """A task's usage as Nomad's; ``mhz`` is one core's speed."""
-    if stats is None:
-        return models.ResourceUsage()
-    measured = [name for name, value in (("RSS", stats.memory_rss_bytes), ("Usage", stats.memory_usage_bytes))
-                if value is not None]
-    return models.ResourceUsage(
-        MemoryStats=models.MemoryStats(RSS=stats.memory_rss_bytes or 0, Usage=stats.memory_usage_bytes or 0,
-                                       MaxUsage=stats.memory_limit_bytes or 0, Measured=measured),
-        # Nomad's ticks are MHz: the share of one core used, times a core's speed.
-        CpuStats=models.CpuStats(Percent=stats.cpu_percent or 0.0, TotalTicks=(stats.cpu_percent or 0.0) / 100 * mhz,
-                                 ThrottledPeriods=stats.cpu_throttled_periods or 0,
-                                 ThrottledTime=stats.cpu_throttled_ns or 0,
-                                 Measured=_cpu_measured(stats)))
-
-
-def _cpu_measured(stats: TaskStats) -> list[str] | None:
-    """What of the CPU was measured, in the names Nomad's ``alloc status -stats`` shows (it has no column for
-    the ticks, which it shows as the "CPU" usage)."""
-    measured = [name for name, value in (("Percent", stats.cpu_percent),
-                                         ("Throttled Periods", stats.cpu_throttled_periods),
-                                         ("Throttled Time", stats.cpu_throttled_ns)) if value is not None]
-    return measured or None
 
 
 def _event(event: TaskEvent) -> models.TaskEvent:
