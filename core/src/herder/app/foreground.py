@@ -116,7 +116,13 @@ class ForegroundRun:
             self._follow_schedule()
         # Short waits, so that signal handlers run promptly in the main thread; a failed allocation
         # whose replacement is due is waited for too.
-        while not self.client.wait(self._everything(), timeout=0.5) or self.client.replacements.pending(self.job.name):
+        while True:
+            everything = self._everything()
+            # A replacement is added to the run before it stops being pending: the run is over once
+            # nothing is pending and no allocation joined while those waited for ended.
+            if (self.client.wait(everything, timeout=0.5) and not self.client.replacements.pending(self.job.name)
+                    and len(self._everything()) == len(everything)):
+                break
             self._stop_requested.wait(0.1)
         with self._launches:
             if any(a.failed for a in self.allocs if a.alloc.id not in self._replaced):
