@@ -375,8 +375,10 @@ class DriverContract:
             command = {pid: start for pid, start in processes.marked(run.marker).items()
                        if pid not in task_processes}
             session.close()
-            assert session.session.wait(EXIT_TIMEOUT) is not None, "a closed session's command did not end"
+            ended = session.session.wait(EXIT_TIMEOUT) is not None
             left = processes.wait_gone(command, EXIT_TIMEOUT)
+            processes.kill(left)  # what a faulty driver leaves goes with the test that finds it
+            assert ended, "a closed session's command did not end"
             assert not left, f"closing the session left its command running: {processes.describe(left)}"
         assert self._poll_exit(run, 0.5) is None, "the task ended with the exec session"
 
@@ -400,6 +402,7 @@ class DriverContract:
             groups = {os.getpgid(pid) for pid in processes.still_running(started)}
             assert len(groups) > 1, "the shell did not put its job in a process group of its own: the test cannot tell"
         left = processes.wait_gone(started, EXIT_TIMEOUT)
+        processes.kill(left)  # what a faulty driver leaves goes with the test that finds it
         assert not left, f"closing the session left its shell's job running: {processes.describe(left)}"
         assert self._poll_exit(run, 0.5) is None, "the task ended with the exec session"
 
