@@ -16,18 +16,22 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pluggy
 
-    from herder.context import AllocatedPort, CreatedResources, TaskContext, TaskDir
+    from herder.context import AllocatedPort, CreatedResources, HostMount, TaskContext, TaskDir
     from herder.errors import CleanupLater, DriverError, RecoverableError
     from herder.model import Task
     from herder.objects import (
         EXEC_OUTPUT_LIMIT,
         Alloc,
+        AllocNetwork,
+        DriverCapabilities,
         DriverNetwork,
         ExecResult,
         ExecSession,
         ExecStream,
         ExitResult,
         Fingerprint,
+        NetworkDNS,
+        NetworkIsolation,
         TaskEvent,
         TaskHandle,
         TaskStats,
@@ -41,20 +45,23 @@ __version__ = "0.1.0"
 shows it without looking through the installed distributions."""
 
 _MODULES = {
-    "herder.context": ("AllocatedPort", "CreatedResources", "TaskContext", "TaskDir"),
+    "herder.context": ("AllocatedPort", "CreatedResources", "HostMount", "TaskContext", "TaskDir"),
     "herder.errors": ("CleanupLater", "DriverError", "RecoverableError"),
     "herder.model": ("Task",),
-    "herder.objects": ("EXEC_OUTPUT_LIMIT", "Alloc", "DriverNetwork", "ExecResult", "ExecSession", "ExecStream",
-                       "ExitResult", "Fingerprint", "TaskEvent", "TaskHandle", "TaskStats"),
+    "herder.objects": ("EXEC_OUTPUT_LIMIT", "Alloc", "AllocNetwork", "DriverCapabilities", "DriverNetwork",
+                       "ExecResult", "ExecSession", "ExecStream", "ExitResult", "Fingerprint", "NetworkDNS",
+                       "NetworkIsolation", "TaskEvent", "TaskHandle", "TaskStats"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "EXEC_OUTPUT_LIMIT",
     "Alloc",
+    "AllocNetwork",
     "AllocatedPort",
     "CleanupLater",
     "CreatedResources",
+    "DriverCapabilities",
     "DriverError",
     "DriverNetwork",
     "ExecResult",
@@ -62,6 +69,9 @@ __all__ = [
     "ExecStream",
     "ExitResult",
     "Fingerprint",
+    "HostMount",
+    "NetworkDNS",
+    "NetworkIsolation",
     "RecoverableError",
     "Task",
     "TaskContext",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from herder.objects import TaskEvent
+from herder.objects import AllocNetwork, TaskEvent
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,18 @@ class AllocatedPort:
     value: int
     to: int | None = None
     host_ip: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class HostMount:
+    """A host volume a task mounts (its ``volume_mount``): ``source`` on the host, prepared by
+    herder, at ``destination`` in the task; ``propagation`` is Nomad's ``propagation_mode``
+    (``private``, ``host-to-task``, ``bidirectional``)."""
+
+    source: Path
+    destination: str
+    read_only: bool = False
+    propagation: str = "private"
 
 
 class CreatedResources:
@@ -89,6 +101,11 @@ class TaskContext:
     """When another program collects the task's output (Nomad's log FIFOs), its stdout
     and stderr files: supervised processes write there instead of the rotating files,
     and ``stdout`` / ``stderr`` are these files."""
+    network: AllocNetwork | None = None
+    """The allocation's network namespace, which the task's processes must join; None
+    for host networking. Only a driver whose capabilities include ``"group"`` sees one."""
+    mounts: list[HostMount] = field(default_factory=list)
+    """The host volumes to mount in the task; only a driver declaring ``volume_mounts`` sees any."""
     stopping: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set once the task is being stopped for good: a hook that waits or downloads in
     ``herder_task_prestart`` ends what it does at once and raises."""

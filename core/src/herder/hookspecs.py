@@ -17,9 +17,10 @@ There are two kinds of plugins, found through entry points:
     A **lifecycle plugin**. It takes part in every call of every hook it
     implements, for every task, whatever the driver. It may not implement the
     driver-scoped hooks (``herder_driver_fingerprint``,
-    ``herder_driver_task_schema``, ``herder_task_start``,
-    ``herder_task_exec``, ``herder_task_exec_session``,
-    ``herder_task_recover``): a plugin that does is
+    ``herder_driver_task_schema``, ``herder_driver_capabilities``,
+    ``herder_task_start``, ``herder_task_exec``, ``herder_task_exec_session``,
+    ``herder_task_recover``, ``herder_alloc_network_create``,
+    ``herder_alloc_network_destroy``): a plugin that does is
     reported as failed and left out, so no lifecycle plugin can pre-empt a
     driver.
 
@@ -65,7 +66,17 @@ import pluggy
 
 from herder.context import TaskContext
 from herder.model import Task
-from herder.objects import Alloc, ExecResult, ExecSession, ExitResult, Fingerprint, TaskEvent, TaskHandle
+from herder.objects import (
+    Alloc,
+    DriverCapabilities,
+    ExecResult,
+    ExecSession,
+    ExitResult,
+    Fingerprint,
+    NetworkIsolation,
+    TaskEvent,
+    TaskHandle,
+)
 
 hookspec = pluggy.HookspecMarker("herder")
 
@@ -105,9 +116,62 @@ def herder_driver_task_schema() -> dict[str, Any] | None:
     """
 
 
+@hookspec(firstresult=True)
+def herder_driver_capabilities() -> DriverCapabilities | None:
+    """Say what the driver can do beyond starting a task.
+
+    Called for one driver at a time, when a job that uses the driver is
+    validated: a task that needs what its driver cannot do (to join its
+    allocation's network namespace, to mount a host volume) is refused then,
+    naming the driver, rather than started in the wrong place.
+
+    :returns: a :class:`herder.DriverCapabilities`; None (or no
+        implementation) means the defaults: host networking only, no volume
+        mounts.
+    """
+
+
 # --------------------------------------------------------------------------
 # Allocation lifecycle
 # --------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def herder_alloc_network_create(alloc: Alloc, hostname: str) -> NetworkIsolation | None:
+    """Make the network namespace of an allocation whose group asks for one
+    (``network { mode = "bridge" }`` or ``"cni/NAME"``), when the driver must
+    own it. Driver-scoped: called for the drivers of the allocation's tasks,
+    before ``herder_alloc_prerun``.
+
+    Most drivers do not implement it: herder then makes the namespace itself.
+    A driver whose tasks can only join a namespace it made (docker: a
+    container joins another container's, so the namespace is a pause
+    container's) makes it here and returns it; herder then sets up its
+    interfaces (the CNI plugins) and hands it to every task of the allocation
+    as ``ctx.network``. It is called again for an allocation whose namespace
+    the driver made before herder restarted: return the same one if it still
+    exists.
+
+    :param alloc: the allocation (``alloc.network`` is None yet).
+    :param hostname: the hostname the job file gives the namespace, or "".
+    :returns: a :class:`herder.NetworkIsolation`, or None to leave it to herder.
+    :raises Exception: fails every task of the allocation (``Setup Failure``).
+    """
+
+
+@hookspec
+def herder_alloc_network_destroy(alloc: Alloc, isolation: NetworkIsolation) -> None:
+    """Remove a namespace this driver made in ``herder_alloc_network_create``.
+    Driver-scoped: called for the driver that made it, after every task of the
+    allocation is dead and the CNI plugins have released its interfaces, also
+    by a herder that restarted and found the allocation over. Must be
+    idempotent: the namespace may be gone already.
+
+    :param alloc: the allocation.
+    :param isolation: what ``herder_alloc_network_create`` returned.
+    :raises RecoverableError: to have it tried again later.
+    """
+
 
 
 @hookspec

@@ -156,6 +156,57 @@ class TaskEvent:
     time: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
+@dataclass(frozen=True)
+class NetworkDNS:
+    """A group network's ``dns`` block: the ``resolv.conf`` of the allocation's namespace."""
+
+    servers: tuple[str, ...] = ()
+    searches: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NetworkIsolation:
+    """A network namespace a driver made for an allocation (``herder_alloc_network_create``).
+
+    ``path`` is a file that ``setns(2)`` accepts (``/proc/PID/ns/net`` of a pause container,
+    or a bind mount under ``/var/run/netns``); ``labels`` are the JSON-serialisable facts the
+    driver needs to join and destroy it again (docker: its pause container's id), kept in the
+    state database so that a restarted herder can."""
+
+    path: Path
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AllocNetwork:
+    """The network namespace an allocation's tasks share (group ``network { mode = "bridge" }``
+    or ``"cni/NAME"``): every driver starts its task's processes inside ``path``. ``ip`` is the
+    allocation's address on the bridge; ``hostname`` and ``dns`` are the namespace's, as the
+    job file asks them ("" and None: the defaults)."""
+
+    mode: str
+    path: Path
+    ip: str = ""
+    hostname: str = ""
+    dns: NetworkDNS | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    """The labels of the :class:`NetworkIsolation` a driver made, else empty."""
+
+
+@dataclass(frozen=True)
+class DriverCapabilities:
+    """What a driver can do beyond starting a task (``herder_driver_capabilities``): jobs that
+    need more are refused at validation, naming the driver.
+
+    ``network_isolation`` holds ``"host"`` (the task runs in the host's network) and
+    ``"group"`` (it joins the allocation's namespace, :attr:`herder.TaskContext.network`);
+    ``volume_mounts`` says that the driver mounts ``ctx.mounts`` (host volumes) into its task."""
+
+    network_isolation: frozenset[str] = frozenset({"host"})
+    volume_mounts: bool = False
+
+
 @dataclass
 class Alloc:
     """An allocation: one instance of a task group."""
@@ -167,6 +218,8 @@ class Alloc:
     group_name: str
     dir: Path
     tasks: list[Task]
+    network: AllocNetwork | None = None
+    """The allocation's namespace once made; None for host networking."""
 
 
 @runtime_checkable

@@ -16,7 +16,17 @@ from herder.context import TaskContext
 from herder.errors import DriverError
 from herder.events import TASK_HOOK_FAILED
 from herder.model import Task
-from herder.objects import Alloc, ExecResult, ExecSession, ExitResult, Fingerprint, TaskEvent, TaskHandle
+from herder.objects import (
+    Alloc,
+    DriverCapabilities,
+    ExecResult,
+    ExecSession,
+    ExitResult,
+    Fingerprint,
+    NetworkIsolation,
+    TaskEvent,
+    TaskHandle,
+)
 from herder.plugins.loader import PluginSet
 
 log = logging.getLogger(__name__)
@@ -132,6 +142,15 @@ class Hooks:
             raise DriverError(f"driver {driver} is broken: {exc}") from exc
         return result  # type: ignore[no-any-return]
 
+    def capabilities(self, driver: str) -> DriverCapabilities:
+        """What the driver can do; the defaults when it does not say (or its hook raises:
+        then it can do no more than the least, and a job needing more is refused)."""
+        try:
+            result = self._caller("herder_driver_capabilities", "driver", driver)()
+        except Exception:
+            return DriverCapabilities()
+        return result if isinstance(result, DriverCapabilities) else DriverCapabilities()
+
     def task_schemas(self) -> dict[str, dict[str, Any] | None]:
         """The config schema of every driver that can give one; the others are marked failed."""
         schemas: dict[str, dict[str, Any] | None] = {}
@@ -143,6 +162,20 @@ class Hooks:
         return schemas
 
     # -- allocation --------------------------------------------------------
+
+    def alloc_network_create(self, alloc: Alloc, hostname: str) -> tuple[str, NetworkIsolation] | None:
+        """The namespace a driver of the allocation made, with that driver's name; None when
+        none of them makes one (herder then does). Raises whatever the driver raised."""
+        for driver in _drivers_of(alloc.tasks):
+            if not self._implemented("herder_alloc_network_create", "driver", driver):
+                continue
+            made = self._caller("herder_alloc_network_create", "driver", driver)(alloc=alloc, hostname=hostname)
+            if made is not None:
+                return driver, made
+        return None
+
+    def alloc_network_destroy(self, driver: str, alloc: Alloc, isolation: NetworkIsolation) -> None:
+        self._caller("herder_alloc_network_destroy", "driver", driver)(alloc=alloc, isolation=isolation)
 
     def alloc_prerun(self, alloc: Alloc) -> None:
         """Raises whatever a plugin raised: the allocation cannot run."""

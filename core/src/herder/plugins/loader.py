@@ -29,7 +29,8 @@ _GROUP_KIND: dict[str, Kind] = {DRIVER_GROUP: "driver", PLUGIN_GROUP: "lifecycle
 _REQUIRED_DRIVER_HOOKS = ("herder_task_start",)
 DRIVER_HOOKS = frozenset({
     "herder_driver_fingerprint", "herder_driver_task_schema", "herder_task_start", "herder_task_exec",
-    "herder_task_exec_session", "herder_task_recover",
+    "herder_task_exec_session", "herder_task_recover", "herder_driver_capabilities",
+    "herder_alloc_network_create", "herder_alloc_network_destroy",
 })
 """Driver-scoped hooks: only the task's driver takes part, so a lifecycle plugin may not implement them."""
 
