@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from herder import (
+    Alloc,
     CleanupLater,
+    DriverCapabilities,
     ExecResult,
     ExecSession,
     Fingerprint,
+    NetworkIsolation,
     RecoverableError,
     Task,
     TaskContext,
@@ -118,6 +121,21 @@ class RecordingDriver(_Recording):
         self.record("herder_driver_task_schema")
         return {"type": "object", "required": ["command"],
                 "properties": {"command": {"type": "string"}, "args": {"type": "array"}}}
+
+    @hookimpl
+    def herder_driver_capabilities(self) -> DriverCapabilities:
+        self.record("herder_driver_capabilities")
+        return DriverCapabilities(network_isolation=frozenset({"host", "group"}), volume_mounts=True)
+
+    @hookimpl
+    def herder_alloc_network_create(self, alloc: Alloc, hostname: str) -> NetworkIsolation | None:
+        """Leaves the namespace to herder, as every driver but docker does."""
+        self.record("herder_alloc_network_create", alloc=alloc.id, hostname=hostname)
+        return None
+
+    @hookimpl
+    def herder_alloc_network_destroy(self, alloc: Alloc, isolation: NetworkIsolation) -> None:
+        self.record("herder_alloc_network_destroy", alloc=alloc.id)
 
     @hookimpl
     def herder_task_prestart(self, task: Task, ctx: TaskContext) -> None:

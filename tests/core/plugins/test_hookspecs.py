@@ -21,7 +21,8 @@ def test_the_contract_has_every_hook_of_the_spec() -> None:
         "herder_driver_fingerprint", "herder_driver_task_schema", "herder_task_prestart", "herder_task_start",
         "herder_task_poststart", "herder_task_exec", "herder_task_exec_session", "herder_task_exited",
         "herder_task_prekill", "herder_task_recover", "herder_task_cleanup", "herder_task_event",
-        "herder_alloc_prerun", "herder_alloc_postrun",
+        "herder_alloc_prerun", "herder_alloc_postrun", "herder_driver_capabilities",
+        "herder_alloc_network_create", "herder_alloc_network_destroy",
     ]) == HOOKS
 
 
