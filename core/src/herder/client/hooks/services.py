@@ -56,8 +56,8 @@ from herder.services import (
     open_backend,
 )
 from herder.services.local import LocalRegistry
-from herder.services.native import NativeServices
 from herder.services.model import OUTPUT_LIMIT
+from herder.services.native import NativeServices
 from herder.services.probes import Scheduler
 
 log = logging.getLogger(__name__)
