@@ -229,3 +229,21 @@ def test_a_nomad_service_stays_out_of_the_default_consul(tmp_path: Path, consul:
                  what="consul-svc out of Consul once its job stopped")
     finally:
         agent.shutdown()
+
+
+def test_provider_consul_goes_to_consul_when_the_default_is_the_embedded_registry(
+        tmp_path: Path, consul: ConsulAgent) -> None:
+    agent = AgentProcess(tmp_path, extra=f'[consul]\naddress = "{consul.address}"\n')
+    agent.start()
+    try:
+        alloc_id = running_alloc(agent, provider_job("explicit", "explicit-svc", provider='provider = "consul"'))
+        [registered] = wait_for(lambda: [s for s in consul.services().values() if s["Service"] == "explicit-svc"],
+                                what=lambda: f"explicit-svc in Consul; it holds {consul.services()}")
+        assert registered["ID"] == f"_herder-task-{alloc_id}-server-explicit-svc-http"
+        with agent.http() as http:
+            assert http.get("/v1/services").json()["services"] == []
+        stop(agent, "explicit")
+        wait_for(lambda: not any(s["Service"] == "explicit-svc" for s in consul.services().values()),
+                 what="explicit-svc out of Consul once its job stopped")
+    finally:
+        agent.shutdown()
