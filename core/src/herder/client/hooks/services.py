@@ -10,7 +10,8 @@ Each service goes where its ``provider`` says, as in Nomad: ``nomad`` in the
 embedded registry (:attr:`ServicesPlugin.native`, always there: it is what
 templates' ``nomadService`` and the API's service listing read), ``consul``
 in Consul (opened when a service first asks for it, unless it is the
-configured backend), none in the configured ``services.backend``. Each
+configured backend), and a service naming none in the configured
+``services.backend``. Each
 registry has a sync loop of its own, so one that is down delays none of
 the others.
 
