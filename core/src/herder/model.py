@@ -69,6 +69,9 @@ class Service:
     address_mode: str = "auto"
     meta: dict[str, str] = field(default_factory=dict)
     checks: tuple[Check, ...] = ()
+    provider: str = ""
+    """Where the service is registered: ``nomad`` (the embedded registry), ``consul``, or ""
+    (the agent's ``services.backend``)."""
 
 
 @dataclass(frozen=True)

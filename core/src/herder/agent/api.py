@@ -26,7 +26,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from herder import app
-from herder.agent import exec_ws, metrics, models, rollouts, ui
+from herder.agent import exec_ws, metrics, models, rollouts, services, ui
 from herder.agent.auth import TOKEN_HELP, token_matches, websocket_refusal
 from herder.agent.events import EventLog, sse
 from herder.agent.samesite import Hosts, SameSite
@@ -291,6 +291,7 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
     JobName = Annotated[str, Path(min_length=1, max_length=256, description="A job's name; it may contain /.")]
 
     api.include_router(rollouts.routes(agent))  # before the job's route, whose :path would take theirs
+    api.include_router(services.routes(agent))
 
     @api.get("/v1/jobs/{name:path}", response_model=models.Job, tags=["jobs"])
     async def job(name: JobName) -> models.Job:

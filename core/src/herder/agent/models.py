@@ -320,3 +320,29 @@ class PromoteRequest(_Model):
 class HealthRequest(_Model):
     healthy: list[str] = Field(default_factory=list, description="Allocation IDs.")
     unhealthy: list[str] = Field(default_factory=list, description="Allocation IDs.")
+
+
+class ServiceStub(_Model):
+    name: str
+    tags: list[str]
+
+
+class Services(_Model):
+    """The native services (``provider = "nomad"``, and those of the embedded backend): each name with its
+    instances' tags."""
+
+    services: list[ServiceStub]
+
+
+class ServiceInstance(_Model):
+    id: str
+    job: str
+    alloc_id: str
+    address: str
+    port: int
+    tags: list[str]
+
+
+class Service(_Model):
+    name: str
+    instances: list[ServiceInstance]

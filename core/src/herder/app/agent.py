@@ -27,6 +27,7 @@ from herder.client.task_runner import TaskRunner
 from herder.client.versions import Version
 from herder.objects import ExecSession, TaskStats
 from herder.plugins.hooks import Hooks
+from herder.services.native import NativeServices
 from herder.state import StateError
 
 log = logging.getLogger("herder.agent")
@@ -261,6 +262,12 @@ class Agent:
     def health(self, alloc_id: str) -> dict[str, list[dict[str, str]]]:
         """The service checks of an allocation, by task."""
         return self.client.checks(alloc_id)
+
+    def native_services(self) -> NativeServices | None:
+        """The native services (``provider = "nomad"``, and those of the embedded backend); None
+        without a services plugin."""
+        services = self.client.services()
+        return services.discovery if services is not None else None
 
     @staticmethod
     def task(alloc: AllocRunner, name: str) -> TaskRunner:

@@ -28,6 +28,7 @@ COMMANDS = {
     "deployment": "herder.cli.rollouts:deployment",
     "alloc": "herder.cli.remote:alloc",
     "system": "herder.cli.remote:system",
+    "service": "herder.cli.services:service",
 }
 """Every command, and where it is defined."""
 

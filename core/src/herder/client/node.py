@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,3 +46,8 @@ def _os_release() -> dict[str, str]:
         return {}
     pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
     return {key: value.strip().strip('"') for key, value in pairs}
+
+
+def node_id(name: str, data_dir: Path | str) -> str:
+    """The node's ID, Nomad's UUID: the same agent on the same data dir is the same node."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"herder:{name}:{data_dir}"))

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any, overload
 
 from herder.jobspec.cron import CronError, load_zone, parse_cron
-from herder.jobspec.paths import Path
+from herder.jobspec.paths import Path, render_path
 from herder.jobspec.reschedule import ephemeral_disk, reschedule_policy
 from herder.model import (
     PAYLOAD_OPTIONAL,
@@ -63,7 +63,9 @@ _UPDATE_DURATIONS = {"min_healthy_time", "healthy_deadline", "progress_deadline"
 def build_job(document: dict[str, Any]) -> tuple[Job, list[tuple[Path, str]]]:
     """Build the job from a document that passed the job schema."""
     builder = _Builder(document["job"])
-    return builder.job(), builder.problems
+    job = builder.job()
+    job.warnings.extend(builder.warnings)
+    return job, builder.problems
 
 
 def _text(value: Any) -> str:
@@ -106,6 +108,7 @@ class _Builder:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.problems: list[tuple[Path, str]] = []
+        self.warnings: list[str] = []
 
     def problem(self, path: Path, message: str) -> None:
         self.problems.append((path, message))
@@ -207,6 +210,7 @@ class _Builder:
                          f"{self.spec['name']}-{spec['name']}", tasks={task.name for task in tasks})
             for index, service in enumerate(spec.get("services", []))
         )
+        self.one_provider(spec, path)
         return Group(
             name=spec["name"],
             count=_int(spec, "count", 1),
@@ -358,6 +362,24 @@ class _Builder:
             self.problem(path, f"port {text!r} is not a port label of the {owner} (labels: {known})")
         return text
 
+    def one_provider(self, spec: dict[str, Any], path: Path) -> None:
+        """Every service of a group, its own and its tasks', in one registry (Nomad 1.3's rule);
+        an unset provider is Nomad's default, ``consul``."""
+        first: tuple[str, Path] | None = None
+        where = [((*path, "services", index), service) for index, service in enumerate(spec.get("services", []))]
+        for task_index, task in enumerate(spec["tasks"]):
+            where += [((*path, "tasks", task_index, "services", index), service)
+                      for index, service in enumerate(task.get("services", []))]
+        for service_path, service in where:
+            provider = service.get("provider") or "consul"
+            if first is None:
+                first = (provider, service_path)
+            elif provider != first[0]:
+                self.problem((*service_path, "provider"),
+                             f"Multiple service providers used: task group services must use the same provider "
+                             f"({provider} here, {first[0]} at {render_path(first[1])})")
+                return
+
     def service(self, spec: dict[str, Any], path: Path, labels: set[str], default_name: str,
                 tasks: set[str] | None = None) -> Service:
         """A service of a task, or of a group (``tasks``: the group's task names,
@@ -378,6 +400,7 @@ class _Builder:
             address_mode=spec.get("address_mode", "auto"),
             meta=_texts(spec.get("meta")),
             checks=checks,
+            provider=spec.get("provider", ""),
         )
 
     def check(self, spec: dict[str, Any], path: Path, labels: set[str], service: str, service_port: str,
@@ -387,7 +410,10 @@ class _Builder:
             self.problem((*path, "port"), f"is required for {spec['type']} checks when the service has no port")
         task = spec.get("task", "")
         if tasks is None and task:
-            self.problem((*path, "task"), "is only for the checks of a group service (a task's checks run in it)")
+            # Nomad ignores it: a task's checks run in their task.
+            self.warnings.append(f"{render_path((*path, 'task'))} is ignored: a task service's checks run in "
+                                 f"its task")
+            task = ""
         elif tasks is not None and spec["type"] == "script" and task not in tasks:
             known = ", ".join(sorted(tasks))
             self.problem((*path, "task"), f"a group service's script check must name the task it runs in "

@@ -114,8 +114,10 @@ SERVICE_CHECK = Struct({
 SERVICE = Struct({
     "Id": "", "Name": "", "Tags": [], "CanaryTags": [], "EnableTagOverride": False, "PortLabel": "",
     "AddressMode": "", "Checks": ListOf(SERVICE_CHECK), "CheckRestart": CHECK_RESTART, "Connect": CONSUL_CONNECT,
-    "Meta": {}, "CanaryMeta": {}, "TaskName": "", "OnUpdate": "",
+    "Meta": {}, "CanaryMeta": {}, "TaskName": "", "OnUpdate": "", "Provider": "consul",
 }, names={"TaskName": "task"})
+"""``Provider``: Nomad 1.3's clients send ``consul`` for a service that names none (``api.Service.Canonicalize``),
+so only ``nomad`` is told apart; an unset provider is the agent's ``services.backend``."""
 
 TASK = Struct({
     "Name": "", "Driver": "", "User": "", "Lifecycle": LIFECYCLE, "Config": {}, "Constraints": ListOf(CONSTRAINT),

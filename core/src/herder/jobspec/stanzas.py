@@ -58,7 +58,7 @@ _CHECK = _Block(
 _SERVICE = _Block(
     frozenset({
         "id", "canary_tags", "enable_tag_override", "address", "connect", "canary_meta",
-        "tagged_addresses", "task", "on_update", "identity", "weights", "provider", "cluster", "kind",
+        "tagged_addresses", "task", "on_update", "identity", "weights", "cluster", "kind",
     }),
     "service",
     lists={"checks": _CHECK},

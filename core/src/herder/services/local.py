@@ -4,6 +4,12 @@ The default backend: no daemon to install. It answers like an agent would
 (the sync loop drives it the same way as Consul) and runs http and tcp checks
 itself; a script check's TTL expires into critical as Consul's does. grpc
 checks are not run here: they are left out, with a warning in the log.
+
+It is also herder's native service discovery (Nomad's ``provider =
+"nomad"``): each change of what it holds raises its :attr:`LocalRegistry.index`,
+and :meth:`LocalRegistry.records` lists every service with the indexes of
+its registration, as Nomad's ``/v1/services`` and templates' ``nomadService``
+read them.
 """
 
 from __future__ import annotations
@@ -38,6 +44,15 @@ class _CheckState:
     expires: float | None = None  # TTL checks: when no report has come in time
 
 
+@dataclass(frozen=True)
+class Record:
+    """A service held, and the registry's index when it was first registered and last changed."""
+
+    service: ServiceRegistration
+    create_index: int
+    modify_index: int
+
+
 class LocalRegistry:
     """An in-process registry. Thread-safe."""
 
@@ -48,6 +63,8 @@ class LocalRegistry:
         self._session = owner.session if owner else ""
         self._services: dict[str, ServiceRegistration] = {}
         self._checks: dict[str, _CheckState] = {}
+        self._indexes: dict[str, tuple[int, int]] = {}  # service ID -> (create, modify)
+        self._index = 1
         self._lock = threading.Lock()
         self._prober = Prober()
         self._scheduler = Scheduler(self._run_check, name="local-checks")
@@ -67,6 +84,17 @@ class LocalRegistry:
             return [(service, [self._expire(self._checks[c.id], now) for c in service.checks if c.id in self._checks])
                     for service in self._services.values()]
 
+    @property
+    def index(self) -> int:
+        """Raised by every change of the services held (not of their checks' status)."""
+        with self._lock:
+            return self._index
+
+    def records(self) -> list[Record]:
+        """Every service held, by ID."""
+        with self._lock:
+            return [Record(service, *self._indexes[sid]) for sid, service in sorted(self._services.items())]
+
     def register(self, service: ServiceRegistration) -> None:
         checks = tuple(check for check in service.checks if check.kind not in UNSUPPORTED)
         for check in service.checks:
@@ -76,6 +104,9 @@ class LocalRegistry:
         with self._lock:
             old = self._services.get(service.id)
             self._services[service.id] = service
+            if old != service:
+                self._index += 1
+                self._indexes[service.id] = (self._indexes.get(service.id, (self._index, 0))[0], self._index)
             kept = {check.id for check in checks}
             for check_id in [c.id for c in old.checks] if old else []:
                 if check_id not in kept:
@@ -92,6 +123,9 @@ class LocalRegistry:
     def deregister(self, service_id: str) -> None:
         with self._lock:
             service = self._services.pop(service_id, None)
+            if service is not None:
+                self._index += 1
+                del self._indexes[service_id]
             for check in service.checks if service else ():
                 self._drop_check(check.id)
 

@@ -63,6 +63,10 @@ class ServiceRegistration:
     tags: tuple[str, ...] = ()
     meta: Mapping[str, str] = field(default_factory=dict)
     checks: tuple[CheckRegistration, ...] = ()
+    job_id: str = ""
+    alloc_id: str = ""
+    """The job and allocation that registered it (empty for the agent's own service): what
+    the embedded registry shows, as Nomad's native registrations do. Implied by ``id``."""
 
     def fingerprint(self) -> str:
         """What must match in the registry for this service to need no update."""

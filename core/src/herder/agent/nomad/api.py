@@ -29,7 +29,7 @@ from herder.agent import exec_ws
 from herder.agent.api import ASGIApp, Guard, token_matches
 from herder.agent.auth import TOKEN_FILE_HELP
 from herder.agent.events import EventLog
-from herder.agent.nomad import memo, models, rollouts, routes_agent, routes_alloc, routes_jobs
+from herder.agent.nomad import memo, models, rollouts, routes_agent, routes_alloc, routes_jobs, routes_services
 from herder.agent.nomad.blocking import Blocking, BlockingQuery, document
 from herder.agent.nomad.frames import FRAME_SIZE, HEARTBEAT, HEARTBEAT_FRAME, Framer
 from herder.agent.nomad.lean import Lean
@@ -214,6 +214,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
 
     routes_agent.register(api, agent, events, ledger, shapes, answer=json_answer, decode=decode,
                           ui_address=ui_address)
+    routes_services.register(api, agent, answer=json_answer, scoped=scoped)
 
     # -- jobs ----------------------------------------------------------------------
 

@@ -7,7 +7,6 @@ import json
 import os
 import platform
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path as FilePath
 from typing import Any
@@ -21,6 +20,7 @@ from herder.agent.nomad.memo import Encoded, Memo
 from herder.app import Agent, NotFound
 from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment
+from herder.client.node import node_id
 from herder.errors import JobError
 from herder.jobspec.nomad_json import to_nomad
 from herder.jobspec.nomad_structs import normalized
@@ -103,9 +103,7 @@ class Shapes:
         self.agent = agent
         self.ledger = ledger
         self.address = address
-        # A stable ID for this node: the same agent on the same data dir is the same node.
-        self.node_id = str(uuid.uuid5(uuid.NAMESPACE_URL,
-                                      f"herder:{agent.config.node_name}:{agent.config.data_dir}"))
+        self.node_id = node_id(agent.config.node_name, agent.config.data_dir)
         self.memo = Memo()
 
     # -- the node ------------------------------------------------------------------

@@ -18,6 +18,7 @@ from herder.client.hooks.artifacts import ArtifactsConfig, ArtifactsPlugin
 from herder.client.hooks.host import Host
 from herder.client.hooks.payload import PayloadPlugin
 from herder.client.hooks.services import ServicesPlugin
+from herder.client.hooks.template_sources import NativeCatalog
 from herder.client.hooks.templates import TemplatesConfig, TemplatesPlugin, template_sources
 
 
@@ -35,10 +36,11 @@ def builtin_plugins(client: Host) -> list[BuiltinPlugin]:
     """The built-in plugins of ``client``, in the order they run in prestart."""
     services = ServicesPlugin(client)
     kv, catalog = template_sources(client.config, services.backend)
+    native = NativeCatalog(services.discovery)
     return [
         PayloadPlugin(client),
         ArtifactsPlugin(ArtifactsConfig.from_table(client.config.plugin.get("artifacts", {}))),
         TemplatesPlugin(TemplatesConfig.from_table(client.config.plugin.get("templates", {})), kv=kv,
-                        catalog=catalog, runners=client.task_runner),
+                        catalog=catalog, native=native, runners=client.task_runner),
         services,
     ]

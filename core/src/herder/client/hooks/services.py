@@ -6,6 +6,15 @@ sending traffic before it stops; a group's services (Nomad 1.x) live as long
 as their allocation runs. Nothing here talks to the registry directly: the
 desired set changes and :class:`herder.services.ServiceSync` reconciles.
 
+Each service goes where its ``provider`` says, as in Nomad: ``nomad`` in the
+embedded registry (:attr:`ServicesPlugin.native`, always there: it is what
+templates' ``nomadService`` and the API's service listing read), ``consul``
+in Consul (opened when a service first asks for it, unless it is the
+configured backend), and a service naming none in the configured
+``services.backend``. Each
+registry has a sync loop of its own, so one that is down delays none of
+the others.
+
 Script checks run here, inside the task through the driver's exec, and are
 reported as TTL checks. ``check_restart`` watches every check's status as the
 sync reads it and restarts a task that stays unhealthy.
@@ -23,6 +32,7 @@ from dataclasses import dataclass, field
 from herder import events, hookimpl
 from herder.client.health import HealthChange
 from herder.client.hooks.host import Host
+from herder.client.node import node_id
 from herder.client.placement import GROUP_PORTS
 from herder.client.sessions import is_alive
 from herder.context import AllocatedPort, TaskContext
@@ -36,6 +46,7 @@ from herder.services import (
     PASSING,
     SCRIPT_TTL_GRACE,
     WARNING,
+    Backend,
     CheckRegistration,
     CheckStatus,
     Owner,
@@ -45,7 +56,9 @@ from herder.services import (
     check_id,
     open_backend,
 )
+from herder.services.local import LocalRegistry
 from herder.services.model import OUTPUT_LIMIT
+from herder.services.native import NativeServices
 from herder.services.probes import Scheduler
 
 log = logging.getLogger(__name__)
@@ -55,6 +68,10 @@ GROUP = ""
 
 DEREGISTER_WAIT = 2.0
 """How long a task's kill waits for its services to leave a reachable registry."""
+
+NATIVE = "local"
+PROVIDERS = {"nomad": NATIVE, "consul": "consul"}
+"""The registry (backend name) of each ``provider``: Nomad's own is herder's embedded one."""
 
 
 @dataclass
@@ -113,25 +130,74 @@ class ServicesPlugin:
     def __init__(self, client: Host) -> None:
         self._client = client
         config = client.config
-        backend_config = config.consul if config.services_backend == "consul" else \
-            config.plugin.get(config.services_backend, {})
         scope = hashlib.sha1(f"{config.node_name}:{config.data_dir}".encode()).hexdigest()[:16]
-        self.backend = open_backend(config.services_backend, dict(backend_config), Owner(scope, client.session))
-        self.sync = ServiceSync(self.backend, on_view=self._observe, removable=self._removable)
-        self._scripts = Scheduler(self._run_script, name="script-checks")
+        self._registrant = Owner(scope, client.session)
         self._lock = threading.Lock()
+        self._started = False
+        self.backend = self._open(config.services_backend)
+        self.sync = self._new_sync(self.backend)
+        """The configured backend's sync: where services naming no provider go, and the agent's own."""
+        self._syncs = {config.services_backend: self.sync}
+        self.native = self.backend if isinstance(self.backend, LocalRegistry) else LocalRegistry({}, self._registrant)
+        if self.native is not self.backend:
+            self._syncs[NATIVE] = self._new_sync(self.native)
+        self.discovery = NativeServices(self.native, node_id(config.node_name, config.data_dir), config.datacenter)
+        """The embedded registry as Nomad's native service discovery shows it."""
+        self._scripts = Scheduler(self._run_script, name="script-checks")
         self._watched: dict[str, _Watched] = {}
         self._running: dict[str, _Running] = {}
         self._script_owner: dict[str, str] = {}
+        self._script_registry: dict[str, str] = {}  # script check ID -> the backend it is reported to
         self._on_health: Callable[[HealthChange], None] = client.on_health
 
+    def _open(self, name: str) -> Backend:
+        config = self._client.config
+        table = config.consul if name == "consul" else config.plugin.get(name, {})
+        return open_backend(name, dict(table), self._registrant)
+
+    def _new_sync(self, backend: Backend) -> ServiceSync:
+        return ServiceSync(backend, on_view=self._observe, removable=self._removable)
+
+    def _sync_of(self, name: str) -> ServiceSync:
+        """The sync loop of the backend ``name``, opened now if no service asked for it before.
+
+        :raises ConfigError: it cannot be opened.
+        """
+        with self._lock:
+            sync = self._syncs.get(name)
+            if sync is None:
+                sync = self._syncs[name] = self._new_sync(self._open(name))
+                if self._started:
+                    sync.start()
+            return sync
+
+    def _all_syncs(self) -> dict[str, ServiceSync]:
+        with self._lock:
+            return dict(self._syncs)
+
     def start(self) -> None:
-        self.sync.start()
+        with self._lock:
+            self._started = True
+        for sync in self._all_syncs().values():
+            sync.start()
 
     def close(self) -> None:
         self._scripts.close()
-        self.sync.close()
-        self.backend.close()
+        for sync in self._all_syncs().values():
+            sync.close()
+            sync.backend.close()
+
+    def _set(self, owner: str, wanted: dict[str, list[ServiceRegistration]]) -> None:
+        """Make ``wanted`` (by backend name) what ``owner`` has in every registry."""
+        for name in wanted:
+            self._sync_of(name)
+        for name, sync in self._all_syncs().items():
+            sync.set(owner, wanted.get(name, []))
+
+    def _flush(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for sync in self._all_syncs().values():
+            sync.flush(max(0.0, deadline - time.monotonic()))
 
     def _removable(self, session: str) -> bool:
         """A service no task wants goes if this herder, or a herder that died, registered it."""
@@ -146,7 +212,7 @@ class ServicesPlugin:
         with self._lock:
             self._running[owner] = running
         prefix = f"_herder-task-{ctx.alloc_id}-{task.name}"
-        self.sync.set(owner, self._registrations(owner, ctx, handle, prefix, task.services, ctx.ports, running))
+        self._set(owner, self._registrations(owner, ctx, handle, prefix, task.services, ctx.ports, running))
         self._group_poststart(task, ctx, handle, running)
         for script in running.scripts:
             self._scripts.add(script, running.scripts[script].interval)
@@ -157,7 +223,7 @@ class ServicesPlugin:
         alloc = self._client.alloc(ctx.alloc_id)
         if alloc is not None and alloc.stopping:
             self._forget(_owner(ctx.alloc_id, GROUP))
-        self.sync.flush(DEREGISTER_WAIT)
+        self._flush(DEREGISTER_WAIT)
 
     @hookimpl
     def herder_task_exited(self, task: Task, ctx: TaskContext, result: ExitResult) -> None:
@@ -181,7 +247,7 @@ class ServicesPlugin:
         ports = alloc.placed.ports.get(GROUP_PORTS, [])
         registrations = self._registrations(owner, ctx, None, f"_herder-group-{ctx.alloc_id}-{alloc.group.name}",
                                             services, ports, running, group=True)
-        self.sync.set(owner, registrations)
+        self._set(owner, registrations)
 
     def refresh(self, alloc_id: str) -> None:
         """Register the services of an allocation updated in place as its new version gives them
@@ -205,15 +271,21 @@ class ServicesPlugin:
 
     def _registrations(self, owner: str, ctx: TaskContext, handle: TaskHandle | None, prefix: str,
                        services: tuple[Service, ...], ports: list[AllocatedPort], running: _Running,
-                       group: bool = False) -> list[ServiceRegistration]:
-        """The registrations of ``services``, with ``running`` the task starting now;
-        a service that cannot be registered is told as an event. Of a group's
-        services, only the script checks that name the task run in it."""
-        registrations = []
+                       group: bool = False) -> dict[str, list[ServiceRegistration]]:
+        """The registrations of ``services``, by the backend each goes to, with ``running``
+        the task starting now; a service that cannot be registered (nor its registry opened)
+        is told as an event. Of a group's services, only the script checks that name the
+        task run in it."""
+        registrations: dict[str, list[ServiceRegistration]] = {}
         for service in services:
             try:
-                registrations.append(self._registration(owner, ctx, handle, prefix, service, ports, running,
-                                                        group))
+                backend = PROVIDERS.get(service.provider) or self._client.config.services_backend
+                self._sync_of(backend)
+                registration = self._registration(owner, ctx, handle, prefix, service, ports, running, group)
+                registrations.setdefault(backend, []).append(registration)
+                with self._lock:
+                    self._script_registry.update(
+                        (check.id, backend) for check in registration.checks if check.id in running.scripts)
             except HerderError as exc:
                 ctx.emit_event(events.TASK_HOOK_FAILED, f"service {service.name} is not registered: {exc}",
                                hook="herder_task_poststart", plugin=self.name)
@@ -238,7 +310,8 @@ class ServicesPlugin:
             self._watch(_Watched(owner, ctx.alloc_id, ctx.alloc_name, runs_in, service.name, check,
                                  registration, CheckStatus(check.initial_status or CRITICAL)))
         return ServiceRegistration(id=service_id, name=service.name, address=address, port=port,
-                                   tags=service.tags, meta=service.meta, checks=tuple(checks))
+                                   tags=service.tags, meta=service.meta, checks=tuple(checks),
+                                   job_id=ctx.job_name, alloc_id=ctx.alloc_id)
 
     # -- what is shown ---------------------------------------------------------
 
@@ -269,21 +342,26 @@ class ServicesPlugin:
                 del self._watched[check]
             for check in [cid for cid, o in self._script_owner.items() if o == owner]:
                 del self._script_owner[check]
+                self._script_registry.pop(check, None)
         for check in running.scripts if running else ():
             self._scripts.remove(check)
         if deregister:
-            self.sync.remove(owner)
+            for sync in self._all_syncs().values():
+                sync.remove(owner)
 
     # -- checks ------------------------------------------------------------
 
     def _run_script(self, check_id_: str) -> None:
         with self._lock:
             running = self._running.get(self._script_owner.get(check_id_, ""))
+            registry = self._script_registry.get(check_id_, "")
         check = running.scripts.get(check_id_) if running else None
         if running is None or check is None:
             return
         status = run_script(self._client.hooks, running, check)
-        self.sync.report(check_id_, status)
+        sync = self._all_syncs().get(registry)
+        if sync is not None:
+            sync.report(check_id_, status)
 
     def _observe(self, view: RegistryView) -> None:
         """Every read of the registry: status changes are told, unhealthy tasks restarted."""

@@ -1,14 +1,16 @@
 """What a template can call: consul-template's functions, the bound ones and the pure ones.
 
 A render binds the functions that read (``env``, ``file``, ``key``,
-``keyOrDefault``, ``keyExists``, ``service``, ``services``) to its task
+``keyOrDefault``, ``keyExists``, ``service``, ``services``, ``nomadService``,
+``nomadServices``) to its task
 through a :class:`Reader`, which records what each read, for the plugin
 (:mod:`.templates`) to watch, and what is missing, for it to wait for. The
 pure functions (string, number, JSON, base64, time and regexp helpers) are the
 same for every render; those that multiply their input (``replaceAll``,
 ``join``) refuse a result over the output's bound before building it.
 :data:`FUNCTION_NAMES` is every name a template may call, what parsing checks
-names against.
+names against. The ``nomadVar`` family is known, and refused when called:
+herder has no variables store.
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from herder.context import TaskContext
 from herder.jobspec.goregexp import compile_go, replace_all
 
 Dependency = tuple[str, str]
-"""What a render read: (``kv`` | ``file`` | ``service`` | ``services`` | ``source``, argument)."""
+"""What a render read: (``kv`` | ``file`` | ``service`` | ``services`` | ``nomad.service`` | ``nomad.services`` |
+``source``, argument)."""
+
+NOMAD_SERVICE_QUERY = re.compile(r"(?:(?P<tag>[\w=:.\-]+)\.)?(?P<name>[\w\-]+)(?:@(?P<region>[\w.\-]+))?", re.ASCII)
+"""consul-template's ``nomadService`` argument: ``[tag.]name[@region]``."""
+
+NOMAD_VARIABLE_FUNCTIONS = ("nomadVar", "nomadVarExists", "nomadVarList", "nomadVarListSafe")
 
 Lookup = Callable[[str, str, TaskContext], Any]
 """The current value of one dependency of a task (None when it is not there): the plugin's ``lookup``."""
@@ -89,10 +97,40 @@ class Reader:
     def services(self) -> list[Any]:
         return list(self.read("services", ""))
 
+    # -- consul-template's Nomad functions -------------------------------------------
+
+    def nomad_service(self, *params: Any) -> list[Any]:
+        """``nomadService "[tag.]name"`` or ``nomadService COUNT KEY "[tag.]name"``: every instance, or the
+        COUNT that rendezvous hashing picks for KEY. No instance is an empty list, not something missing:
+        as in Nomad, a template is rendered (again) when the last instance goes."""
+        if len(params) == 1:
+            query, chosen = params[0], ""
+        elif len(params) == 3:
+            count, key, query = params
+            if not isinstance(count, int) or isinstance(count, bool):
+                raise ValueError("expected integer for <count> argument")
+            if not isinstance(key, str):
+                raise ValueError("expected string for <key> argument")
+            chosen = f":{count}|{key}"
+        else:
+            raise ValueError("expected arguments <service> or <count> <key> <service>")
+        if not isinstance(query, str):
+            raise ValueError("expected string for <service> argument")
+        if not NOMAD_SERVICE_QUERY.fullmatch(query):
+            raise ValueError(f"nomad.service: invalid format: {query!r}")
+        return list(self.read("nomad.service", query + chosen) or ())
+
+    def nomad_services(self, *region: str) -> list[Any]:
+        """``nomadServices``: every native service's name and tags (``"@region"``: the agent's own)."""
+        if len(region) > 1 or (region and not re.fullmatch(r"@[\w.\-]+", str(region[0]), re.ASCII)):
+            raise ValueError(f"nomad.services: invalid format: {''.join(map(str, region))!r}")
+        return list(self.read("nomad.services", "") or ())
+
     def functions(self) -> dict[str, Callable[..., Any]]:
         return {
             "env": self.env, "file": self.file, "key": self.key, "keyOrDefault": self.key_or_default,
-            "keyExists": self.key_exists, "service": self.service, "services": self.services, **PURE_FUNCTIONS,
+            "keyExists": self.key_exists, "service": self.service, "services": self.services,
+            "nomadService": self.nomad_service, "nomadServices": self.nomad_services, **PURE_FUNCTIONS,
         }
 
 
@@ -198,8 +236,17 @@ def _unbound(*args: Any) -> Any:
     raise TemplateError("a template function was called outside a render")
 
 
+def _no_variables(name: str) -> Callable[..., Any]:
+    def refuse(*args: Any) -> Any:
+        raise ValueError(f"{name} is not supported: herder has no Nomad variables store")
+    return refuse
+
+
+PURE_FUNCTIONS.update({name: _no_variables(name) for name in NOMAD_VARIABLE_FUNCTIONS})
+
 FUNCTION_NAMES: dict[str, Callable[..., Any]] = {
-    **dict.fromkeys(("env", "file", "key", "keyOrDefault", "keyExists", "service", "services"), _unbound),
+    **dict.fromkeys(("env", "file", "key", "keyOrDefault", "keyExists", "service", "services", "nomadService",
+                     "nomadServices"), _unbound),
     **PURE_FUNCTIONS,
 }
 """Every function a template may call: what parsing checks names against (a render binds them)."""

@@ -6,7 +6,9 @@ The template functions ``key``, ``keyOrDefault``, ``keyExists`` read a
 its services backend: with ``services.backend = "consul"``, Consul's KV store
 and health API over HTTP (:class:`ConsulKV`, :class:`ConsulCatalog`); with
 the local backend, no KV store (a ``key`` waits, saying why) and the embedded
-registry's catalog (:class:`LocalCatalog`).
+registry's catalog (:class:`LocalCatalog`). ``nomadService`` and
+``nomadServices`` read the embedded registry whatever the backend, as
+Nomad's native discovery (:class:`NativeCatalog`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import httpx
 
 from herder.services import PASSING
 from herder.services.local import LocalRegistry
+from herder.services.native import NativeServices, choose
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,21 @@ class CatalogService:
 
     Name: str
     Tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NomadService:
+    """One instance of a native service, with consul-template's field names (``nomadService``)."""
+
+    ID: str
+    Name: str
+    Node: str
+    Address: str
+    Port: int
+    Datacenter: str
+    Tags: tuple[str, ...]
+    JobID: str
+    AllocID: str
 
 
 class KeyValueStore(Protocol):
@@ -165,3 +183,25 @@ class ConsulCatalog(_Consul):
     def services(self) -> list[CatalogService]:
         catalog = self.get_json("/v1/catalog/services") or {}
         return [CatalogService(Name=name, Tags=tuple(sorted(tags or ()))) for name, tags in sorted(catalog.items())]
+
+
+class NativeCatalog:
+    """The native services (``provider = "nomad"``), as consul-template's Nomad functions read them."""
+
+    description = "the native service registry"
+
+    def __init__(self, native: NativeServices) -> None:
+        self.native = native
+
+    def service(self, name: str, tag: str = "", count: int = 0, key: str = "") -> list[NomadService]:
+        """Every instance of ``name`` (with ``tag``), healthy or not as in Nomad; with a ``key``,
+        the ``count`` instances rendezvous hashing ranks first for it."""
+        found = self.native.registrations(name)
+        if key:
+            found = choose(found, count, key)
+        return [NomadService(ID=r.ID, Name=r.ServiceName, Node=r.NodeID, Address=r.Address, Port=r.Port,
+                             Datacenter=r.Datacenter, Tags=tuple(sorted(r.Tags)), JobID=r.JobID, AllocID=r.AllocID)
+                for r in found if not tag or tag in r.Tags]
+
+    def services(self) -> list[CatalogService]:
+        return [CatalogService(Name=name, Tags=tags) for name, tags in self.native.names()]

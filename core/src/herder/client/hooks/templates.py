@@ -5,7 +5,7 @@ A built-in lifecycle plugin, run after artifacts in ``herder_task_prestart``
 stanza is rendered with Go's text/template language (:mod:`.gotemplate`)
 and consul-template's functions (:mod:`.template_functions`: ``env``,
 ``file``, ``key``, ``keyOrDefault``, ``keyExists``, ``service``,
-``services``, ``toUpper``, ``toLower``, ``toTitle``, ``toJSON``, ``split``,
+``services``, ``nomadService``, ``nomadServices``, ``toUpper``, ``toLower``, ``toTitle``, ``toJSON``, ``split``,
 ``join``, ``replaceAll``, ``trimSpace``, ``contains``, ``parseInt``,
 ``parseFloat``, ``parseBool``, ``base64Encode``, ``base64Decode``,
 ``timestamp``), written atomically with
@@ -54,6 +54,7 @@ from herder.client.hooks.template_sources import (
     EmptyCatalog,
     KeyValueStore,
     LocalCatalog,
+    NativeCatalog,
     NoKeyValueStore,
     ServiceCatalog,
     SourceError,
@@ -181,10 +182,12 @@ class TemplatesPlugin:
     name = "templates"
 
     def __init__(self, config: TemplatesConfig | None = None, *, kv: KeyValueStore | None = None,
-                 catalog: ServiceCatalog | None = None, runners: Runners | None = None) -> None:
+                 catalog: ServiceCatalog | None = None, native: NativeCatalog | None = None,
+                 runners: Runners | None = None) -> None:
         self.config = config or TemplatesConfig()
         self.kv: KeyValueStore = kv or NoKeyValueStore()
         self.catalog: ServiceCatalog = catalog or EmptyCatalog()
+        self.native = native
         self.runners: Runners = runners or (lambda ctx: None)
         self._watched: dict[tuple[str, str], _Watched] = {}
         self._cache: dict[tuple[str, str, str, str], GoTemplate] = {}
@@ -222,6 +225,8 @@ class TemplatesPlugin:
                 return tuple(self.catalog.service(name, tag))
             if kind == "services":
                 return tuple(self.catalog.services())
+            if kind in ("nomad.service", "nomad.services"):
+                return self._native(kind, arg)
         except SourceError as exc:
             log.info("template source unavailable: %s", exc)
             return None
@@ -235,6 +240,16 @@ class TemplatesPlugin:
             except OSError:
                 return None
         raise ValueError(f"unknown dependency kind {kind!r}")
+
+    def _native(self, kind: str, arg: str) -> tuple[Any, ...]:
+        if self.native is None:
+            return ()
+        if kind == "nomad.services":
+            return tuple(self.native.services())
+        query, _, chosen = arg.partition(":")  # the query has no ":" (checked when it was read)
+        name, tag = _split_query(query)
+        count, _, key = chosen.partition("|")
+        return tuple(self.native.service(name, tag, int(count or 0), key))
 
     def render(self, template: Template, ctx: TaskContext) -> tuple[str, dict[Dependency, Any], list[str]]:
         """Render one template: its text, what it read, and what is missing."""
