@@ -129,11 +129,11 @@ def listening(path: Path, port: int) -> Iterator[socket.socket]:
 
 
 def accepted(server: socket.socket, timeout: float) -> bool:
-    """Whether a connection to ``server`` arrived within ``timeout`` seconds (it is closed at once)."""
+    """Whether a connection to ``server`` arrived within ``timeout`` seconds (0: already); it is closed at once."""
     server.settimeout(timeout)
     try:
         connection, _ = server.accept()
-    except TimeoutError:
+    except (TimeoutError, BlockingIOError):
         return False
     connection.close()
     return True

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -15,7 +16,7 @@ import pytest
 from herder.objects import DriverCapabilities
 from herder.plugins.hooks import Hooks
 from herder.testing import netns
-from herder.testing.harness import PORT_RANGE, DidNotReturn, DriverHarness, bounded, diagnosis, load_hooks
+from herder.testing.harness import CALL_LIMIT, PORT_RANGE, DidNotReturn, DriverHarness, bounded, diagnosis, load_hooks
 
 NETWORK_ISOLATION = frozenset({"host", "group"})
 """What ``DriverCapabilities.network_isolation`` may hold."""
@@ -23,6 +24,8 @@ CAPABILITIES_DEADLINE = 5.0
 """How long ``herder_driver_capabilities`` may take: it runs when a job is validated."""
 CONNECT_TIMEOUT = 30.0
 """How long the task of :meth:`NetworkContract.connects_to` has to connect once started."""
+ACCEPT_POLL = 0.2
+"""Between two looks at whether the task ended without connecting."""
 CONNECTING_KILL_TIMEOUT = "1s"
 """The ``kill_timeout`` of that task, which may still run when the test ends."""
 
@@ -77,7 +80,11 @@ class NetworkContract:
         assert run.network is not None
         with netns.listening(run.network.path, port) as server:
             run.start()
-            arrived = netns.accepted(server, CONNECT_TIMEOUT)
+            deadline = time.monotonic() + CONNECT_TIMEOUT
+            while not (arrived := netns.accepted(server, ACCEPT_POLL)):
+                if time.monotonic() >= deadline or bounded(lambda: run.wait(0), CALL_LIMIT, "wait(0)") is not None:
+                    arrived = netns.accepted(server, 0)  # one that came as the task ended
+                    break
         assert arrived, \
             f"the task did not connect to 127.0.0.1:{port} in its allocation's network namespace " \
             f"({run.network.path}) within {CONNECT_TIMEOUT:g}s: do its processes run in another network, " \
