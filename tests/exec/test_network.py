@@ -17,11 +17,6 @@ from herder.testing.plugin import HarnessFactory
 
 from .helpers import sh
 
-try:
-    from herder_exec import netfiles
-except ImportError:  # the fixtures skip (or fail, under HERDER_REQUIRE) first
-    pass
-
 SHOWS = ('hostname; echo ---; cat /etc/resolv.conf; echo ---; cat /etc/hosts; echo ---; '
          'if echo "nameserver 198.51.100.1" > /etc/resolv.conf; then echo writable; else echo read-only; fi')
 DNS = NetworkDNS(servers=("192.0.2.53", "192.0.2.54"), searches=("svc.example", "example"), options=("ndots:2",))
@@ -65,7 +60,7 @@ def test_without_hostname_or_dns_the_task_sees_the_hosts_files(exec_driver: str,
 
 
 def test_what_the_dns_block_leaves_out_comes_from_the_host() -> None:
-    pytest.importorskip("herder_exec")
+    netfiles = pytest.importorskip("herder_exec.netfiles")
     host = "# generated\nnameserver 10.0.0.2\nsearch corp.example\noptions edns0 rotate\n"
     assert netfiles.resolv_conf(NetworkDNS(servers=("192.0.2.53",)), host) == \
         "search corp.example\nnameserver 192.0.2.53\noptions edns0 rotate\n"
