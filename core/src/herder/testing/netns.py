@@ -31,6 +31,8 @@ MODE = "bridge"
 """The mode of the kit's allocation network, as the job file would name it."""
 NETNS_DIR = Path("/var/run/netns")
 """Where ``ip netns add NAME`` binds the namespace it makes."""
+NAME_PREFIX = "conformance-"
+"""The names of the kit's namespaces, a random suffix after it."""
 IP_TIMEOUT = 30.0
 """How long an ``ip`` command may take."""
 
@@ -62,7 +64,9 @@ def create(hooks: Hooks, alloc: Alloc) -> KitNetwork:
     if ip is None:
         raise NetworkUnavailable("the kit makes network namespaces with `ip netns add`, and `ip` (iproute2) "
                                  "is not on PATH")
-    name = f"herder-kit-{secrets.token_hex(6)}"
+    # Not herder's own prefix (``herder-<alloc id>``): a herder starting meanwhile, which removes the
+    # namespaces of allocations it no longer knows, must not take the kit's for one.
+    name = f"{NAME_PREFIX}{secrets.token_hex(6)}"
     _ip(ip, "netns", "add", name)
     remove = _Once(lambda: _ip(ip, "netns", "delete", name))
     try:
