@@ -12,7 +12,8 @@ that a test can look at the task between two of them.
 
 Each task is the only task of an allocation of its own, placed by herder's
 placement (directories in the harness's data dir, ports from
-:data:`PORT_RANGE`) with the data dir's process supervisor in its context.
+:data:`PORT_RANGE`) with the data dir's process supervisor in its context, and,
+when asked, a network namespace of its own (:mod:`herder.testing.netns`).
 :meth:`DriverHarness.close` stops and cleans up whatever is left, and makes
 sure no process of any task outlives it.
 """
