@@ -43,6 +43,9 @@ class TestDockerContract(DriverContract):
     def listens_on_port(self, label: str) -> dict[str, Any]:
         return {"image": IMAGE, "command": "httpd", "args": ["-f", "-p", f"${{NOMAD_PORT_{label}}}", "-h", "/local"]}
 
+    def connects_to(self, port: int) -> dict[str, Any]:
+        return {"image": IMAGE, "command": "nc", "args": ["127.0.0.1", str(port)]}
+
     def invalid_configs(self) -> list[tuple[dict[str, Any], str]]:
         return [({"image": 5}, "config.image"), ({}, "config.image"), ({"image": IMAGE, "args": "x"}, "config.args"),
                 ({"image": IMAGE, "port_map": {"http": "x"}}, "config.port_map.http")]

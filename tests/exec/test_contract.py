@@ -27,6 +27,9 @@ class TestExecContract(DriverContract):
     def listens_on_port(self, label: str) -> dict[str, Any]:
         return {"command": "/bin/busybox", "args": ["httpd", "-f", "-p", f"${{NOMAD_PORT_{label}}}", "-h", "/local"]}
 
+    def connects_to(self, port: int) -> dict[str, Any]:
+        return {"command": "/bin/busybox", "args": ["nc", "127.0.0.1", str(port)]}
+
     def invalid_configs(self) -> list[tuple[dict[str, Any], str]]:
         return [({"command": 5}, "config.command"), ({}, "config.command"), ({"command": ""}, "config.command"),
                 ({"command": "true", "args": [1]}, "config.args[0]"), ({"command": "true", "bogus": 1}, "config.bogus")]

@@ -45,6 +45,9 @@ class JavaContract(DriverContract):
     def listens_on_port(self, label: str) -> dict[str, Any]:
         return app("serve", f"${{NOMAD_PORT_{label}}}")
 
+    def connects_to(self, port: int) -> dict[str, Any]:
+        return app("connect", "127.0.0.1", str(port))
+
     def invalid_configs(self) -> list[tuple[dict[str, Any], str]]:
         return [({}, "config.jar_path"), ({"jar_path": 5}, "config.jar_path"), ({"jar_path": ""}, "config.jar_path"),
                 ({"jar_path": "a.jar", "class": "Main"}, "config.jar_path"), ({"class": 1}, "config.class"),

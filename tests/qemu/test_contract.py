@@ -26,6 +26,8 @@ pytestmark = pytest.mark.slow  # most of the kit's tests boot a guest
 READY_PORT = ("-serial", "file:${READY_FILE}")
 """The guest's /dev/ttyS1, written to the kit's ready file."""
 RUNS = 'sleep 3600 & echo $$ $! > /dev/ttyS1; wait'
+GATEWAY = "10.0.2.2"
+"""QEMU's side of its user-mode network, as the guest sees it."""
 
 
 class TestQemuContract(DriverContract):
@@ -60,6 +62,10 @@ class TestQemuContract(DriverContract):
 
     def listens_on_port(self, label: str) -> dict[str, Any]:
         return self._guest.config(port_map={label: 80})
+
+    def connects_to(self, port: int) -> dict[str, Any]:
+        """QEMU's user-mode network takes the guest's connections to its gateway to QEMU's own 127.0.0.1."""
+        return self._guest.config(f"echo hello | nc {GATEWAY} {port}")
 
     def invalid_configs(self) -> list[tuple[dict[str, Any], str]]:
         return [({}, "config.image_path"), ({"image_path": 5}, "config.image_path"),

@@ -28,6 +28,9 @@ class TestRktContract(DriverContract):
         # fly shares the host's network: the app binds the host port itself
         return sh(f"exec httpd -f -p ${{NOMAD_PORT_{label}}} -h /local")
 
+    def connects_to(self, port: int) -> dict[str, Any]:
+        return sh(f"nc 127.0.0.1 {port} </dev/null")
+
     def invalid_configs(self) -> list[tuple[dict[str, Any], str]]:
         image = "example.local/busybox:1.0.0"
         return [({}, "config.image"), ({"image": 5}, "config.image"), ({"image": ""}, "config.image"),

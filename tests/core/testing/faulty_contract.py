@@ -23,6 +23,10 @@ class FaultyContract(DriverContract):
         return {"command": sys.executable,
                 "args": ["-m", "http.server", "--bind", "127.0.0.1", f"${{NOMAD_PORT_{label}}}"]}
 
+    def connects_to(self, port: int) -> dict[str, Any]:
+        return {"command": sys.executable,
+                "args": ["-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=10).close()"]}
+
     def invalid_configs(self) -> list[tuple[dict[str, Any], str]]:
         return [({"command": 5}, "config.command"), ({"command": "true", "args": [1]}, "config.args[0]")]
 

@@ -28,6 +28,12 @@ Faults (``faults = [...]``):
     Closing an interactive exec session lets its command run on.
 ``no_stats``
     The handle's ``stats()`` tells nothing (None), as a driver that cannot measure its tasks.
+``ignores_network``
+    Declares that its tasks join their allocation's network namespace, but starts them in the host's.
+``host_network_only``
+    Declares host networking only (its tasks would still join a namespace, were they given one).
+``capabilities_raise``
+    ``herder_driver_capabilities`` raises.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from herder import (
+    DriverCapabilities,
     DriverNetwork,
     ExecResult,
     ExecSession,
@@ -138,12 +145,22 @@ class FaultyDriver:
         return SCHEMA
 
     @hookimpl
+    def herder_driver_capabilities(self) -> DriverCapabilities:
+        if "capabilities_raise" in self.faults:
+            raise RuntimeError("no capabilities today")
+        if "host_network_only" in self.faults:
+            return DriverCapabilities(network_isolation=frozenset({"host"}))
+        return DriverCapabilities(network_isolation=frozenset({"host", "group"}))
+
+    @hookimpl
     def herder_task_start(self, task: Task, ctx: TaskContext) -> TaskHandle:
         argv = [task.config["command"], *task.config.get("args", [])]
         if "children_escape" in self.faults:
             argv = [sys.executable, "-c", LAUNCHER, *argv]
         env = {**inherited_environment(os.environ), **ctx.env}
-        return FaultyHandle(SupervisedProcess.spawn(task, ctx, argv, env=env, cwd=ctx.task_dir.dir), self.faults)
+        netns = ctx.network.path if ctx.network is not None and "ignores_network" not in self.faults else None
+        return FaultyHandle(SupervisedProcess.spawn(task, ctx, argv, env=env, cwd=ctx.task_dir.dir, netns=netns),
+                            self.faults)
 
     @hookimpl
     def herder_task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:

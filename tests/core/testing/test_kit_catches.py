@@ -23,15 +23,16 @@ HERE = Path(__file__).resolve().parent
 DRIVER = (HERE / "faulty_driver.py").read_text()
 CONTRACT = (HERE / "faulty_contract.py").read_text()
 
-KIT_TESTS = 30
+KIT_TESTS = 32
 """The number of DriverContract's tests, parametrized cases counted: every one must have run."""
 EXEC_TESTS = ("test_exec_output_and_exit_code", "test_exec_timeout_raises", "test_exec_output_is_capped")
 SESSION_TESTS = ("test_exec_session_on_a_terminal", "test_exec_session_resizes_its_terminal",
                  "test_exec_session_without_a_terminal", "test_exec_session_close_ends_the_command",
                  "test_exec_session_close_ends_a_shells_jobs")
 STATS_TESTS = ("test_stats_show_memory", "test_stats_show_cpu")
+NETWORK_TEST = "test_joins_the_allocations_network"
 WITHOUT_A_TASK = ("test_fingerprint_is_quick_and_never_raises", "test_fingerprint_with_broken_config",
-                  "test_config_errors_name_their_path")
+                  "test_config_errors_name_their_path", "test_declares_its_network_isolation")
 """The tests that run no task, so need no available driver."""
 
 
@@ -92,9 +93,13 @@ class Case:
 
     @property
     def skipped(self) -> set[str]:
+        # Without root the kit cannot make the allocation's namespace; a driver of host networking only
+        # (and one whose capabilities raise, which herder takes for that) has nothing to join.
+        no_join = os.geteuid() != 0 or bool({"host_network_only", "capabilities_raise"} & set(self.faults))
         return ({"test_exec_not_supported"} if self.supports_exec else set(EXEC_TESTS)) | \
             ({"test_exec_session_not_supported"} if self.supports_exec_session else set(SESSION_TESTS)) | \
-            ({"test_stats_not_supported"} if self.supports_stats else set(STATS_TESTS))
+            ({"test_stats_not_supported"} if self.supports_stats else set(STATS_TESTS)) | \
+            ({NETWORK_TEST} if no_join else set())
 
 
 CASES = {
@@ -138,6 +143,13 @@ CASES = {
     }),
     "a raising fingerprint": Case(("fingerprint_raises",), {
         "test_fingerprint_with_broken_config": "herder_driver_fingerprint raised FileNotFoundError",
+    }),
+    "a task outside its allocation's network": Case(("ignores_network",), {
+        NETWORK_TEST: "the task did not connect to 127.0.0.1",
+    }),
+    "host networking only, saying so": Case(("host_network_only",)),
+    "raising capabilities": Case(("capabilities_raise",), {
+        "test_declares_its_network_isolation": "herder_driver_capabilities raised RuntimeError",
     }),
 }
 

@@ -2,6 +2,7 @@ import com.sun.net.httpserver.HttpServer;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
+import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -25,6 +26,7 @@ import sun.misc.Signal;
  *   <li>{@code exists PATH...}: prints {@code PATH yes} or {@code PATH no} for each.</li>
  *   <li>{@code serve PORT}: serves HTTP on PORT; a shutdown hook prints "shutdown hook ran" when the JVM
  *       stops.</li>
+ *   <li>{@code connect HOST PORT}: opens a TCP connection to HOST:PORT, writes a line, exits.</li>
  *   <li>{@code until-killed}: starts a child ({@code sleep}), writes "PID CHILD" into $READY_FILE, waits.</li>
  *   <li>{@code report-signal}: on SIGINT or SIGTERM, writes INT or TERM into $SIGNAL_FILE and exits 0;
  *       writes its pid into $READY_FILE once its handlers are in place.</li>
@@ -46,6 +48,11 @@ public class HerderTestApp {
                 }
             }
             case "serve" -> serve(Integer.parseInt(args[1]));
+            case "connect" -> {
+                try (Socket socket = new Socket(args[1], Integer.parseInt(args[2]))) {
+                    socket.getOutputStream().write("hello\n".getBytes(StandardCharsets.UTF_8));
+                }
+            }
             case "until-killed" -> {
                 Process child = new ProcessBuilder("sleep", "3600").start();
                 ready(pid() + " " + child.pid());

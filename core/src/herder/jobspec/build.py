@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any, overload
 
 from herder.jobspec.cron import CronError, load_zone, parse_cron
+from herder.jobspec.network import group_network
 from herder.jobspec.paths import Path, render_path
 from herder.jobspec.reschedule import ephemeral_disk, reschedule_policy
 from herder.model import (
@@ -218,6 +219,7 @@ class _Builder:
             tasks=tasks,
             meta=_texts(spec.get("meta")),
             ports=ports,
+            network=group_network(spec.get("network", {})),
             services=services,
             reschedule=reschedule_policy(self.spec, spec, path, self.problem),
             ephemeral_disk=ephemeral_disk(spec.get("ephemeral_disk", {})),
@@ -340,6 +342,8 @@ class _Builder:
         result: list[PortSpec] = []
         for port, path in specs:
             label, static, to = port["label"], _int(port, "static", None), _int(port, "to", None)
+            if to is not None and to <= 0:  # Nomad's -1 ("the same port inside as outside") and 0 (unset)
+                to = None
             if label.lower() in labels:
                 other = labels[label.lower()]
                 message = f"duplicate port label {label!r}" if other == label else \

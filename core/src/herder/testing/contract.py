@@ -50,6 +50,8 @@ from herder.testing.harness import (
     bounded,
     load_hooks,
 )
+from herder.testing.harness import diagnosis as _diagnosis
+from herder.testing.network import NetworkContract
 from herder.testing.plugin import HarnessFactory
 
 READY_FILE = "READY_FILE"
@@ -97,7 +99,7 @@ TaskConfig = dict[str, Any]
 """A task's ``config``, as a job file gives it to the driver."""
 
 
-class DriverContract:
+class DriverContract(NetworkContract):
     """The contract's tests, for a driver named by a subclass.
 
     A subclass sets :attr:`driver` (the entry-point name) and, where needed,
@@ -128,6 +130,10 @@ class DriverContract:
     prestart, as the task sees the directory: ``$READY_FILE`` (once ready,
     a task writes pids into it) and ``$SIGNAL_FILE``. The exec tests run
     ``/bin/sh -c SCRIPT`` in a task of :meth:`runs_until_killed`.
+
+    A driver that declares it joins its allocation's network namespace also
+    gives :meth:`connects_to`, a task reaching ``127.0.0.1`` there (see
+    :class:`herder.testing.network.NetworkContract`).
     """
 
     driver: ClassVar[str] = ""
@@ -792,14 +798,3 @@ def _through_json(state: Any) -> dict[str, Any]:
     stored: dict[str, Any] = json.loads(text)
     assert stored == state, f"handle.state() changes through JSON (tuples? keys that are not str?): {state!r}"
     return stored
-
-
-def _diagnosis(run: TaskRun) -> str:
-    """How the task is doing, and the end of its output, to append to a failure message."""
-    try:
-        result = bounded(lambda: run.wait(0), KILL_GRACE, "wait(0)")
-        status = f"it exited: {result}" if result is not None else "it still runs"
-    except Exception as exc:
-        status = f"wait(0) failed: {type(exc).__name__}: {exc}"
-    tails = [f"{stream}: {run.output(stream)[-2000:].decode(errors='replace')!r}" for stream in ("stdout", "stderr")]
-    return "\n  " + "\n  ".join([status, *tails])

@@ -12,7 +12,8 @@ that a test can look at the task between two of them.
 
 Each task is the only task of an allocation of its own, placed by herder's
 placement (directories in the harness's data dir, ports from
-:data:`PORT_RANGE`) with the data dir's process supervisor in its context.
+:data:`PORT_RANGE`) with the data dir's process supervisor in its context, and,
+when asked, a network namespace of its own (:mod:`herder.testing.netns`).
 :meth:`DriverHarness.close` stops and cleans up whatever is left, and makes
 sure no process of any task outlives it.
 """
@@ -41,14 +42,14 @@ from herder.context import TaskContext
 from herder.errors import CleanupLater, JobError
 from herder.jobspec import load_job_text
 from herder.model import Task
-from herder.objects import ExecResult, ExecSession, ExitResult, Fingerprint, TaskEvent, TaskHandle
+from herder.objects import AllocNetwork, ExecResult, ExecSession, ExitResult, Fingerprint, TaskEvent, TaskHandle
 from herder.plugins.hooks import Hooks
 from herder.plugins.loader import load_plugins
 from herder.sdk import get_var
 from herder.supervisor import Supervisor
 from herder.supervisor.logfiles import log_files
 from herder.supervisor.protocol import Squatted, open_state_dir, socket_address
-from herder.testing import processes
+from herder.testing import netns, processes
 
 PORT_RANGE = (2000, 12000)
 """Where the harness's dynamic ports come from."""
@@ -150,6 +151,8 @@ class DriverHarness:
         self.data_dir = Path(data_dir).absolute()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.runs: list[TaskRun] = []
+        self.networks: list[netns.KitNetwork] = []
+        """The allocations' namespaces :meth:`task` made, removed by :meth:`close`."""
         self._ports = PortAllocator(*PORT_RANGE)
         self._session = self._open_session()
         self._closed = False
@@ -184,15 +187,30 @@ class DriverHarness:
                         placement=Placement(self.data_dir, self._ports, supervisor), fingerprint=fingerprint,
                         node=Node(name="herder-testing", datacenter="dc1", attributes=attributes))
 
-    def task(self, config: Mapping[str, Any], **fields: Any) -> TaskRun:
+    def task(self, config: Mapping[str, Any], *, group_network: bool = False, **fields: Any) -> TaskRun:
         """Place a task of the driver with ``config`` (see :func:`job_document` for ``fields``);
         ``herder_alloc_prerun`` has run, nothing else.
 
+        ``group_network``: the allocation has a network namespace of its own, as a group with
+        ``network { mode = "bridge" }`` (see :mod:`herder.testing.netns`), made before
+        ``herder_alloc_prerun`` and given to the task as ``ctx.network``; :meth:`close` removes it
+        once the task is cleaned up.
+
         :raises JobError: the job document is invalid (the task's ``config`` is checked at prestart).
+        :raises netns.NetworkUnavailable: ``group_network``, and no namespace can be made here.
         """
         job = load_job_text(json.dumps(job_document(self.driver, config, **fields)), "json", "<herder.testing>")
         placed = self._session.placement.place(job, job.groups[0], 0, self._session.node)
-        run = TaskRun(self, placed)
+        made = None
+        if group_network:
+            try:
+                made = netns.create(self.hooks, placed.alloc)
+            except BaseException:
+                self._session.placement.release(placed)
+                raise
+            self.networks.append(made)
+            placed.alloc.network = made.network
+        run = TaskRun(self, placed, made.network if made else None)
         self.runs.append(run)
         run.alloc_hooks.prerun(self.hooks)
         return run
@@ -250,6 +268,8 @@ class DriverHarness:
             attempt(functools.partial(self._session.placement.release, run.placed), CALL_LIMIT, "releasing placement")
         processes.kill(processes.marked(*(run.marker for run in self.runs)))
         attempt(self._reap, CALL_LIMIT, "reaping the supervisor's processes")
+        for network in self.networks:  # once nothing of the tasks is in them
+            attempt(network.remove, CALL_LIMIT, f"removing the network namespace {network.network.path}")
         self._session.supervisor.close()
         if errors:
             raise ExceptionGroup(f"closing the harness of driver {self.driver!r}", errors)
@@ -297,8 +317,10 @@ class TaskRun:
     with a value of its own, by which the harness finds the task's processes.
     """
 
-    def __init__(self, harness: DriverHarness, placed: PlacedAlloc) -> None:
+    def __init__(self, harness: DriverHarness, placed: PlacedAlloc, network: AllocNetwork | None = None) -> None:
         self.harness = harness
+        self.network = network
+        """The allocation's namespace (:meth:`DriverHarness.task`'s ``group_network``), else None."""
         self.marker = uuid.uuid4().hex
         self.events: list[TaskEvent] = []
         """Every event the task emitted (a driver's ``Driver`` progress events, say)."""
@@ -312,6 +334,9 @@ class TaskRun:
         placed_task = placed.tasks[0]
         self.ctx: TaskContext = placed_task.ctx
         self.ctx.emitter = self._record
+        if self.network is not None:  # as herder gives it again to a restored allocation
+            placed.alloc.network = self.network
+            self.ctx.network = self.network
         self.ctx.env[processes.MARKER] = self.marker
         lifecycle = TaskLifecycle(self.harness.hooks, placed_task.task, self.ctx,
                                   make_lookup=placed_task.make_lookup, interrupt=self.harness.closing)
@@ -462,3 +487,14 @@ class TaskRun:
         if self.handle is None:
             raise RuntimeError("the task has no handle: start or recover it first")
         return self.handle
+
+
+def diagnosis(run: TaskRun) -> str:
+    """How the task is doing, and the end of its output, to append to a failure message."""
+    try:
+        result = bounded(lambda: run.wait(0), KILL_GRACE, "wait(0)")
+        status = f"it exited: {result}" if result is not None else "it still runs"
+    except Exception as exc:
+        status = f"wait(0) failed: {type(exc).__name__}: {exc}"
+    tails = [f"{stream}: {run.output(stream)[-2000:].decode(errors='replace')!r}" for stream in ("stdout", "stderr")]
+    return "\n  " + "\n  ".join([status, *tails])

@@ -52,17 +52,24 @@ def _bind(source: str | Path, destination: str, *options: str) -> dict[str, Any]
 def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: Mapping[str, Path],
          cgroups_path: str, cpu_shares: int, pids_limit: int, read_only: Sequence[Path] = (),
          cwd: str = "/", capabilities: Sequence[str] = CAPABILITIES,
-         host_namespaces: Collection[str] = ()) -> dict[str, Any]:
+         host_namespaces: Collection[str] = (), netns: Path | None = None, hostname: str = "",
+         files: Mapping[str, Path] = {}) -> dict[str, Any]:
     """The OCI runtime spec of a task.
 
     ``task_dirs`` maps the task's directories on the host to where the task
     sees them (``/local`` ...). ``read_only`` are more directories of the
     host the task sees where they are, read-only (a JDK outside ``/usr``);
     one already inside a system directory is visible without a bind of its
-    own. The host's network is shared: ports are bound on the host, as with
-    Nomad's exec. ``capabilities`` is the bounding set (effective for
-    root only); ``host_namespaces`` (``pid``, ``ipc``) are shared with the
-    host instead of new.
+    own. ``capabilities`` is the bounding set (effective for root only);
+    ``host_namespaces`` (``pid``, ``ipc``) are shared with the host instead
+    of new.
+
+    The task joins the network namespace at ``netns`` (its allocation's)
+    when given, else shares the host's network: ports are bound on the
+    host, as with Nomad's exec. ``hostname`` is the container's (its UTS
+    namespace's; "": the host's). ``files`` are files of the host bound
+    read-only at the paths in the task that name them (``/etc/resolv.conf``),
+    over the host's system directories.
     """
     mounts: list[dict[str, Any]] = [
         {"destination": "/proc", "type": "proc", "source": "proc"},
@@ -79,12 +86,17 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
     mounts += [_bind(source, destination, "rw") for destination, source in task_dirs.items()]
     # After the task's directories: a runtime under /tmp of the host stays visible over the task's /tmp.
     mounts += [_bind(path, str(path), "ro") for path in _extra_binds(read_only)]
+    mounts += [_bind(source, destination, "ro") for destination, source in files.items()]
     privileged = user.uid == 0  # a task of another user starts with no capability, as any process of that user
     environment = {"PATH": DEFAULT_PATH, **env}
     resources: dict[str, Any] = {"devices": [{"allow": False, "access": "rwm"}], "cpu": {"shares": max(2, cpu_shares)}}
     if pids_limit > 0:
         resources["pids"] = {"limit": pids_limit}
-    return {
+    namespaces: list[dict[str, str]] = [{"type": kind} for kind in ("pid", "ipc", "uts", "mount")
+                                        if kind not in host_namespaces]
+    if netns is not None:
+        namespaces.append({"type": "network", "path": str(netns)})
+    config: dict[str, Any] = {
         "ociVersion": "1.0.2",
         "process": {
             "terminal": False,
@@ -99,13 +111,16 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
         "root": {"path": "rootfs", "readonly": True},
         "mounts": mounts,
         "linux": {
-            "namespaces": [{"type": kind} for kind in ("pid", "ipc", "uts", "mount") if kind not in host_namespaces],
+            "namespaces": namespaces,
             "cgroupsPath": cgroups_path,
             "resources": resources,
             "maskedPaths": list(MASKED_PATHS),
             "readonlyPaths": list(READONLY_PATHS),
         },
     }
+    if hostname:
+        config["hostname"] = hostname
+    return config
 
 
 def system_binds() -> list[str]:
@@ -133,9 +148,11 @@ def _in_system_dir(path: Path) -> bool:
     return any(path.is_relative_to(system) for system in SYSTEM_DIRS)
 
 
-def write(bundle: Path, config: Mapping[str, Any]) -> None:
+def write(bundle: Path, config: Mapping[str, Any], files: Mapping[str, str] = {}) -> None:
     """Write ``config.json`` and the root filesystem: empty directories for runc to mount onto, and, for the
     host's system directories that are symlinks (``/bin -> usr/bin`` on a merged-/usr host), the same symlinks.
+    ``files`` are more files of the bundle (name -> text), readable by all: those :func:`spec` binds into
+    the task read-only.
 
     ``config.json`` holds the task's environment, its secrets with it: the bundle is root's alone (0700,
     the file 0600), whatever the umask, and the file is written through the directory's descriptor,
@@ -152,10 +169,16 @@ def write(bundle: Path, config: Mapping[str, Any]) -> None:
                 link = rootfs / path.lstrip("/")
                 if not link.is_symlink():
                     link.symlink_to(os.readlink(path))
-        fd = os.open("config.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            os.fchmod(file.fileno(), 0o600)  # a config.json an earlier run left
-            file.write(json.dumps(config, indent=1))
+        _write_file(directory, "config.json", json.dumps(config, indent=1), 0o600)
+        for name, text in files.items():
+            _write_file(directory, name, text, 0o644)
     finally:
         os.close(directory)
+
+
+def _write_file(directory: int, name: str, text: str, mode: int) -> None:
+    """Write file ``name`` of the directory open as ``directory``, never through a link, with ``mode``."""
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        os.fchmod(file.fileno(), mode)  # a file an earlier run left
+        file.write(text)

@@ -6,7 +6,9 @@ directories and the task's directories onto), creates the cgroup holding
 the memory limit (see :mod:`herder_exec.cgroups`), and runs ``runc run`` in
 the foreground through :class:`herder.sdk.SupervisedProcess`: runc's
 process is the task for the supervisor, its output the task's output, and
-it outlives herder with the container. All of it is
+it outlives herder with the container. In a group with a network of its
+own (``network { mode = "bridge" }``) the container joins the allocation's
+namespace, with the network's hostname and DNS. All of it is
 :class:`herder_exec.isolation.Isolation`, which other drivers use too; the
 driver adds its task configuration: ``command`` and ``args``, ``work_dir``,
 ``pid_mode`` and ``ipc_mode``, ``cap_add`` and ``cap_drop``.
@@ -17,7 +19,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from herder import DriverError, ExecResult, ExecSession, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
+from herder import (
+    DriverCapabilities,
+    DriverError,
+    ExecResult,
+    ExecSession,
+    Fingerprint,
+    Task,
+    TaskContext,
+    TaskHandle,
+    hookimpl,
+)
 from herder_exec.config import TASK_SCHEMA, TaskConfig
 from herder_exec.isolation import Isolation
 
@@ -35,6 +47,11 @@ class ExecDriver:
     @hookimpl
     def herder_driver_task_schema(self) -> dict[str, Any]:
         return TASK_SCHEMA
+
+    @hookimpl
+    def herder_driver_capabilities(self) -> DriverCapabilities:
+        """The container joins its allocation's network namespace (runc's network namespace ``path``)."""
+        return DriverCapabilities(network_isolation=frozenset({"host", "group"}))
 
     @hookimpl
     def herder_task_prestart(self, task: Task, ctx: TaskContext) -> None:

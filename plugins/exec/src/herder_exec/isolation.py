@@ -4,7 +4,8 @@ The exec driver is built on this module, and another driver (herder-java)
 uses it to run its own program the same way: in a runc container with the
 host's system directories read-only, the task's directories at ``/local``,
 ``/secrets``, ``/tmp`` and ``/alloc``, the task's user (default
-``nobody``), exec's memory, cpu and pids limits, supervised so that it
+``nobody``), exec's memory, cpu and pids limits, in the allocation's
+network namespace when it has one (``ctx.network``), supervised so that it
 outlives herder. This module is the only part of herder-exec other
 distributions may import; the rest is internal and may change.
 
@@ -41,7 +42,7 @@ from typing import Any
 
 from herder import DriverError, ExecResult, ExecSession, Fingerprint, RecoverableError, Task, TaskContext
 from herder.sdk import ExecProcess, SupervisedProcess, give_tree, kill_session, run_capped, set_task_dirs
-from herder_exec import bundle, cgroups
+from herder_exec import bundle, cgroups, netfiles
 from herder_exec.config import PluginConfig
 from herder_exec.handle import ExecHandle
 from herder_exec.runc import Runc, RuncError, exec_argv
@@ -223,6 +224,11 @@ class Isolation:
         (``allow_pid_mode_host``, ``allow_ipc_mode_host``). ``capabilities``:
         the task's bounding set (``CAP_CHOWN`` ...).
 
+        With ``ctx.network`` (the allocation's namespace), the container joins
+        that namespace instead of sharing the host's network, its hostname is
+        the network's, and the network's ``dns`` and ``hostname`` become its
+        ``/etc/resolv.conf`` and ``/etc/hosts``.
+
         :raises DriverError: no such user, a host namespace not allowed, no runc, no cgroups, the data dir in a
             directory the container binds, or the container cannot be prepared.
         :raises RecoverableError: a container a crash left behind cannot be removed yet.
@@ -243,13 +249,20 @@ class Isolation:
         ctx.created.add("container", container)
         ctx.created.add("cgroup", cgroup.relative)
         ctx.created.add("bundle", str(where))
+        network = ctx.network
+        # The network's /etc files, in the bundle (root's alone: the task cannot change them) by their names.
+        etc = netfiles.etc_files(network) if network is not None else {}
         try:
             bundle.write(where, bundle.spec(
                 argv, ctx.env, user,
                 task_dirs={target: getattr(ctx.task_dir, field) for target, field in TASK_DIRS.items()},
                 cgroups_path=cgroup.runc_path, cpu_shares=task.resources.cpu,
                 pids_limit=self.config.default_pids_limit, read_only=read_only, cwd=cwd,
-                capabilities=capabilities, host_namespaces=host_namespaces))
+                capabilities=capabilities, host_namespaces=host_namespaces,
+                netns=network.path if network is not None else None,
+                hostname=network.hostname if network is not None else "",
+                files={path: where / PurePosixPath(path).name for path in etc}),
+                files={PurePosixPath(path).name: text for path, text in etc.items()})
             cgroup.create(task.resources.memory)
         except OSError as exc:
             raise DriverError(f"cannot prepare the container: {exc}") from exc

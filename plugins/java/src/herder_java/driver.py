@@ -9,8 +9,9 @@ bound read-only beside exec's own set, exec's limits and user; elsewhere,
 where plain processes are allowed (``allow_unisolated``: only where raw_exec
 is enabled, in the agent), it runs as a plain process of the host, in its own
 process group, through the supervisor. Either way it outlives herder and is found again through
-``herder_task_recover``, and SIGTERM stops it by default, so that its
-shutdown hooks run.
+``herder_task_recover``, SIGTERM stops it by default, so that its
+shutdown hooks run, and in a group with a network of its own it runs in the
+allocation's namespace (``ctx.network``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from herder import DriverError, ExecResult, ExecSession, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
+from herder import (
+    DriverCapabilities,
+    DriverError,
+    ExecResult,
+    ExecSession,
+    Fingerprint,
+    Task,
+    TaskContext,
+    TaskHandle,
+    hookimpl,
+)
 from herder.sdk import HostCommands, SupervisedProcess, resolve_in_task_dir
 from herder_java.config import TASK_SCHEMA, PluginConfig, TaskConfig, java_home
 from herder_java.handle import DESCRIPTIONS, JavaHandle, Mode
@@ -133,6 +144,12 @@ class JavaDriver:
     def herder_driver_task_schema(self) -> dict[str, Any]:
         return TASK_SCHEMA
 
+    @hookimpl
+    def herder_driver_capabilities(self) -> DriverCapabilities:
+        """Either way the JVM joins its allocation's network namespace: exec's container by runc's network
+        namespace ``path``, a plain JVM started in it by the supervisor."""
+        return DriverCapabilities(network_isolation=frozenset({"host", "group"}))
+
     # -- task start ----------------------------------------------------------------------------
 
     @hookimpl
@@ -172,7 +189,8 @@ class JavaDriver:
             handle = SupervisedProcess.spawn(task, ctx, [argv[0], *tmp, *argv[1:]],
                                              env=self.host.environment(task, ctx),
                                              cwd=Path(work_dir) if work_dir else ctx.task_dir.dir,
-                                             user=task.user or None, host_paths=True, default_signal=DEFAULT_SIGNAL)
+                                             user=task.user or None, host_paths=True, default_signal=DEFAULT_SIGNAL,
+                                             netns=ctx.network.path if ctx.network is not None else None)
         ctx.emit_event("Driver", DESCRIPTIONS[mode], isolation=mode)
         return JavaHandle(handle, mode)
 

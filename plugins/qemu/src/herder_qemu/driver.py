@@ -4,7 +4,10 @@ QEMU runs in the foreground through :class:`herder.sdk.SupervisedProcess`,
 in the task directory, as the task's user (default ``nobody``, never root):
 the guest's first serial port is QEMU's stdout, so the console is the task's
 log; the task's ports are forwarded into the guest by QEMU's user-mode
-network (``hostfwd``, tcp and udp); QEMU's machine protocol (QMP) listens on
+network (``hostfwd``, tcp and udp); in a group with a network of its own,
+QEMU runs in the allocation's namespace, its forwards listen there on each
+port's ``to`` (the CNI plugins map the host port to it) and the guest's
+connections leave from there; QEMU's machine protocol (QMP) listens on
 ``secrets/qmp.sock``, for the graceful power-off. The guest outlives herder
 with QEMU, and is reattached through the supervisor.
 
@@ -27,7 +30,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from herder import DriverError, Fingerprint, RecoverableError, Task, TaskContext, TaskHandle, hookimpl
+from herder import (
+    AllocatedPort,
+    DriverCapabilities,
+    DriverError,
+    Fingerprint,
+    RecoverableError,
+    Task,
+    TaskContext,
+    TaskHandle,
+    hookimpl,
+)
 from herder.sdk import SupervisedProcess, TaskUser, give_tree, resolve_in_task_dir, set_port_vars, set_task_dirs
 from herder_qemu import images, kvm
 from herder_qemu.config import TASK_SCHEMA, PluginConfig, TaskConfig
@@ -114,6 +127,11 @@ class QemuDriver:
     def herder_driver_task_schema(self) -> dict[str, Any]:
         return TASK_SCHEMA
 
+    @hookimpl
+    def herder_driver_capabilities(self) -> DriverCapabilities:
+        """QEMU runs in its allocation's network namespace, its user-mode network's sockets with it."""
+        return DriverCapabilities(network_isolation=frozenset({"host", "group"}))
+
     # -- task start ---------------------------------------------------------------------------
 
     @hookimpl
@@ -161,7 +179,8 @@ class QemuDriver:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **ctx.env,
                "TMPDIR": _relative(ctx, ctx.task_dir.tmp_dir)}  # a shared image's throwaway overlay goes there
         proc = SupervisedProcess.spawn(task, ctx, argv, env=env, cwd=ctx.task_dir.dir,
-                                       user=user.name if user else None, groups=groups)
+                                       user=user.name if user else None, groups=groups,
+                                       netns=ctx.network.path if ctx.network is not None else None)
         handle = QemuHandle(proc, monitor, config.graceful_shutdown)
         self._await_machine(handle, ctx)
         return handle
@@ -193,8 +212,7 @@ class QemuDriver:
             if config.append:
                 argv += ["-append", config.append]
         forwards = "".join(
-            f",hostfwd={protocol}:{_host_ip(port.host_ip)}:{port.value}-:"
-            f"{_guest_port(config, port.label, port.to, port.value)}"
+            f",hostfwd={protocol}:{_forwarded_from(ctx, port)}-:{_guest_port(config, port.label, port.to, port.value)}"
             for port in ctx.ports for protocol in ("tcp", "udp"))
         argv += ["-netdev", f"user,id=user.0{forwards}", "-device", f"{NIC},netdev=user.0"]
         return [*argv, *config.args]
@@ -339,6 +357,15 @@ def _seen(ctx: TaskContext, path: Path, shared: bool) -> str:
 def _guest_port(config: TaskConfig, label: str, to: int | None, host_port: int) -> int:
     """The guest port a host port is forwarded to: ``port_map``, else the port's ``to``, else the same port."""
     return config.port_map.get(label) or to or host_port
+
+
+def _forwarded_from(ctx: TaskContext, port: AllocatedPort) -> str:
+    """Where a ``hostfwd`` rule listens, ``ADDRESS:PORT``: in the host's network, the port's host address
+    and port; in the allocation's namespace, the port inside it (its ``to``, else the host port, as in
+    Nomad), on every address of the namespace: the CNI plugins carry the host port there."""
+    if ctx.network is not None:
+        return f":{port.to or port.value}"
+    return f"{_host_ip(port.host_ip)}:{port.value}"
 
 
 def _host_ip(host_ip: str) -> str:

@@ -6,7 +6,9 @@
   directory, or a name), and remembered for cleanup when herder brought it.
 - start: ``rkt run --uuid-file-save`` in the foreground through
   :class:`herder.sdk.SupervisedProcess`; the pod counts as started once its
-  UUID is in the file, within ``start_timeout``.
+  UUID is in the file, within ``start_timeout``. In a group with a network of
+  its own, ``rkt run`` (and ``rkt enter``) run in the allocation's namespace,
+  and the pod shares it (``--net=host`` there).
 - exec: ``rkt enter``; recover: the supervisor's record and the pod's UUID;
   cleanup: ``rkt rm`` of the task's pods, ``rkt image rm`` of the image herder
   fetched once no other task uses it.
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from herder import (
+    DriverCapabilities,
     DriverError,
     ExecResult,
     ExecSession,
@@ -144,6 +147,11 @@ class RktDriver:
     def herder_driver_task_schema(self) -> dict[str, Any]:
         return TASK_SCHEMA
 
+    @hookimpl
+    def herder_driver_capabilities(self) -> DriverCapabilities:
+        """``rkt run`` runs in its allocation's network namespace, and its pod shares the network it runs in."""
+        return DriverCapabilities(network_isolation=frozenset({"host", "group"}))
+
     # -- task start ---------------------------------------------------------------------------
 
     @hookimpl
@@ -154,6 +162,9 @@ class RktDriver:
             raise DriverError(f"config.insecure_options: {', '.join(config.insecure_options)} not allowed: set "
                               f"[plugin.rkt] allow_insecure = true to let tasks run with rkt's insecure options")
         set_task_dirs(ctx.env, "/alloc", "/local", "/secrets")
+        if ctx.network is not None and config.net and not config.host_network:
+            raise DriverError(f"config.net: the task's group has a network of its own, which its pod shares: "
+                              f"net = {list(config.net)} cannot apply (leave it out)")
         self._check_ports(config, ctx)
         self._volumes(config, ctx)  # refused volumes fail before anything is fetched
         rkt = self.rkt()
@@ -173,7 +184,8 @@ class RktDriver:
 
     def _check_ports(self, config: TaskConfig, ctx: TaskContext) -> None:
         """Every port needs a ``port_map`` entry naming the image's port, unless the pod shares the
-        host's network (``net = ["host"]``, and always under fly): then the app binds the host port itself.
+        network rkt runs in (the host's with ``net = ["host"]``, and always under fly; the allocation's
+        namespace in a group network): then the app binds its ``NOMAD_PORT_<label>`` itself.
 
         :raises DriverError: naming the label.
         """
@@ -182,12 +194,11 @@ class RktDriver:
         for label in sorted(set(port_map) - labels):
             raise DriverError(f"config.port_map.{label}: the task has no port labelled {label!r} "
                               f"(its ports: {', '.join(sorted(labels)) or 'none'})")
-        if config.host_network:
-            return
-        if self.stage1_is_fly():
-            if port_map:
-                ctx.emit_event("Driver", "the fly stage1 shares the host's network: port_map is not used, "
-                                         "the app binds its NOMAD_PORT_<label> on the host")
+        if not self._maps_ports(config, ctx):
+            if port_map and not config.host_network:
+                shared = "the allocation's network" if ctx.network is not None else "the host's network (fly stage1)"
+                ctx.emit_event("Driver", f"the pod shares {shared}: port_map is not used, the app binds its "
+                                         "NOMAD_PORT_<label> itself")
             return
         for label in sorted(labels - set(port_map)):
             raise DriverError(f"config.port_map: port {label!r} has no entry: map it to the name of a port of "
@@ -204,12 +215,13 @@ class RktDriver:
             if name not in ports:
                 raise DriverError(f"config.port_map.{label}: image {config.image} has no port named {name!r} "
                                   f"(its ports: {', '.join(sorted(ports)) or 'none'})")
-            if self._maps_ports(config):
+            if self._maps_ports(config, ctx):
                 set_port_vars(ctx.env, label, ports[name])
 
-    def _maps_ports(self, config: TaskConfig) -> bool:
-        """Whether rkt maps the ports (``--port``): only for a pod with a network of its own."""
-        return not config.host_network and not self.stage1_is_fly()
+    def _maps_ports(self, config: TaskConfig, ctx: TaskContext) -> bool:
+        """Whether rkt maps the ports (``--port``): only for a pod with a network of its own (not the host's,
+        nor under fly, nor the allocation's namespace the pod shares)."""
+        return not config.host_network and not self.stage1_is_fly() and ctx.network is None
 
     def _volumes(self, config: TaskConfig, ctx: TaskContext) -> list[tuple[str, Path, str, bool]]:
         """The pod's volumes: the task's directories, then ``config.volumes``: (name, host path, where
@@ -292,7 +304,7 @@ class RktDriver:
         uuid_file.unlink(missing_ok=True)
         argv = self._run_argv(rkt, config, task, ctx, image, uuid_file)
         proc = SupervisedProcess.spawn(task, ctx, argv, env={"PATH": os.environ.get("PATH", DEFAULT_PATH)},
-                                       cwd=ctx.task_dir.dir, default_signal=signal.SIGTERM)
+                                       cwd=ctx.task_dir.dir, default_signal=signal.SIGTERM, netns=_netns(ctx))
         uuid = self._await_uuid(rkt, proc, uuid_file, ctx)
         ctx.created.add("rkt-pod", uuid)
         return RktHandle(proc, rkt, uuid)
@@ -309,11 +321,8 @@ class RktDriver:
             options += [f"--volume={name},kind=host,source={host},readOnly={str(read_only).lower()}",
                         f"--mount=volume={name},target={target}"]
         options += [f"--set-env={name}={value}" for name, value in ctx.env.items()]
-        if config.net:
-            options.append(f"--net={','.join(config.net)}")
-        options += [f"--dns={server}" for server in config.dns_servers]
-        options += [f"--dns-search={domain}" for domain in config.dns_search_domains]
-        if self._maps_ports(config):
+        options += self._network_options(config, ctx)
+        if self._maps_ports(config, ctx):
             by_label = {port.label: port for port in ctx.ports}
             options += [f"--port={name}:{by_label[label].host_ip}:{by_label[label].value}"
                         for label, name in (config.port_map or {}).items()]
@@ -326,6 +335,18 @@ class RktDriver:
         if config.args:
             app += ["--", *config.args]
         return rkt.argv("run", *options, image, *app, insecure=config.insecure_options, debug=config.debug)
+
+    @staticmethod
+    def _network_options(config: TaskConfig, ctx: TaskContext) -> list[str]:
+        """``--net`` and the DNS options: in the allocation's namespace, the pod shares it (``--net=host``,
+        rkt running there), with the group's ``dns`` where the task's config sets none."""
+        network, dns = ctx.network, ctx.network.dns if ctx.network is not None else None
+        net = ["host"] if network is not None else list(config.net or ())
+        servers = config.dns_servers or (list(dns.servers) if dns else [])
+        searches = config.dns_search_domains or (list(dns.searches) if dns else [])
+        return [*([f"--net={','.join(net)}"] if net else []), *(f"--dns={server}" for server in servers),
+                *(f"--dns-search={domain}" for domain in searches),
+                *(f"--dns-opt={option}" for option in (dns.options if dns else ()))]
 
     def _await_uuid(self, rkt: Rkt, proc: SupervisedProcess, uuid_file: Path, ctx: TaskContext) -> str:
         """The pod's UUID, once ``rkt run`` wrote it (while it prepares the pod, before the app starts).
@@ -398,7 +419,8 @@ class RktDriver:
 
         :raises DriverError: see :meth:`_enter_argv`.
         """
-        return run_capped(self._enter_argv(task, handle, command), env=None, cwd=None, timeout=timeout)
+        return run_capped(self._enter_argv(task, handle, command), env=None, cwd=None, timeout=timeout,
+                          netns=_netns(ctx))
 
     @hookimpl
     def herder_task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
@@ -411,7 +433,7 @@ class RktDriver:
         """
         argv = self._enter_argv(task, handle, command)
         try:
-            return EnteredCommand.start(argv, env=None, cwd=None, tty=tty)
+            return EnteredCommand.start(argv, env=None, cwd=None, tty=tty, netns=_netns(ctx))
         except OSError as exc:
             raise DriverError(f"cannot run rkt enter: {exc}") from exc
 
@@ -486,6 +508,11 @@ class EnteredCommand(ExecProcess):
         # Once reaped (wait() saw it exit), the command's number may be another process's.
         kill_session(self.pid, signal.SIGKILL, leader_gone=self.wait(0) is not None)
         super().close()
+
+
+def _netns(ctx: TaskContext) -> Path | None:
+    """The allocation's network namespace, where rkt runs for the task; None for the host's network."""
+    return ctx.network.path if ctx.network is not None else None
 
 
 def _task_key(ctx: TaskContext) -> str:
