@@ -24,11 +24,12 @@ from herder import events
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.config import Config
 from herder.client.deferred import DeferredCleanups
+from herder.client.feasibility import Feasibility, default_checkers
 from herder.client.fingerprints import FINGERPRINT_INTERVAL, Fingerprints
 from herder.client.health import HealthChange
 from herder.client.hooks import builtin_plugins
 from herder.client.hooks.services import ServicesPlugin
-from herder.client.node import Node, host_attributes
+from herder.client.node import NOMAD_VERSION, Node, host_attributes, node_id
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
 from herder.client.replacements import Replacements
@@ -123,6 +124,8 @@ class Client:
             self.supervisor.connect()
         self.placement = Placement(self.data_dir, self.ports, self.supervisor)
         self.fingerprints = Fingerprints(hooks, fingerprint_interval)
+        self.feasibility = Feasibility(default_checkers(self.data_dir))
+        """What the node checks of a job before placing it, besides its drivers and users."""
         self.deferred = DeferredCleanups(self.store, hooks, self._rebuild_task)
         """The cleanup steps to finish later, of this herder's tasks and of earlier ones' on the data dir."""
         self._on_event = on_event or (lambda record: None)
@@ -148,16 +151,26 @@ class Client:
     # -- the node ------------------------------------------------------------
 
     def node(self) -> Node:
-        """This host as job files see it: its attributes and those of every healthy driver."""
+        """This host as job files see it: its attributes, ``driver.NAME`` ("1") and the attributes
+        of every healthy driver, and the node's name, class and meta from the configuration."""
         attributes = host_attributes()
         for driver in self.hooks.drivers:
             fingerprint = self.fingerprints.get(driver)
             if fingerprint.detected and fingerprint.healthy:
+                attributes[f"driver.{driver}"] = "1"
                 attributes.update(fingerprint.attributes)
-        return Node(name=self.config.node_name, datacenter=self.config.datacenter, attributes=attributes)
+        # unique.hostname is the node's name, which is the host's unless configured otherwise; the
+        # tasks' ports are bound on the address the node gives as its own.
+        attributes |= {"nomad.version": NOMAD_VERSION, "unique.hostname": self.config.node_name,
+                       "unique.network.ip-address": self.config.ports.host_ip}
+        return Node(name=self.config.node_name, datacenter=self.config.datacenter, attributes=attributes,
+                    id=node_id(self.config.node_name, self.data_dir), node_class=self.config.client.node_class,
+                    meta=dict(self.config.client.meta))
 
     def check_placeable(self, job: Job) -> None:
-        """:raises PlacementError: a driver of ``job`` is unavailable, or a task's user is denied."""
+        """:raises PlacementError: a driver of ``job`` is unavailable, or a task's user is denied;
+            :class:`Infeasible` (one) when a group does not fit the node (its datacenters, constraints,
+            disk: :attr:`feasibility`)."""
         for driver in sorted({t.driver for g in job.groups for t in g.tasks}):
             fingerprint = self.fingerprints.get(driver)
             if not (fingerprint.detected and fingerprint.healthy):
@@ -165,6 +178,7 @@ class Client:
         denied = denied_users(job, self.config.client)
         if denied:
             raise PlacementError("; ".join(denied))
+        self.feasibility.require(job, self.node())
 
     # -- allocations -------------------------------------------------------
 

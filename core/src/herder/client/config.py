@@ -109,6 +109,10 @@ class ClientConfig:
     """The data dir's filesystem usage (percent) above which finished allocations are collected."""
     job_gc_threshold: float = DEFAULT_JOB_GC_THRESHOLD
     """Seconds after its last allocation finished that a finished job is purged."""
+    node_class: str = ""
+    """The node's class (``${node.class}``), as Nomad's ``client { node_class }``."""
+    meta: dict[str, str] = field(default_factory=dict)
+    """The node's metadata (``${meta.KEY}``), as Nomad's ``client { meta }``."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,7 @@ _KEYS: dict[str, set[str]] = {
     "telemetry": {"collection_interval"},
     "tls": {"cert_file", "key_file"},
     "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside", "gc_interval",
-               "gc_max_allocs", "gc_disk_usage_threshold", "job_gc_threshold"},
+               "gc_max_allocs", "gc_disk_usage_threshold", "job_gc_threshold", "node_class", "meta"},
     "ports": {"min", "max", "reserved", "host_ip"},
     "services": {"backend"},
     "consul": {"address", "token"},
@@ -207,6 +211,9 @@ def _client(raw: dict[str, Any]) -> ClientConfig:
     gc_max_allocs = _number(table, "gc_max_allocs", DEFAULT_GC_MAX_ALLOCS, 0, 2**31)
     if not isinstance(gc_max_allocs, int):
         raise ConfigError(f"[client] gc_max_allocs must be a whole number, not {gc_max_allocs!r}")
+    node_class = table.get("node_class", "")
+    if not isinstance(node_class, str):
+        raise ConfigError(f"[client] node_class must be a string, not {node_class!r}")
     return ClientConfig(max_kill_timeout=_duration(table, "max_kill_timeout", DEFAULT_MAX_KILL_TIMEOUT),
                         allow_file_outside=allow_file_outside,
                         user_denylist=_names(table, "user_denylist", DEFAULT_USER_DENYLIST),
@@ -214,7 +221,24 @@ def _client(raw: dict[str, Any]) -> ClientConfig:
                         gc_interval=gc_interval, gc_max_allocs=gc_max_allocs,
                         gc_disk_usage_threshold=float(_number(table, "gc_disk_usage_threshold",
                                                               DEFAULT_GC_DISK_USAGE_THRESHOLD, 0, 100)),
-                        job_gc_threshold=_duration(table, "job_gc_threshold", DEFAULT_JOB_GC_THRESHOLD))
+                        job_gc_threshold=_duration(table, "job_gc_threshold", DEFAULT_JOB_GC_THRESHOLD),
+                        node_class=node_class, meta=_meta(table))
+
+
+def _meta(table: dict[str, Any]) -> dict[str, str]:
+    """``[client] meta``: names to strings (numbers and booleans written as Nomad's HCL would)."""
+    meta = table.get("meta", {})
+    if not isinstance(meta, dict):
+        raise ConfigError("[client] meta must be a table of names to values")
+    out: dict[str, str] = {}
+    for key, value in meta.items():
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, (str, int, float)):
+            out[key] = str(value)
+        else:
+            raise ConfigError(f"[client] meta.{key} must be a string, number or boolean, not {value!r}")
+    return out
 
 
 def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tuple[str, ...],

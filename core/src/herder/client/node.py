@@ -1,22 +1,56 @@
-"""This host, as job files see it: ``${node.*}`` and ``${attr.*}``."""
+"""This host, as job files see it: ``${node.*}``, ``${attr.*}`` and ``${meta.*}``.
+
+One :class:`Node` serves constraints, runtime interpolation, ``herder node``
+and the Nomad API's node, so that what a job is checked against is what an
+operator is shown.
+"""
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "i686": "386", "armv7l": "arm"}
 
+REGION = "global"
+"""The one region herder's node is in (it has no servers to federate)."""
+NOMAD_VERSION = "1.1.2"
+"""The version of Nomad whose API herder speaks, which it gives as its own (``${attr.nomad.version}``)."""
+NODE_POOL = "default"
+"""Nomad 1.6's node pool: herder's node is in the default one."""
+MHZ_PER_CORE = 1000
+"""herder does not measure clock speeds: ``cpu.totalcompute`` counts 1000 MHz a core."""
+
 
 @dataclass(frozen=True)
 class Node:
-    """The node's name and datacenter, and its attributes (host and drivers)."""
+    """The node's identity and its attributes (host and healthy drivers), as Nomad's ``structs.Node``."""
 
     name: str
     datacenter: str
     attributes: Mapping[str, str]
+    id: str = ""
+    node_class: str = ""
+    meta: Mapping[str, str] = field(default_factory=dict)
+    region: str = REGION
+
+    def target(self, reference: str) -> str | None:
+        """The value of ``reference`` (``node.datacenter``, ``attr.cpu.arch``, ``meta.rack``: a
+        constraint's or an interpolation's name inside ``${}``), None when the node has none."""
+        if reference.startswith("attr."):
+            return self.attributes.get(reference.removeprefix("attr."))
+        if reference.startswith("meta."):
+            return self.meta.get(reference.removeprefix("meta."))
+        return {"node.unique.id": self.id, "node.unique.name": self.name, "node.datacenter": self.datacenter,
+                "node.class": self.node_class, "node.region": self.region, "node.pool": NODE_POOL}.get(reference)
+
+
+def node_id(name: str, data_dir: Path) -> str:
+    """A stable ID for this node: the same node name on the same data dir is the same node."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"herder:{name}:{data_dir}"))
 
 
 def host_attributes() -> dict[str, str]:
@@ -27,6 +61,7 @@ def host_attributes() -> dict[str, str]:
         "kernel.version": uname.release,
         "cpu.arch": _ARCH.get(uname.machine, uname.machine),
         "cpu.numcores": str(os.cpu_count() or 1),
+        "cpu.totalcompute": str((os.cpu_count() or 1) * MHZ_PER_CORE),
         "unique.hostname": uname.nodename,
         "memory.totalbytes": str(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
     }
