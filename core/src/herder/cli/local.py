@@ -87,12 +87,21 @@ def read_job(path: Path, variables: tuple[str, ...], var_files: tuple[Path, ...]
 @click.argument("file", type=click.Path(path_type=Path))
 @variable_options
 @click.option("--allow-file-outside", is_flag=True, help=ALLOW_FILE_OUTSIDE_HELP)
+@click.option("--node", "check_node", is_flag=True,
+              help="Check the job against this node too: its datacenter, attributes, meta, drivers and free disk.")
 @plugin_options
 def validate(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], allow_file_outside: bool,
-             config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
-    """Parse and validate FILE; print each error with its path."""
+             check_node: bool, config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
+    """Parse and validate FILE; print each error with its path.
+
+    With --node, say also whether this node would place it, as a plan would.
+    """
     config, hooks = setup(config_path, data_dir, disabled)
     job, _ = read_job(file, variables, var_files, hooks, allow_file_outside or config.client.allow_file_outside)
+    if check_node:
+        unplaced = app.unplaced(config, hooks, job)
+        if unplaced:
+            invalid(f"{file}: job {job.name} does not fit this node", [u.describe() for u in unplaced])
     click.echo(f"Job validation successful: {job.name} ({sum(len(g.tasks) for g in job.groups)} tasks)")
 
 

@@ -29,7 +29,7 @@ from herder.client.fingerprints import FINGERPRINT_INTERVAL, Fingerprints
 from herder.client.health import HealthChange
 from herder.client.hooks import builtin_plugins
 from herder.client.hooks.services import ServicesPlugin
-from herder.client.node import NOMAD_VERSION, Node, host_attributes, node_id
+from herder.client.node import Node, node_of
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
 from herder.client.replacements import Replacements
@@ -124,7 +124,7 @@ class Client:
             self.supervisor.connect()
         self.placement = Placement(self.data_dir, self.ports, self.supervisor)
         self.fingerprints = Fingerprints(hooks, fingerprint_interval)
-        self.feasibility = Feasibility(default_checkers(self.data_dir))
+        self.feasibility = Feasibility(default_checkers(self.data_dir, self.fingerprints.get))
         """What the node checks of a job before placing it, besides its drivers and users."""
         self.deferred = DeferredCleanups(self.store, hooks, self._rebuild_task)
         """The cleanup steps to finish later, of this herder's tasks and of earlier ones' on the data dir."""
@@ -151,21 +151,8 @@ class Client:
     # -- the node ------------------------------------------------------------
 
     def node(self) -> Node:
-        """This host as job files see it: its attributes, ``driver.NAME`` ("1") and the attributes
-        of every healthy driver, and the node's name, class and meta from the configuration."""
-        attributes = host_attributes()
-        for driver in self.hooks.drivers:
-            fingerprint = self.fingerprints.get(driver)
-            if fingerprint.detected and fingerprint.healthy:
-                attributes[f"driver.{driver}"] = "1"
-                attributes.update(fingerprint.attributes)
-        # unique.hostname is the node's name, which is the host's unless configured otherwise; the
-        # tasks' ports are bound on the address the node gives as its own.
-        attributes |= {"nomad.version": NOMAD_VERSION, "unique.hostname": self.config.node_name,
-                       "unique.network.ip-address": self.config.ports.host_ip}
-        return Node(name=self.config.node_name, datacenter=self.config.datacenter, attributes=attributes,
-                    id=node_id(self.config.node_name, self.data_dir), node_class=self.config.client.node_class,
-                    meta=dict(self.config.client.meta))
+        """This host as job files see it (:func:`herder.client.node.node_of`), with the drivers' latest fingerprints."""
+        return node_of(self.config, {driver: self.fingerprints.get(driver) for driver in self.hooks.drivers})
 
     def check_placeable(self, job: Job) -> None:
         """:raises PlacementError: a driver of ``job`` is unavailable, or a task's user is denied;

@@ -1,8 +1,9 @@
 """Whether this node can take a job's groups: Nomad's feasibility checks, on the one node there is.
 
 Each group is put through :attr:`Feasibility.checkers` in the order of
-Nomad's scheduler stack (the job's datacenters, its constraints, the group's
-and its tasks', ``distinct_hosts``, ``distinct_property``, then resources);
+Nomad's scheduler stack (the job's datacenters, its constraints, the drivers,
+the group's and its tasks' constraints, ``distinct_hosts``,
+``distinct_property``, then resources);
 the first that refuses says why, as Nomad's metrics record one reason a node
 was filtered. A checker is a callable ``(job, group, node) -> Refusal | None``:
 a new check joins the list in :func:`default_checkers`, where it belongs in
@@ -24,6 +25,7 @@ from herder.client.constraints import DISTINCT_HOSTS, DISTINCT_PROPERTY, meets, 
 from herder.client.node import Node
 from herder.errors import PlacementError
 from herder.model import Constraint, Group, Job
+from herder.objects import Fingerprint
 
 CONSTRAINT, DIMENSION, DATACENTER = "constraint", "dimension", "datacenter"
 MB = 1 << 20
@@ -183,7 +185,10 @@ class DiskChecker:
     data_dir: Path
 
     def __call__(self, job: Job, group: Group, node: Node) -> Refusal | None:
-        stats = os.statvfs(self.data_dir)
+        directory = self.data_dir
+        while not directory.exists() and directory != directory.parent:
+            directory = directory.parent  # not made yet (herder validate --node): where it will be
+        stats = os.statvfs(directory)
         free = stats.f_bavail * stats.f_frsize // MB
         earlier = job.groups[:job.groups.index(group)] if group in job.groups else []
         wanted = sum(g.count * group_disk(g) for g in [*earlier, group])
@@ -193,10 +198,24 @@ class DiskChecker:
         return Refusal("disk", DIMENSION, placeable=room // group_disk(group) if group_disk(group) else group.count)
 
 
-def default_checkers(data_dir: Path) -> list[Checker]:
+@dataclass
+class DriverChecker:
+    """Every driver of the group detected and healthy (by its latest fingerprint)."""
+
+    fingerprint: Callable[[str], Fingerprint]
+
+    def __call__(self, job: Job, group: Group, node: Node) -> Refusal | None:
+        for driver in sorted({task.driver for task in group.tasks}):
+            found = self.fingerprint(driver)
+            if not (found.detected and found.healthy):
+                return Refusal("missing drivers")
+        return None
+
+
+def default_checkers(data_dir: Path, fingerprint: Callable[[str], Fingerprint]) -> list[Checker]:
     """The checks of placement, in the order of Nomad's scheduler stack."""
-    return [datacenters, job_constraints, group_constraints, distinct_hosts, distinct_property,
-            DiskChecker(data_dir)]
+    return [datacenters, job_constraints, DriverChecker(fingerprint), group_constraints, distinct_hosts,
+            distinct_property, DiskChecker(data_dir)]
 
 
 @dataclass

@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herder.client.config import Config
+from herder.objects import Fingerprint
+
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "i686": "386", "armv7l": "arm"}
 
 REGION = "global"
@@ -46,6 +49,24 @@ class Node:
             return self.meta.get(reference.removeprefix("meta."))
         return {"node.unique.id": self.id, "node.unique.name": self.name, "node.datacenter": self.datacenter,
                 "node.class": self.node_class, "node.region": self.region, "node.pool": NODE_POOL}.get(reference)
+
+
+def node_of(config: Config, fingerprints: Mapping[str, Fingerprint]) -> Node:
+    """The node of ``config`` with the drivers' latest ``fingerprints``: the host's attributes,
+    ``driver.NAME`` ("1") and the attributes of every healthy driver, and the node's name, class
+    and meta from the configuration."""
+    attributes = host_attributes()
+    for driver, fingerprint in fingerprints.items():
+        if fingerprint.detected and fingerprint.healthy:
+            attributes[f"driver.{driver}"] = "1"
+            attributes.update(fingerprint.attributes)
+    # unique.hostname is the node's name, which is the host's unless configured otherwise; the
+    # tasks' ports are bound on the address the node gives as its own.
+    attributes |= {"nomad.version": NOMAD_VERSION, "unique.hostname": config.node_name,
+                   "unique.network.ip-address": config.ports.host_ip}
+    return Node(name=config.node_name, datacenter=config.datacenter, attributes=attributes,
+                id=node_id(config.node_name, config.data_dir), node_class=config.client.node_class,
+                meta=dict(config.client.meta))
 
 
 def node_id(name: str, data_dir: Path) -> str:

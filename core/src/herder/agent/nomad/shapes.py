@@ -20,6 +20,7 @@ from herder.agent.nomad.memo import Encoded, Memo
 from herder.app import Agent, NotFound
 from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment
+from herder.client.feasibility import DATACENTER, DIMENSION, Unplaced
 from herder.client.node import NOMAD_VERSION, REGION, node_id
 from herder.errors import JobError
 from herder.jobspec.nomad_json import to_nomad
@@ -91,6 +92,20 @@ def kept(signature: Callable[[Shapes, AllocRunner], object]) -> Callable[[AllocS
         return kept_shape
 
     return decorate
+
+
+def allocation_metric(unplaced: Unplaced, datacenter: str) -> models.AllocationMetric:
+    """Why the node (in ``datacenter``) did not take a group, as Nomad's ``AllocationMetric``."""
+    refusal = unplaced.refusal
+    coalesced = max(0, unplaced.failed - 1)
+    if refusal.kind == DATACENTER:
+        return models.AllocationMetric(NodesEvaluated=0, NodesAvailable=dict.fromkeys(unplaced.datacenters, 0),
+                                       CoalescedFailures=coalesced)
+    if refusal.kind == DIMENSION:
+        return models.AllocationMetric(NodesAvailable={datacenter: 1}, NodesExhausted=1,
+                                       DimensionExhausted={refusal.reason: 1}, CoalescedFailures=coalesced)
+    return models.AllocationMetric(NodesFiltered=1, NodesAvailable={datacenter: 1},
+                                   ConstraintFiltered={refusal.reason: 1}, CoalescedFailures=coalesced)
 
 
 class Shapes:
@@ -374,7 +389,9 @@ class Shapes:
                                  JobModifyIndex=found.create_index, DeploymentID=found.deployment,
                                  CreateIndex=found.create_index, ModifyIndex=found.create_index,
                                  SnapshotIndex=found.create_index, CreateTime=found.created,
-                                 ModifyTime=found.created)
+                                 ModifyTime=found.created,
+                                 FailedTGAllocs={u.group: allocation_metric(u, self.agent.config.datacenter)
+                                                 for u in found.failed} or None)
 
     def deployment(self, found: Deployment) -> models.Deployment:
         groups: dict[str, models.DeploymentState] = {}
