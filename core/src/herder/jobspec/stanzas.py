@@ -36,12 +36,12 @@ class _Block:
     """
 
     drop: frozenset[str] = frozenset()
-    silent: frozenset[str] = frozenset()
-    """Keys dropped without a warning: they mean nothing on one node (``affinity``, ``spread``)."""
     name: str | None = None
     shown: dict[str, str] = field(default_factory=dict)
     blocks: dict[str, _Block] = field(default_factory=dict)
     lists: dict[str, _Block] = field(default_factory=dict)
+    silent: frozenset[str] = frozenset()
+    """Keys dropped without a warning: they mean nothing on one node (``affinity``, ``spread``)."""
 
 
 _PLACEMENT_PREFERENCES = frozenset({"affinity", "spread"})
