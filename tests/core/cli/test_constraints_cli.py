@@ -43,7 +43,8 @@ def job_file(tmp_path: Path, constraints: str, datacenters: str = '["eu-*"]') ->
 
 
 def constraint(attribute: str, value: str, operator: str = "=") -> str:
-    return f'    constraint {{\n      attribute = "{attribute}"\n      operator = "{operator}"\n      value = "{value}"\n    }}'
+    return (f'    constraint {{\n      attribute = "{attribute}"\n      operator = "{operator}"\n'
+            f'      value = "{value}"\n    }}')
 
 
 @pytest.mark.slow

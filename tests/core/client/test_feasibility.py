@@ -101,7 +101,8 @@ def test_distinct_hosts_lets_one_allocation_per_node(tmp_path: Path) -> None:
 
 
 def test_distinct_property_allows_its_count_per_value(tmp_path: Path) -> None:
-    two = '    count = {count}\n    constraint {{\n      distinct_property = "${{meta.rack}}"\n      value = "2"\n    }}'
+    two = ('    count = {count}\n    constraint {{\n      distinct_property = "${{meta.rack}}"\n'
+           '      value = "2"\n    }}')
     assert unplaced(job(two.format(count=2)), tmp_path) == []
     (refused,) = unplaced(job(two.format(count=3)), tmp_path)
     assert refused.failed == 1

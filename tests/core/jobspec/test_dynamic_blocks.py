@@ -144,7 +144,7 @@ job "web" {
     job = load(text)
     assert job.groups[0].tasks[0].templates[0].destination == "local/a"
     assert job.warnings == ["ignoring stanzas herder does not implement: template.wait"]
-    assert [str(c) for c in job.constraints] == ["${attr.kernel.name} = a"]  # a dynamic constraint is one like any other
+    assert [str(c) for c in job.constraints] == ["${attr.kernel.name} = a"]  # a dynamic constraint like any other
 
 
 def test_a_broken_dynamic_block_is_named() -> None:

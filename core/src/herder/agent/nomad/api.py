@@ -38,8 +38,8 @@ from herder.agent.nomad.plan import enforce_index
 from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign, multierror
 from herder.agent.samesite import Hosts, SameSite
 from herder.app import Agent, Conflict, NotFound
-from herder.client.logtail import LogTail
 from herder.client.feasibility import Infeasible
+from herder.client.logtail import LogTail
 from herder.errors import DispatchError, JobError, PlacementError
 from herder.jobspec import evaluate_job_text
 from herder.jobspec.nomad_json import to_nomad

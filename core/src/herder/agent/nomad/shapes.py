@@ -146,7 +146,8 @@ class Shapes:
                            Attributes=dict(sorted(attributes.items())))
 
     def _node_fields(self, drivers: dict[str, models.DriverInfo] | None = None) -> dict[str, Any]:
-        return {"ID": self.node_id, "Name": self.agent.config.node_name, "NodeClass": self.agent.config.client.node_class,
+        return {"ID": self.node_id, "Name": self.agent.config.node_name,
+                "NodeClass": self.agent.config.client.node_class,
                 "Datacenter": self.agent.config.datacenter, "Address": self.address.rpartition(":")[0],
                 "Version": NOMAD_VERSION, "Drivers": self.drivers() if drivers is None else drivers,
                 "Status": "ready", "Drain": self.agent.drain_pending(),
