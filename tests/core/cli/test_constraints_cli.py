@@ -4,6 +4,7 @@ satisfy and says which constraint filtered it; ``herder validate --node`` says s
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,13 @@ def test_validate_node_passes_a_job_the_node_satisfies_and_names_a_failing_one(t
     done = herder(tmp_path, "validate", "--node", str(path))
     assert done.returncode == 2
     assert 'Constraint "${attr.cpu.numcores} >= 100000" filtered 1 node' in done.stderr, done.stderr
+
+
+def test_node_shows_what_constraints_see(tmp_path: Path) -> None:
+    done = herder(tmp_path, "node", "--json")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["node"]["node.class"] == "compute" and shown["node"]["node.datacenter"] == "eu-west-1"
+    assert shown["meta"] == {"rack": "r12", "tags": "ssd, gpu"}
+    assert shown["attributes"]["driver.raw_exec"] == "1" and shown["attributes"]["nomad.version"] == "1.1.2"
+    assert not (tmp_path / "data").exists()

@@ -10,7 +10,7 @@ from typing import Any
 from herder.client.client import JobSource
 from herder.client.config import Config
 from herder.client.feasibility import Feasibility, Unplaced, default_checkers
-from herder.client.node import node_of
+from herder.client.node import Node, node_of
 from herder.errors import JobError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
 from herder.jobspec.formats import format_of, read_text, read_var_file
@@ -85,6 +85,11 @@ def canonical_document(submitted: JobSource | JobRecord) -> dict[str, Any]:
     """The evaluated canonical document of a job as ``submitted``: what rebuilds it without variables."""
     _, document = evaluate_job_text(submitted.text, submitted.format, submitted.source, submitted.variables)
     return document
+
+
+def this_node(config: Config, hooks: Hooks) -> Node:
+    """The node of ``config`` as constraints see it, the drivers fingerprinted now (``herder node``)."""
+    return node_of(config, {driver: hooks.fingerprint(driver) for driver in hooks.drivers})
 
 
 def unplaced(config: Config, hooks: Hooks, job: Job) -> list[Unplaced]:

@@ -215,6 +215,27 @@ def drivers(as_json: bool, config_path: Path | None, data_dir: Path | None, disa
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @plugin_options
+def node(as_json: bool, config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
+    """Show this node as job files' constraints see it: ${node.*}, ${meta.*} and ${attr.*}."""
+    config, hooks = setup(config_path, data_dir, disabled)
+    found = app.this_node(config, hooks)
+    fields = {"node.unique.name": found.name, "node.unique.id": found.id, "node.datacenter": found.datacenter,
+              "node.region": found.region, "node.class": found.node_class}
+    if as_json:
+        click.echo(json.dumps({"node": fields, "meta": dict(found.meta), "attributes": dict(sorted(
+            found.attributes.items()))}, indent=2))
+        return
+    table = Table("Reference", "Value")
+    rows = [*fields.items(), *((f"meta.{k}", v) for k, v in sorted(found.meta.items())),
+            *((f"attr.{k}", v) for k, v in sorted(found.attributes.items()))]
+    for reference, value in rows:
+        table.add_row(escape(f"${{{reference}}}"), escape(value))
+    Console(highlight=False).print(table)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@plugin_options
 def plugins(as_json: bool, config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
     """List every plugin, loaded or failed, with its distribution and hooks."""
     _, hooks = setup(config_path, data_dir, disabled)
