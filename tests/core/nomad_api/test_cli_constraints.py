@@ -1,6 +1,6 @@
 """The real ``nomad`` 1.1 command line and the node's constraints: ``job plan`` and ``job run`` say which
-constraint filtered the node (Nomad's ``FailedTGAllocs``) and nothing runs; the node's class and meta
-are Nomad's ``NodeClass`` and ``Meta``."""
+constraint filtered the node (Nomad's ``FailedTGAllocs``) and nothing runs, as ``herder job run`` says
+through herder's own API; the node's class and meta are Nomad's ``NodeClass`` and ``Meta``."""
 
 from __future__ import annotations
 
@@ -56,6 +56,13 @@ def test_plan_and_run_name_the_constraint_and_nothing_runs(agent: NomadAgent, tm
     assert "failed to place all allocations" in run.stdout, run.stdout
     assert 'Constraint "${attr.kernel.name} = windows": 1 nodes excluded by filter' in run.stdout
     assert placed(agent, "windows-only") == []
+
+
+def test_herders_own_job_run_names_the_constraint_too(agent: NomadAgent, tmp_path: Path) -> None:
+    done = agent.cli("job", "run", str(job_file(tmp_path, "windows-herder", WINDOWS)))
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert 'Constraint "${attr.kernel.name} = windows" filtered 1 node' in done.stderr, done.stderr
+    assert placed(agent, "windows-herder") == []
 
 
 def test_another_datacenter_is_no_node_at_all(agent: NomadAgent, tmp_path: Path) -> None:
