@@ -106,3 +106,12 @@ def test_node_shows_what_constraints_see(tmp_path: Path) -> None:
     assert shown["meta"] == {"rack": "r12", "tags": "ssd, gpu"}
     assert shown["attributes"]["driver.raw_exec"] == "1" and shown["attributes"]["nomad.version"] == "1.1.2"
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.slow
+def test_a_disk_larger_than_the_data_dirs_free_space_is_not_placed(tmp_path: Path) -> None:
+    path, marker = job_file(tmp_path, "    ephemeral_disk {\n      size = 2147483647\n    }")
+    done = herder(tmp_path, "run", str(path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert 'Dimension "disk" exhausted on 1 node' in done.stderr, done.stderr
+    assert not marker.exists()
