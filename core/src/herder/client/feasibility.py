@@ -77,7 +77,7 @@ class Infeasible(PlacementError):
     def __init__(self, job: str, unplaced: Sequence[Unplaced]) -> None:
         self.job = job
         self.unplaced = list(unplaced)
-        super().__init__(f"job {job!r} does not fit this node: " + "; ".join(u.describe() for u in unplaced))
+        super().__init__("; ".join(u.describe() for u in unplaced))
 
 
 # -- the checkers -----------------------------------------------------------------
