@@ -130,3 +130,13 @@ def test_a_data_dir_not_made_yet_is_measured_where_it_will_be(tmp_path: Path) ->
     assert unplaced(job("    ephemeral_disk {\n      size = 10\n    }"), tmp_path, NODE) == []
     later = Feasibility(default_checkers(tmp_path / "not" / "yet", healthy))
     assert later.unplaced(job(""), NODE) == []
+
+
+def test_a_job_level_limit_goes_to_the_groups_in_order(tmp_path: Path) -> None:
+    two_groups = load_job_text(
+        'job "j" {\n  constraint { distinct_hosts = true }\n'
+        + "".join(f'  group "{name}" {{\n    task "t" {{\n      driver = "raw_exec"\n'
+                  '      config { command = "/bin/true" }\n    }\n  }\n' for name in ("a", "b"))
+        + "}\n", "hcl", "j.nomad")
+    (refused,) = unplaced(two_groups, tmp_path)
+    assert (refused.group, refused.failed, refused.refusal.reason) == ("b", 1, "distinct_hosts")

@@ -101,6 +101,15 @@ def glob_matches(pattern: str, text: str) -> bool:
     return True
 
 
+def _earlier(job: Job, group: Group) -> list[Group]:
+    """The groups of ``job`` before ``group``: Nomad places a job's groups in order, so what a whole
+    job may have (one node's disk, one allocation of a ``distinct_hosts`` job) goes to them first."""
+    for index, candidate in enumerate(job.groups):
+        if candidate is group:
+            return job.groups[:index]
+    return []
+
+
 def datacenters(job: Job, group: Group, node: Node) -> Refusal | None:
     """The node's datacenter is one of the job's (each may be a glob, as Nomad 1.5's ``*``)."""
     if any(glob_matches(pattern, node.datacenter) for pattern in job.datacenters):
@@ -124,12 +133,16 @@ def group_constraints(job: Job, group: Group, node: Node) -> Refusal | None:
     return _first_unmet([*group.constraints, *(c for task in group.tasks for c in task.constraints)], node)
 
 
+_GO_FALSE = frozenset({"0", "f", "F", "false", "FALSE", "False"})
+"""What Go's ``strconv.ParseBool`` reads as false."""
+
+
 def _distinct_hosts(constraints: Sequence[Constraint]) -> bool:
     """As Nomad's ``hasDistinctHostsConstraint``: the first ``distinct_hosts`` decides; its value is
     true when empty or not a boolean Go reads."""
     for constraint in constraints:
         if constraint.operator == DISTINCT_HOSTS:
-            return constraint.value.lower() not in ("0", "f", "false")
+            return constraint.value not in _GO_FALSE
     return False
 
 
@@ -137,8 +150,7 @@ def distinct_hosts(job: Job, group: Group, node: Node) -> Refusal | None:
     """One allocation of the job (a job's ``distinct_hosts``) or of the group (a group's) per node: on
     one node, a group of more than one, or a job of more than one allocation, cannot all be placed."""
     if _distinct_hosts(job.constraints):
-        before = sum(g.count for g in job.groups[:job.groups.index(group)]) if group in job.groups else 0
-        room = max(0, 1 - before)
+        room = max(0, 1 - sum(g.count for g in _earlier(job, group)))
     elif _distinct_hosts(group.constraints):
         room = 1
     else:
@@ -158,7 +170,7 @@ def distinct_property(job: Job, group: Group, node: Node) -> Refusal | None:
         limit = _limit(constraint.value)
         if limit is None:
             return Refusal(f'failed to convert RTarget "{constraint.value}" to uint64')
-        before = sum(g.count for g in job.groups[:job.groups.index(group)]) if whole_job and group in job.groups else 0
+        before = sum(g.count for g in _earlier(job, group)) if whole_job else 0
         room = max(0, limit - before)
         if group.count > room:
             used = before + room
@@ -190,7 +202,7 @@ class DiskChecker:
             directory = directory.parent  # not made yet (herder validate --node): where it will be
         stats = os.statvfs(directory)
         free = stats.f_bavail * stats.f_frsize // MB
-        earlier = job.groups[:job.groups.index(group)] if group in job.groups else []
+        earlier = _earlier(job, group)
         wanted = sum(g.count * group_disk(g) for g in [*earlier, group])
         if wanted <= free:
             return None
