@@ -125,3 +125,18 @@ def test_yaml_constraints() -> None:
     assert job.constraints == (Constraint("${meta.rack}", "set_contains_any", "r1,r2"),)
     assert job.datacenters == ["dc*"]
     assert job.groups[0].ephemeral_disk.size == 50
+
+
+def test_yaml_may_use_nomads_name_for_them() -> None:
+    job = load("""
+        job:
+          name: web
+          constraint: {attribute: "${meta.rack}", value: r1}
+          groups:
+            - name: app
+              constraint: [{distinct_hosts: true}]
+              tasks: [{name: t, driver: raw_exec, constraint: {attribute: "${attr.cpu.arch}", value: amd64}}]
+    """, "yaml")
+    assert job.constraints == (Constraint("${meta.rack}", "=", "r1"),)
+    assert job.groups[0].constraints == (Constraint("", "distinct_hosts", "true"),)
+    assert job.groups[0].tasks[0].constraints == (Constraint("${attr.cpu.arch}", "=", "amd64"),)

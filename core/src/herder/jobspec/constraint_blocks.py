@@ -26,6 +26,25 @@ _SETS = ("set_contains", "set_contains_all", "set_contains_any")
 Problem = Callable[[Path, str], None]
 
 
+def gather_constraint_blocks(document: Any) -> None:
+    """Move a YAML or JSON document's ``constraint`` (Nomad's name: one map or a list of them) to
+    ``constraints`` at the job, group and task level, in place, as HCL's ``constraint`` blocks go;
+    both at once is left for the schema to refuse."""
+    job = document.get("job") if isinstance(document, dict) else None
+    holders: list[Any] = [job]
+    for group in _maps(job, "groups"):
+        holders += [group, *_maps(group, "tasks")]
+    for holder in holders:
+        if isinstance(holder, dict) and "constraint" in holder and "constraints" not in holder:
+            blocks = holder.pop("constraint")
+            holder["constraints"] = blocks if isinstance(blocks, list) else [blocks]
+
+
+def _maps(parent: Any, key: str) -> list[Any]:
+    items = parent.get(key) if isinstance(parent, dict) else None
+    return items if isinstance(items, list) else []
+
+
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
