@@ -58,6 +58,24 @@ class Resources:
     memory: int = 300
     ports: tuple[PortSpec, ...] = ()
     memory_max: int = 0
+    disk: int = 0
+    """MB; Nomad's ``resources.disk`` of before ``ephemeral_disk``, which adds up to the group's
+    ``ephemeral_disk.size`` when the group gives none."""
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A ``constraint`` block as Nomad's ``structs.Constraint``: ``attribute`` (LTarget) and
+    ``value`` (RTarget) are literals or ``${...}`` references to the node, ``operator`` (Operand)
+    one of Nomad's (``=`` when the job gives none)."""
+
+    attribute: str = ""
+    operator: str = "="
+    value: str = ""
+
+    def __str__(self) -> str:
+        """Nomad's ``Constraint.String()``: how a plan names the constraint that filtered a node."""
+        return f"{self.attribute} {self.operator} {self.value}"
 
 
 @dataclass(frozen=True)
@@ -244,6 +262,7 @@ class Task:
     lifecycle: Lifecycle | None = None
     dispatch_payload: str = ""
     """Where (under ``local/``) the payload of a dispatched job is written; "" for nowhere."""
+    constraints: tuple[Constraint, ...] = ()
 
     @property
     def is_main(self) -> bool:
@@ -271,6 +290,7 @@ class Group:
     update: Update | None = None
     """How a new version replaces the group's allocations; None for a job type that has no
     deployments (batch, sysbatch, system): they are replaced all at once."""
+    constraints: tuple[Constraint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -320,6 +340,7 @@ class Job:
     """The job this one was launched or dispatched from; "" for a job of its own."""
     payload: bytes = b""
     """A dispatched job's payload, written for each task that has a ``dispatch_payload``."""
+    constraints: tuple[Constraint, ...] = ()
     warnings: list[str] = field(default_factory=list)
     source: str = field(default="", compare=False)
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)

@@ -120,7 +120,10 @@ def test_dynamic_blocks_of_unimplemented_stanzas_are_dropped_with_the_warning() 
 job "web" {
   dynamic "constraint" {
     for_each = ["a"]
-    content { attribute = constraint.value }
+    content {
+      attribute = "${attr.kernel.name}"
+      value     = constraint.value
+    }
   }
   group "app" {
     task "server" {
@@ -140,7 +143,8 @@ job "web" {
 """
     job = load(text)
     assert job.groups[0].tasks[0].templates[0].destination == "local/a"
-    assert job.warnings == ["ignoring stanzas herder does not implement: constraint, template.wait"]
+    assert job.warnings == ["ignoring stanzas herder does not implement: template.wait"]
+    assert [str(c) for c in job.constraints] == ["${attr.kernel.name} = a"]  # a dynamic constraint like any other
 
 
 def test_a_broken_dynamic_block_is_named() -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from herder.jobspec import interpolate, interpolate_task, task_lookup
 from herder.model import Artifact, Check, Service, Task, Template
 
+NODE = {"attr.driver.docker.version": "24.0.7", "attr.kernel.name": "linux", "node.unique.name": "node-1",
+        "node.datacenter": "dc7", "meta.zone": "z1"}
 LOOKUP = task_lookup(
     env={"NOMAD_PORT_http": "23456", "HERDER_TASK_NAME": "server", "GREETING": "hi"},
-    attributes={"driver.docker.version": "24.0.7", "kernel.name": "linux"},
-    node_name="node-1",
-    datacenter="dc7",
-    meta={"rack": "r12"},
+    node=NODE.get,
+    meta={"rack": "r12", "zone": "job's"},
 )
 
 
@@ -18,6 +18,10 @@ def test_references_of_every_kind() -> None:
     references = ["NOMAD_PORT_http", "HERDER_TASK_NAME", "GREETING", "attr.kernel.name", "node.unique.name"]
     text = " ".join(f"${{{name}}}" for name in [*references, "node.datacenter", "meta.rack"])
     assert interpolate(text, LOOKUP) == "23456 server hi linux node-1 dc7 r12"
+
+
+def test_the_nodes_meta_comes_before_the_jobs() -> None:
+    assert interpolate("${meta.zone}", LOOKUP) == "z1"
 
 
 def test_unknown_references_are_left_as_written() -> None:

@@ -75,7 +75,6 @@ KEYS = [
     ("task", "secret \"db\" {\n provider = \"nomad\"\n path = \"p\"\n }", "secret"),
     ("task", "schedule {\n cron {\n start = \"0 9 * * *\"\n end = \"0 17\"\n }\n }", "schedule"),
     ("task", "kind = \"connect-proxy:x\"", "kind"),
-    ("resources", "disk = 300", "resources.disk"),
     ("resources", "cores = 2", "resources.cores"),
     ("resources", "device \"nvidia/gpu\" {\n count = 1\n }", "resources.device"),
     ("resources", "numa {\n affinity = \"prefer\"\n }", "resources.numa"),

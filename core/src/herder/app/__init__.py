@@ -19,10 +19,10 @@ from herder.app.foreground import ForegroundRun, HealthLog, reap
 from herder.app.jobs import job_status
 from herder.app.periodic import Parent, dispatch_once
 from herder.app.plugins import agent_config, driver_rows, failed_plugins, load_hooks, plugin_rows, plugin_tables
-from herder.app.reading import canonical_document, evaluate_job, parse_variables, read_job
+from herder.app.reading import canonical_document, evaluate_job, parse_variables, read_job, this_node, unplaced
 from herder.app.service import SELF_CHECK_INTERVAL, SELF_CHECK_TTL
 
 __all__ = ["SELF_CHECK_INTERVAL", "SELF_CHECK_TTL", "Agent", "Conflict", "ForegroundRun", "HealthLog", "NotFound",
            "Parent", "agent_config", "canonical_document", "dispatch_once", "driver_rows", "evaluate_job",
            "failed_plugins", "files", "job_status", "load_hooks", "logs_dir", "matching", "parse_variables",
-           "plugin_rows", "plugin_tables", "read_job", "reap"]
+           "plugin_rows", "plugin_tables", "read_job", "reap", "this_node", "unplaced"]

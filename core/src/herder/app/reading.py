@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from herder.client.client import JobSource
+from herder.client.config import Config
+from herder.client.feasibility import Feasibility, Unplaced, default_checkers
+from herder.client.node import Node, node_of
 from herder.errors import JobError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
 from herder.jobspec.formats import format_of, read_text, read_var_file
@@ -86,3 +89,17 @@ def canonical_document(submitted: JobSource | JobRecord) -> dict[str, Any]:
     """The evaluated canonical document of a job as ``submitted``: what rebuilds it without variables."""
     _, document = evaluate_job_text(submitted.text, submitted.format, submitted.source, submitted.variables)
     return document
+
+
+def this_node(config: Config, hooks: Hooks) -> Node:
+    """The node of ``config`` as constraints see it, the drivers fingerprinted now (``herder node``)."""
+    return node_of(config, {driver: hooks.fingerprint(driver) for driver in hooks.drivers})
+
+
+def unplaced(config: Config, hooks: Hooks, job: Job) -> list[Unplaced]:
+    """The groups of ``job`` the node of ``config`` would not place, and why (``herder validate
+    --node``): the checks of placement, with the drivers fingerprinted now."""
+    fingerprints = {driver: hooks.fingerprint(driver) for driver in hooks.drivers}
+    feasibility = Feasibility(default_checkers(config.data_dir,
+                                               lambda driver: fingerprints.get(driver) or hooks.fingerprint(driver)))
+    return feasibility.unplaced(job, node_of(config, fingerprints))

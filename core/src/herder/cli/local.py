@@ -87,12 +87,21 @@ def read_job(path: Path, variables: tuple[str, ...], var_files: tuple[Path, ...]
 @click.argument("file", type=click.Path(path_type=Path))
 @variable_options
 @click.option("--allow-file-outside", is_flag=True, help=ALLOW_FILE_OUTSIDE_HELP)
+@click.option("--node", "check_node", is_flag=True,
+              help="Check the job against this node too: its datacenter, attributes, meta, drivers and free disk.")
 @plugin_options
 def validate(file: Path, variables: tuple[str, ...], var_files: tuple[Path, ...], allow_file_outside: bool,
-             config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
-    """Parse and validate FILE; print each error with its path."""
+             check_node: bool, config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
+    """Parse and validate FILE; print each error with its path.
+
+    With --node, say also whether this node would place it, as a plan would.
+    """
     config, hooks = setup(config_path, data_dir, disabled)
     job, _ = read_job(file, variables, var_files, hooks, allow_file_outside or config.client.allow_file_outside)
+    if check_node:
+        unplaced = app.unplaced(config, hooks, job)
+        if unplaced:
+            invalid(f"{file}: job {job.name} does not fit this node", [u.describe() for u in unplaced])
     click.echo(f"Job validation successful: {job.name} ({sum(len(g.tasks) for g in job.groups)} tasks)")
 
 
@@ -200,6 +209,27 @@ def drivers(as_json: bool, config_path: Path | None, data_dir: Path | None, disa
         table.add_row(row["name"], f"{row['distribution']} {row['version']}", _yes(row["detected"]),
                       _yes(row["healthy"]), escape(row["description"]),
                       "\n".join(f"{k} = {v}" for k, v in row["attributes"].items()))
+    Console(highlight=False).print(table)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@plugin_options
+def node(as_json: bool, config_path: Path | None, data_dir: Path | None, disabled: tuple[str, ...]) -> None:
+    """Show this node as job files' constraints see it: ${node.*}, ${meta.*} and ${attr.*}."""
+    config, hooks = setup(config_path, data_dir, disabled)
+    found = app.this_node(config, hooks)
+    fields = {"node.unique.name": found.name, "node.unique.id": found.id, "node.datacenter": found.datacenter,
+              "node.region": found.region, "node.class": found.node_class}
+    if as_json:
+        click.echo(json.dumps({"node": fields, "meta": dict(found.meta), "attributes": dict(sorted(
+            found.attributes.items()))}, indent=2))
+        return
+    table = Table("Reference", "Value")
+    rows = [*fields.items(), *((f"meta.{k}", v) for k, v in sorted(found.meta.items())),
+            *((f"attr.{k}", v) for k, v in sorted(found.attributes.items()))]
+    for reference, value in rows:
+        table.add_row(escape(f"${{{reference}}}"), escape(value))
     Console(highlight=False).print(table)
 
 

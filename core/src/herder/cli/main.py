@@ -21,6 +21,7 @@ COMMANDS = {
     "run": "herder.cli.local:run",
     "validate": "herder.cli.local:validate",
     "drivers": "herder.cli.local:drivers",
+    "node": "herder.cli.local:node",
     "plugins": "herder.cli.local:plugins",
     "reap": "herder.cli.local:reap",
     "agent": "herder.cli.serve:agent",

@@ -24,12 +24,13 @@ from herder import events
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.config import Config
 from herder.client.deferred import DeferredCleanups
+from herder.client.feasibility import Feasibility, default_checkers
 from herder.client.fingerprints import FINGERPRINT_INTERVAL, Fingerprints
 from herder.client.health import HealthChange
 from herder.client.hooks import builtin_plugins
 from herder.client.hooks.services import ServicesPlugin
 from herder.client.network import AllocNetworks
-from herder.client.node import Node, host_attributes
+from herder.client.node import Node, node_of
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
 from herder.client.replacements import Replacements
@@ -126,6 +127,8 @@ class Client:
         self.networks = AllocNetworks(config.client, self.store, hooks)
         """The allocations' network namespaces (group ``network { mode = "bridge" }``)."""
         self.fingerprints = Fingerprints(hooks, fingerprint_interval)
+        self.feasibility = Feasibility(default_checkers(self.data_dir, self.fingerprints.get))
+        """What the node checks of a job before placing it, besides its drivers and users."""
         self.deferred = DeferredCleanups(self.store, hooks, self._rebuild_task)
         """The cleanup steps to finish later, of this herder's tasks and of earlier ones' on the data dir."""
         self._on_event = on_event or (lambda record: None)
@@ -151,16 +154,13 @@ class Client:
     # -- the node ------------------------------------------------------------
 
     def node(self) -> Node:
-        """This host as job files see it: its attributes and those of every healthy driver."""
-        attributes = host_attributes()
-        for driver in self.hooks.drivers:
-            fingerprint = self.fingerprints.get(driver)
-            if fingerprint.detected and fingerprint.healthy:
-                attributes.update(fingerprint.attributes)
-        return Node(name=self.config.node_name, datacenter=self.config.datacenter, attributes=attributes)
+        """This host as job files see it (:func:`herder.client.node.node_of`), with the drivers' latest fingerprints."""
+        return node_of(self.config, {driver: self.fingerprints.get(driver) for driver in self.hooks.drivers})
 
     def check_placeable(self, job: Job) -> None:
-        """:raises PlacementError: a driver of ``job`` is unavailable, or a task's user is denied."""
+        """:raises PlacementError: a driver of ``job`` is unavailable, or a task's user is denied;
+            :class:`Infeasible` (one) when a group does not fit the node (its datacenters, constraints,
+            disk: :attr:`feasibility`)."""
         for driver in sorted({t.driver for g in job.groups for t in g.tasks}):
             fingerprint = self.fingerprints.get(driver)
             if not (fingerprint.detected and fingerprint.healthy):
@@ -168,6 +168,7 @@ class Client:
         denied = denied_users(job, self.config.client)
         if denied:
             raise PlacementError("; ".join(denied))
+        self.feasibility.require(job, self.node())
 
     # -- allocations -------------------------------------------------------
 

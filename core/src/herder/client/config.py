@@ -123,6 +123,10 @@ class ClientConfig:
     """Where the CNI plugins are looked for, in order."""
     cni_config_dir: Path = Path(DEFAULT_CNI_CONFIG_DIR)
     """Where ``mode = "cni/NAME"`` finds the operator's configuration ``NAME``."""
+    node_class: str = ""
+    """The node's class (``${node.class}``), as Nomad's ``client { node_class }``."""
+    meta: dict[str, str] = field(default_factory=dict)
+    """The node's metadata (``${meta.KEY}``), as Nomad's ``client { meta }``."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,7 @@ _KEYS: dict[str, set[str]] = {
     "tls": {"cert_file", "key_file"},
     "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside", "gc_interval",
                "gc_max_allocs", "gc_disk_usage_threshold", "job_gc_threshold", "bridge_network_name",
-               "bridge_network_subnet", "cni_path", "cni_config_dir"},
+               "bridge_network_subnet", "cni_path", "cni_config_dir", "node_class", "meta"},
     "ports": {"min", "max", "reserved", "host_ip"},
     "services": {"backend"},
     "consul": {"address", "token"},
@@ -222,6 +226,9 @@ def _client(raw: dict[str, Any]) -> ClientConfig:
     gc_max_allocs = _number(table, "gc_max_allocs", DEFAULT_GC_MAX_ALLOCS, 0, 2**31)
     if not isinstance(gc_max_allocs, int):
         raise ConfigError(f"[client] gc_max_allocs must be a whole number, not {gc_max_allocs!r}")
+    node_class = table.get("node_class", "")
+    if not isinstance(node_class, str):
+        raise ConfigError(f"[client] node_class must be a string, not {node_class!r}")
     return ClientConfig(max_kill_timeout=_duration(table, "max_kill_timeout", DEFAULT_MAX_KILL_TIMEOUT),
                         allow_file_outside=allow_file_outside,
                         user_denylist=_names(table, "user_denylist", DEFAULT_USER_DENYLIST),
@@ -230,7 +237,7 @@ def _client(raw: dict[str, Any]) -> ClientConfig:
                         gc_disk_usage_threshold=float(_number(table, "gc_disk_usage_threshold",
                                                               DEFAULT_GC_DISK_USAGE_THRESHOLD, 0, 100)),
                         job_gc_threshold=_duration(table, "job_gc_threshold", DEFAULT_JOB_GC_THRESHOLD),
-                        **_networking(table))
+                        node_class=node_class, meta=_meta(table), **_networking(table))
 
 
 def _networking(table: dict[str, Any]) -> dict[str, Any]:
@@ -255,6 +262,22 @@ def _networking(table: dict[str, Any]) -> dict[str, Any]:
     return {"bridge_network_name": name, "bridge_network_subnet": str(subnet),
             "cni_path": tuple(Path(p) for p in values["cni_path"].split(":") if p),
             "cni_config_dir": Path(values["cni_config_dir"])}
+
+
+def _meta(table: dict[str, Any]) -> dict[str, str]:
+    """``[client] meta``: names to strings (numbers and booleans written as Nomad's HCL would)."""
+    meta = table.get("meta", {})
+    if not isinstance(meta, dict):
+        raise ConfigError("[client] meta must be a table of names to values")
+    out: dict[str, str] = {}
+    for key, value in meta.items():
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, (str, int, float)):
+            out[key] = str(value)
+        else:
+            raise ConfigError(f"[client] meta.{key} must be a string, number or boolean, not {value!r}")
+    return out
 
 
 def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tuple[str, ...],

@@ -162,6 +162,6 @@ class Placement:
         meta = {**placed.job.meta, **placed.group.meta, **task.meta}
 
         def make_lookup(env: dict[str, str]) -> Lookup:
-            return task_lookup(env, node.attributes, node.name, node.datacenter, meta)
+            return task_lookup(env, node.target, meta)
 
         return PlacedTask(task=task, ctx=ctx, logs=logs, make_lookup=make_lookup)

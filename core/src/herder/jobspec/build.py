@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, overload
 
+from herder.jobspec.constraint_blocks import build_constraints
 from herder.jobspec.cron import CronError, load_zone, parse_cron
 from herder.jobspec.network import group_network
 from herder.jobspec.paths import Path, render_path
@@ -138,6 +139,7 @@ class _Builder:
             parameterized=self.parameterized(spec["parameterized"], job_type) if "parameterized" in spec else None,
             parent_id=spec.get("parent_id", ""),
             payload=self.payload(spec.get("payload", "")),
+            constraints=build_constraints(spec.get("constraints", []), ("job", "constraints"), self.problem),
         )
 
     def parent_type(self, path: Path, job_type: str, what: str) -> None:
@@ -222,8 +224,9 @@ class _Builder:
             network=group_network(spec.get("network", {})),
             services=services,
             reschedule=reschedule_policy(self.spec, spec, path, self.problem),
-            ephemeral_disk=ephemeral_disk(spec.get("ephemeral_disk", {})),
+            ephemeral_disk=ephemeral_disk(spec.get("ephemeral_disk", {}), [task.resources.disk for task in tasks]),
             update=self.update(spec.get("update"), (*path, "update"), job_type),
+            constraints=build_constraints(spec.get("constraints", []), (*path, "constraints"), self.problem),
         )
 
     def update(self, spec: dict[str, Any] | None, path: Path, job_type: str) -> Update | None:
@@ -315,7 +318,9 @@ class _Builder:
             kill_signal=spec.get("kill_signal", ""),
             shutdown_delay=_duration(spec, "shutdown_delay", 0.0),
             meta=_texts(spec.get("meta")),
-            resources=Resources(cpu=_int(resources, "cpu", 100), memory=memory, ports=ports, memory_max=memory_max),
+            resources=Resources(cpu=_int(resources, "cpu", 100), memory=memory, ports=ports, memory_max=memory_max,
+                                disk=_int(resources, "disk", 0)),
+            constraints=build_constraints(spec.get("constraints", []), (*path, "constraints"), self.problem),
             services=services,
             artifacts=tuple(
                 self.artifact(artifact, (*path, "artifacts", index))

@@ -117,17 +117,20 @@ class DynamicBlock:
 _MAP = _Context()
 _NETWORK = _Context(lists={"port": _ListOf("ports", "label", _MAP)})
 _SERVICE = _Context(lists={"check": _ListOf("checks", None, _MAP)})
+_CONSTRAINT = _ListOf("constraints", None, _MAP)
 _TASK = _Context(
     lists={
+        "constraint": _CONSTRAINT,
         "service": _ListOf("services", None, _SERVICE),
         "artifact": _ListOf("artifacts", None, _MAP),
         "template": _ListOf("templates", None, _MAP),
     },
     blocks={"resources": _Context(blocks={"network": _NETWORK})},
 )
-_GROUP = _Context(lists={"task": _ListOf("tasks", "name", _TASK), "service": _ListOf("services", None, _SERVICE)},
+_GROUP = _Context(lists={"task": _ListOf("tasks", "name", _TASK), "service": _ListOf("services", None, _SERVICE),
+                         "constraint": _CONSTRAINT},
                   blocks={"network": _NETWORK})
-_JOB = _Context(lists={"group": _ListOf("groups", "name", _GROUP)})
+_JOB = _Context(lists={"group": _ListOf("groups", "name", _GROUP), "constraint": _CONSTRAINT})
 
 
 def parse_hcl(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:

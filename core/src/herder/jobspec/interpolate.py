@@ -36,26 +36,17 @@ def _resolve(match: re.Match[str], lookup: Lookup) -> str:
     return match.group(0) if found is None else found
 
 
-def task_lookup(
-    env: Mapping[str, str],
-    attributes: Mapping[str, str],
-    node_name: str,
-    datacenter: str,
-    meta: Mapping[str, str],
-) -> Lookup:
-    """Resolve ``attr.<key>``, ``node.unique.name``, ``node.datacenter``,
-    ``meta.<key>`` and any variable of the task environment (``NOMAD_*``,
-    ``HERDER_*`` and the rest)."""
+def task_lookup(env: Mapping[str, str], node: Lookup, meta: Mapping[str, str]) -> Lookup:
+    """Resolve ``attr.<key>``, ``node.*`` and ``meta.<key>`` by ``node`` (the node's own, as
+    constraints see them), then ``meta.<key>`` by the job's, group's and task's ``meta``, and any
+    variable of the task environment (``NOMAD_*``, ``HERDER_*`` and the rest)."""
 
     def lookup(name: str) -> str | None:
-        if name.startswith("attr."):
-            return attributes.get(name.removeprefix("attr."))
-        if name.startswith("meta."):
-            return meta.get(name.removeprefix("meta."))
-        if name == "node.unique.name":
-            return node_name
-        if name == "node.datacenter":
-            return datacenter
+        if name.startswith(("attr.", "node.", "meta.")):
+            found = node(name)
+            if found is None and name.startswith("meta."):
+                found = meta.get(name.removeprefix("meta."))
+            return found
         return env.get(name)
 
     return lookup

@@ -15,6 +15,7 @@ from typing import Any
 from herder.deadline import TimeLimitExceeded, time_limit
 from herder.errors import JobError
 from herder.jobspec.build import build_job
+from herder.jobspec.constraint_blocks import gather_constraint_blocks
 from herder.jobspec.files import JobFiles
 from herder.jobspec.formats import MAX_JOB_SIZE, format_of, parse_text, read_text
 from herder.jobspec.nomad_json import from_nomad, is_nomad_json
@@ -89,6 +90,7 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None,
     if gateways and not document["job"]["groups"]:
         raise JobError([locator.format(("job", "groups"), "holds only Connect gateway groups, which herder "
                                                           "does not run")])
+    gather_constraint_blocks(document)
     dropped = drop_unimplemented(document)
     problems, coercible = apply_variables(document, variables, files)
     _raise_if(problems, locator)

@@ -26,7 +26,7 @@ _NANOSECONDS = 1e9
 _RENAMED = {
     "TaskGroups": "groups", "Tasks": "tasks", "Services": "services", "Checks": "checks",
     "Artifacts": "artifacts", "Templates": "templates", "RestartPolicy": "restart", "LogConfig": "logs",
-    "Constraints": "constraint", "Affinities": "affinity", "Spreads": "spread", "Volumes": "volume",
+    "Constraints": "constraints", "Affinities": "affinity", "Spreads": "spread", "Volumes": "volume",
     "VolumeMounts": "volume_mount", "Identities": "identity", "Actions": "action", "Secrets": "secret",
     "CSIPluginConfig": "csi_plugin", "ParameterizedJob": "parameterized", "ReschedulePolicy": "reschedule",
     "UI": "ui", "CPU": "cpu", "MemoryMB": "memory", "MemoryMaxMB": "memory_max", "DiskMB": "disk",
@@ -110,6 +110,7 @@ def _network(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 _BACK = {value: key for key, value in _RENAMED.items()}
+_CONSTRAINT_BACK = {"attribute": "LTarget", "value": "RTarget", "operator": "Operand"}
 _BACK |= {"name": "Name", "static": "Value", "to": "To", "label": "Label", "port": "PortLabel", "env": "Env",
           "destination": "DestPath", "source": "SourcePath", "options": "GetterOptions", "mode": "GetterMode"}
 
@@ -147,6 +148,8 @@ def _back(spec: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _back_name(key: str, where: str) -> str:
+    if where == "constraints" and key in _CONSTRAINT_BACK:
+        return _CONSTRAINT_BACK[key]
     if where in ("services", "checks") and key == "task":
         return "TaskName"
     if where == "artifacts" and key in ("source", "destination"):

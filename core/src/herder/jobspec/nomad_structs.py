@@ -58,7 +58,8 @@ class MapOf:
     struct: Struct
 
 
-CONSTRAINT = Struct({"LTarget": "", "RTarget": "", "Operand": ""})
+CONSTRAINT = Struct({"LTarget": "", "RTarget": "", "Operand": ""},
+                    names={"LTarget": "attribute", "RTarget": "value", "Operand": "operator"})
 AFFINITY = Struct({"LTarget": "", "RTarget": "", "Operand": "", "Weight": VALUE})
 SPREAD = Struct({"Attribute": "", "Weight": VALUE, "SpreadTarget": ListOf(Struct({"Value": "", "Percent": 0}))})
 # No health check and no healthy deadline are no valid strategy: Nomad's command line sends them as unset.

@@ -10,7 +10,7 @@ a single host has no such need, and a test or a fast-failing job may want less.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from herder.jobspec.paths import Path
@@ -112,7 +112,10 @@ def _viable_attempts(policy: ReschedulePolicy) -> tuple[int, float]:
     return next((index for index, slot in enumerate(slots) if slot > interval), len(slots)), needed
 
 
-def ephemeral_disk(spec: dict[str, Any]) -> EphemeralDisk:
-    """A group's ``ephemeral_disk`` block (a document that passed the schema)."""
-    return EphemeralDisk(size=int(spec.get("size", 300)), sticky=bool(spec.get("sticky", False)),
+def ephemeral_disk(spec: dict[str, Any], task_disks: Sequence[int] = ()) -> EphemeralDisk:
+    """A group's ``ephemeral_disk`` block (a document that passed the schema). Without a ``size``, the
+    sum of its tasks' ``resources.disk`` where they give one, as Nomad reads job files of before
+    ``ephemeral_disk``; else Nomad's 300 MB."""
+    size = spec.get("size", sum(task_disks) or 300)
+    return EphemeralDisk(size=int(size), sticky=bool(spec.get("sticky", False)),
                          migrate=bool(spec.get("migrate", False)))

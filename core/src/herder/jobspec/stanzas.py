@@ -3,7 +3,8 @@
 Every key Nomad's jobspec knows (its ``api`` structs' ``hcl`` tags) is either
 implemented, in the job schema, or listed here: listed keys are dropped where
 Nomad allows them and named in one warning. The same names anywhere else are
-unknown keys like any other.
+unknown keys like any other. ``affinity`` and ``spread`` are dropped without
+a warning: they choose among nodes, and herder's is the only one.
 
 Values herder reads differently from Nomad are warned about here too: a
 task-level ``network.mode`` other than ``host`` (Nomad's legacy task network,
@@ -40,9 +41,12 @@ class _Block:
     shown: dict[str, str] = field(default_factory=dict)
     blocks: dict[str, _Block] = field(default_factory=dict)
     lists: dict[str, _Block] = field(default_factory=dict)
+    silent: frozenset[str] = frozenset()
+    """Keys dropped without a warning: they mean nothing on one node (``affinity``, ``spread``)."""
 
 
-_AFFINITIES = {"constraint", "affinity", "spread"}
+_PLACEMENT_PREFERENCES = frozenset({"affinity", "spread"})
+"""Preferences among nodes: with one node there is nothing to prefer."""
 _PORT = _Block(frozenset({"host_network", "ignore_collision"}), "port")
 _NETWORK = _Block(
     frozenset({"mbits", "device", "cidr", "ip", "dns", "reserved_ports", "hostname", "cni"}),
@@ -71,11 +75,12 @@ _SERVICE = _Block(
 )
 _TASK = _Block(
     frozenset({
-        *_AFFINITIES, "vault", "consul", "csi_plugin", "scaling", "volume_mount",
+        "vault", "consul", "csi_plugin", "scaling", "volume_mount",
         "identity", "action", "secret", "schedule", "kind",
     }),
+    silent=_PLACEMENT_PREFERENCES,
     blocks={
-        "resources": _Block(frozenset({"cores", "disk", "device", "numa", "secrets", "iops"}), "resources",
+        "resources": _Block(frozenset({"cores", "device", "numa", "secrets", "iops"}), "resources",
                             blocks={"network": _NETWORK}),
         "restart": _Block(frozenset({"render_templates"}), "restart"),
         "logs": _Block(frozenset({"enabled", "disabled"}), "logs"),
@@ -90,20 +95,22 @@ _TASK = _Block(
 )
 _GROUP = _Block(
     frozenset({
-        *_AFFINITIES, "migrate", "vault", "volume", "scaling",
+        "migrate", "vault", "volume", "scaling",
         "disconnect", "max_client_disconnect", "stop_after_client_disconnect", "prevent_reschedule_on_lost",
         "max_run_duration", "consul", "shutdown_delay",
     }),
+    silent=_PLACEMENT_PREFERENCES,
     shown={"shutdown_delay": "group shutdown_delay"},
     blocks={"network": _GROUP_NETWORK, "restart": _Block(frozenset({"render_templates"}), "restart")},
     lists={"tasks": _TASK, "services": _SERVICE},
 )
 _JOB = _Block(
     frozenset({
-        *_AFFINITIES, "migrate", "vault", "vault_token", "vault_namespace",
+        "migrate", "vault", "vault_token", "vault_namespace",
         "consul_token", "consul_namespace", "priority", "all_at_once", "id",
         "namespace", "node_pool", "multiregion", "ui",
     }),
+    silent=_PLACEMENT_PREFERENCES,
     lists={"groups": _GROUP},
 )
 
@@ -120,6 +127,8 @@ def drop_unimplemented(document: Any) -> list[str]:
 def _visit(mapping: Any, block: _Block, dropped: list[str]) -> None:
     if not isinstance(mapping, dict):
         return
+    for key in [key for key in mapping if key in block.silent]:
+        del mapping[key]
     for key in [key for key in mapping if key in block.drop]:
         del mapping[key]
         name = block.shown.get(key) or (f"{block.name}.{key}" if block.name else key)

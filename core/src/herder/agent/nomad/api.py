@@ -38,6 +38,7 @@ from herder.agent.nomad.plan import enforce_index
 from herder.agent.nomad.shapes import NAMESPACE, REGION, NomadError, Shapes, foreign, multierror
 from herder.agent.samesite import Hosts, SameSite
 from herder.app import Agent, Conflict, NotFound
+from herder.client.feasibility import Infeasible
 from herder.client.logtail import LogTail
 from herder.errors import DispatchError, JobError, PlacementError
 from herder.jobspec import evaluate_job_text
@@ -243,16 +244,25 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
 
     def register_job(body: models.JobRegisterRequest) -> Response:
         job = body.Job
-        if body.EnforceIndex:  # nomad job run -check-index
-            # The check and the registration it allows are one step, as in Nomad's state store: checked
-            # apart, two runs with the same index both passed while the first still parsed, and the
-            # second replaced the first's job unseen, which -check-index is there to prevent.
-            with enforced:
-                enforce_index(shapes.job_modify_index(str(job.get("ID") or job.get("Name") or "")),
-                              body.JobModifyIndex)
+        try:
+            if body.EnforceIndex:  # nomad job run -check-index
+                # The check and the registration it allows are one step, as in Nomad's state store: checked
+                # apart, two runs with the same index both passed while the first still parsed, and the
+                # second replaced the first's job unseen, which -check-index is there to prevent.
+                with enforced:
+                    enforce_index(shapes.job_modify_index(str(job.get("ID") or job.get("Name") or "")),
+                                  body.JobModifyIndex)
+                    name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
+            else:
                 name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
-        else:
-            name, allocs, warnings = agent.submit(shapes.given(job), "json", {}, "nomad-api")
+        except Infeasible as exc:
+            # As Nomad's scheduler: an evaluation that placed nothing, saying why, for the command line's
+            # monitor to print (herder keeps no job it cannot place: nothing waits for the node to change).
+            evaluation = ledger.evaluate(exc.job, str(job.get("Type") or "service"), "job-register", [],
+                                         failed=exc.unplaced)
+            return json_answer(models.JobRegisterResponse(EvalID=evaluation.id, EvalCreateIndex=evaluation.create_index,
+                                                          JobModifyIndex=evaluation.create_index,
+                                                          LastIndex=evaluation.create_index), evaluation.create_index)
         evaluation_id, index = "", ledger.index()
         if agent.parent(name) is None:  # Nomad evaluates no periodic or parameterized job until it launches
             evaluation = ledger.evaluate(name, str(job.get("Type") or "service"), "job-register", allocs)

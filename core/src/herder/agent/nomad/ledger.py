@@ -19,12 +19,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from herder.agent.events import EventLog
 from herder.app import Agent, NotFound
 from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment
+from herder.client.feasibility import Unplaced
 
 SECOND = 1_000_000_000
 """Nanoseconds, Nomad's unit of duration."""
@@ -43,6 +44,8 @@ class Evaluation:
     deployment: str = ""
     wait_until: float | None = None
     """A follow-up evaluation's time (epoch seconds): when a failed allocation is replaced."""
+    failed: list[Unplaced] = field(default_factory=list)
+    """The groups the node did not take (Nomad's ``FailedTGAllocs``): then nothing was placed."""
 
 
 class Ledger:
@@ -85,14 +88,16 @@ class Ledger:
 
     # -- evaluations ------------------------------------------------------------
 
-    def evaluate(self, job: str, job_type: str, triggered_by: str, allocs: list[AllocRunner]) -> Evaluation:
-        """Record the (complete) evaluation of a change to ``job`` that made or stopped ``allocs``;
-        a registration names the deployment the client started for it, if one is active."""
+    def evaluate(self, job: str, job_type: str, triggered_by: str, allocs: list[AllocRunner],
+                 failed: list[Unplaced] | None = None) -> Evaluation:
+        """Record the (complete) evaluation of a change to ``job`` that made or stopped ``allocs``, or
+        that placed nothing since the node does not take the ``failed`` groups; a registration names
+        the deployment the client started for it, if one is active."""
         with self._lock:
             index = self._bump()
             evaluation = Evaluation(id=str(uuid.uuid4()), job=job, job_type=job_type, triggered_by=triggered_by,
                                     allocs=[a.alloc.id for a in allocs], create_index=index,
-                                    created=time.time_ns())
+                                    created=time.time_ns(), failed=list(failed or []))
             fresh = [a for a in allocs if a.alloc.id not in self._alloc_evals]
             state = (allocs[0].job_id, triggered_by == "job-deregister") if allocs else None
             if state and triggered_by in ("job-register", "job-deregister") and \

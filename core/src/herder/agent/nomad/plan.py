@@ -17,7 +17,7 @@ from herder import app
 from herder.agent.nomad import models
 from herder.agent.nomad.diff import ADDED, DELETED, EDITED, NONE, job_diff
 from herder.agent.nomad.ledger import SECOND
-from herder.agent.nomad.shapes import NomadError, Shapes
+from herder.agent.nomad.shapes import NomadError, Shapes, allocation_metric
 from herder.app import NotFound
 from herder.client.client import JobSource
 from herder.jobspec import evaluate_job_text
@@ -68,7 +68,7 @@ def plan(agent: app.Agent, shapes: Shapes, name: str, job: dict[str, Any]) -> di
     diff = job_diff(_nomad(shapes, current.document, current.stopped) if current else None,
                     _nomad(shapes, document["job"], False))
     _annotate(diff, updates, kinds)
-    failed = _unplaceable(agent, shapes, new_job.groups, updates)
+    failed = _unplaceable(agent, shapes, new_job, updates)
     zero = dict.fromkeys(("Ignore", "Place", "Migrate", "Stop", "InPlaceUpdate", "DestructiveUpdate", "Canary",
                           "Preemptions"), 0)
     return {"JobModifyIndex": shapes.job_modify_index(name) or 0, "CreatedEvals": None, "Diff": diff,
@@ -167,14 +167,16 @@ def _annotate(diff: dict[str, Any], updates: dict[str, dict[str, int]], kinds: d
                 task["Annotations"] = [_TASK_ANNOTATIONS[kind]]
 
 
-def _unplaceable(agent: app.Agent, shapes: Shapes, groups: Any, updates: dict[str, dict[str, int]]) \
+def _unplaceable(agent: app.Agent, shapes: Shapes, job: Job, updates: dict[str, dict[str, int]]) \
         -> dict[str, models.AllocationMetric]:
     """The groups whose new allocations could not be placed, with why, as Nomad's AllocationMetric:
-    a draining node is eligible for nothing, a driver not healthy filters it out."""
+    a draining node is eligible for nothing, a driver not healthy filters it out, and so do the
+    node's checks of the job (:mod:`herder.client.feasibility`)."""
     healthy = {name for name, info in shapes.drivers().items() if info.Healthy}
     datacenter = agent.config.datacenter
+    node = agent.node()
     failed: dict[str, models.AllocationMetric] = {}
-    for group in groups:
+    for group in job.groups:
         wanted = updates.get(group.name, {})
         if not wanted.get("Place") and not wanted.get("DestructiveUpdate"):
             continue
@@ -184,5 +186,7 @@ def _unplaceable(agent: app.Agent, shapes: Shapes, groups: Any, updates: dict[st
         elif missing:
             failed[group.name] = models.AllocationMetric(NodesFiltered=1, NodesAvailable={datacenter: 1},
                                                          ConstraintFiltered={"missing drivers": 1})
+        elif (unplaced := agent.client.feasibility.group(job, group, node)) is not None:
+            failed[group.name] = allocation_metric(unplaced, datacenter)
     return failed
 

@@ -20,7 +20,8 @@ from herder.agent.nomad.memo import Encoded, Memo
 from herder.app import Agent, NotFound
 from herder.client.alloc_runner import AllocRunner
 from herder.client.deployments import Deployment
-from herder.client.node import node_id
+from herder.client.feasibility import DATACENTER, DIMENSION, Unplaced
+from herder.client.node import NOMAD_VERSION, REGION, node_id
 from herder.errors import JobError
 from herder.jobspec.nomad_json import to_nomad
 from herder.jobspec.nomad_structs import normalized
@@ -28,10 +29,7 @@ from herder.jobspec.task_config import merge_blocks
 from herder.model import Job
 from herder.objects import TaskEvent, TaskStats
 
-REGION = "global"
 NAMESPACE = "default"
-NOMAD_VERSION = "1.1.2"
-"""The version of Nomad whose API the listener speaks, which it answers as its own (herder's is beside it)."""
 
 JOB_DEFAULTS: dict[str, Any] = {"Region": REGION, "Namespace": NAMESPACE, "Priority": 50, "AllAtOnce": False}
 """What a Nomad server fills in a job that leaves it out (:meth:`Shapes.job_document` does too), and
@@ -96,6 +94,20 @@ def kept(signature: Callable[[Shapes, AllocRunner], object]) -> Callable[[AllocS
     return decorate
 
 
+def allocation_metric(unplaced: Unplaced, datacenter: str) -> models.AllocationMetric:
+    """Why the node (in ``datacenter``) did not take a group, as Nomad's ``AllocationMetric``."""
+    refusal = unplaced.refusal
+    coalesced = max(0, unplaced.failed - 1)
+    if refusal.kind == DATACENTER:
+        return models.AllocationMetric(NodesEvaluated=0, NodesAvailable=dict.fromkeys(unplaced.datacenters, 0),
+                                       CoalescedFailures=coalesced)
+    if refusal.kind == DIMENSION:
+        return models.AllocationMetric(NodesAvailable={datacenter: 1}, NodesExhausted=1,
+                                       DimensionExhausted={refusal.reason: 1}, CoalescedFailures=coalesced)
+    return models.AllocationMetric(NodesFiltered=1, NodesAvailable={datacenter: 1},
+                                   ConstraintFiltered={refusal.reason: 1}, CoalescedFailures=coalesced)
+
+
 class Shapes:
     """The agent's state in Nomad's shapes."""
 
@@ -103,6 +115,7 @@ class Shapes:
         self.agent = agent
         self.ledger = ledger
         self.address = address
+        # A stable ID for this node: the same agent on the same data dir is the same node.
         self.node_id = node_id(agent.config.node_name, agent.config.data_dir)
         self.memo = Memo()
 
@@ -124,17 +137,17 @@ class Shapes:
 
     def node(self) -> models.Node:
         drivers = self.drivers()
-        attributes = dict(self.agent.node().attributes)
-        attributes |= {f"driver.{name}": "1" for name, info in drivers.items() if info.Healthy}
-        attributes |= {"nomad.version": NOMAD_VERSION, "herder.version": self.agent.version,
-                       "unique.hostname": self.agent.config.node_name}
+        node = self.agent.node()
+        attributes = {**node.attributes, "herder.version": self.agent.version}
         return models.Node(**self._node_fields(drivers), HTTPAddr=self.address, Resources=self.node_resources(),
+                           Meta=dict(node.meta),
                            DrainStrategy=self.drain_strategy(),
                            TLSEnabled=self.agent.config.tls.cert_file is not None,
                            Attributes=dict(sorted(attributes.items())))
 
     def _node_fields(self, drivers: dict[str, models.DriverInfo] | None = None) -> dict[str, Any]:
         return {"ID": self.node_id, "Name": self.agent.config.node_name,
+                "NodeClass": self.agent.config.client.node_class,
                 "Datacenter": self.agent.config.datacenter, "Address": self.address.rpartition(":")[0],
                 "Version": NOMAD_VERSION, "Drivers": self.drivers() if drivers is None else drivers,
                 "Status": "ready", "Drain": self.agent.drain_pending(),
@@ -377,7 +390,9 @@ class Shapes:
                                  JobModifyIndex=found.create_index, DeploymentID=found.deployment,
                                  CreateIndex=found.create_index, ModifyIndex=found.create_index,
                                  SnapshotIndex=found.create_index, CreateTime=found.created,
-                                 ModifyTime=found.created)
+                                 ModifyTime=found.created,
+                                 FailedTGAllocs={u.group: allocation_metric(u, self.agent.config.datacenter)
+                                                 for u in found.failed} or None)
 
     def deployment(self, found: Deployment) -> models.Deployment:
         groups: dict[str, models.DeploymentState] = {}
