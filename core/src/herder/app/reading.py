@@ -10,6 +10,7 @@ from typing import Any
 from herder.client.client import JobSource
 from herder.errors import JobError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
+from herder.jobspec.volumes import mount_problems
 from herder.jobspec.formats import format_of, read_text, read_var_file
 from herder.model import Job
 from herder.plugins.hooks import Hooks
@@ -74,6 +75,7 @@ def load_submitted(source: JobSource, hooks: Hooks, lines: Mapping[str, int] | N
 def check_task_configs(job: Job, hooks: Hooks) -> None:
     """Every task's driver is there and its config is valid; :class:`JobError` otherwise."""
     errors = validate_task_configs(job, hooks.task_schemas(), hooks.plugins.unavailable())
+    errors += mount_problems(job, lambda driver: hooks.capabilities(driver).volume_mounts)
     if errors:
         raise JobError(errors)
 

@@ -18,6 +18,7 @@ from typing import Any, overload
 from herder.jobspec.cron import CronError, load_zone, parse_cron
 from herder.jobspec.paths import Path
 from herder.jobspec.reschedule import ephemeral_disk, reschedule_policy
+from herder.jobspec.volumes import group_volumes, task_mounts
 from herder.model import (
     PAYLOAD_OPTIONAL,
     Artifact,
@@ -100,6 +101,7 @@ class _GroupContext:
     name: str
     restart: dict[str, Any]
     ports: tuple[PortSpec, ...]
+    volumes: frozenset[str]
 
 
 class _Builder:
@@ -194,7 +196,8 @@ class _Builder:
         ports = self.ports(
             [(port, (*ports_path, index)) for index, port in enumerate(spec.get("network", {}).get("ports", []))]
         )
-        context = _GroupContext(spec["name"], restart, ports)
+        volumes = group_volumes(spec.get("volumes", []), (*path, "volumes"), self.problem)
+        context = _GroupContext(spec["name"], restart, ports, frozenset(volume.name for volume in volumes))
         tasks = [self.task(task, (*path, "tasks", index), context) for index, task in enumerate(spec["tasks"])]
         self.unique([task.name for task in tasks], (*path, "tasks"), "name", "task name")
         leaders = [index for index, task in enumerate(tasks) if task.leader]
@@ -218,6 +221,7 @@ class _Builder:
             reschedule=reschedule_policy(self.spec, spec, path, self.problem),
             ephemeral_disk=ephemeral_disk(spec.get("ephemeral_disk", {})),
             update=self.update(spec.get("update"), (*path, "update"), job_type),
+            volumes=volumes,
         )
 
     def update(self, spec: dict[str, Any] | None, path: Path, job_type: str) -> Update | None:
@@ -320,6 +324,8 @@ class _Builder:
             restart=restart,
             lifecycle=self.lifecycle(spec["lifecycle"]) if "lifecycle" in spec else None,
             dispatch_payload=payload_file,
+            volume_mounts=task_mounts(spec.get("volume_mounts", []), (*path, "volume_mounts"), set(group.volumes),
+                                      self.problem),
         )
 
     @staticmethod

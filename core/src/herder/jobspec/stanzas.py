@@ -65,7 +65,7 @@ _SERVICE = _Block(
 )
 _TASK = _Block(
     frozenset({
-        *_AFFINITIES, "vault", "consul", "csi_plugin", "scaling", "volume_mount",
+        *_AFFINITIES, "vault", "consul", "csi_plugin", "scaling",
         "identity", "action", "secret", "schedule", "kind",
     }),
     blocks={
@@ -80,11 +80,12 @@ _TASK = _Block(
             "change_script", "once", "uid", "gid", "vault_grace", "wait", "error_on_missing_key",
         }), "template"),
         "artifacts": _Block(frozenset({"insecure", "chown"}), "artifact"),
+        "volume_mounts": _Block(frozenset({"selinux_label"}), "volume_mount"),
     },
 )
 _GROUP = _Block(
     frozenset({
-        *_AFFINITIES, "migrate", "vault", "volume", "scaling",
+        *_AFFINITIES, "migrate", "vault", "scaling",
         "disconnect", "max_client_disconnect", "stop_after_client_disconnect", "prevent_reschedule_on_lost",
         "max_run_duration", "consul", "shutdown_delay",
     }),
