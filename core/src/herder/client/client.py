@@ -39,6 +39,7 @@ from herder.client.sessions import SessionLock, is_alive
 from herder.client.task_runner import TaskRunner
 from herder.client.taskdir import make_data_dir, move_alloc_data
 from herder.client.users import denied_users
+from herder.client.volumes import missing_host_volumes
 from herder.context import AllocatedPort, TaskContext
 from herder.errors import HerderError, JobError, PlacementError
 from herder.jobspec import interpolate_task, load_job_text
@@ -121,7 +122,7 @@ class Client:
             # Now, not on the first supervised process: a session whose tasks are all
             # containers must still have its on_lost run if this process dies.
             self.supervisor.connect()
-        self.placement = Placement(self.data_dir, self.ports, self.supervisor)
+        self.placement = Placement(self.data_dir, self.ports, self.supervisor, config.client.host_volumes)
         self.fingerprints = Fingerprints(hooks, fingerprint_interval)
         self.deferred = DeferredCleanups(self.store, hooks, self._rebuild_task)
         """The cleanup steps to finish later, of this herder's tasks and of earlier ones' on the data dir."""
@@ -165,6 +166,9 @@ class Client:
         denied = denied_users(job, self.config.client)
         if denied:
             raise PlacementError("; ".join(denied))
+        missing = missing_host_volumes(job, self.config.client.host_volumes)
+        if missing:
+            raise PlacementError("; ".join(missing))
 
     # -- allocations -------------------------------------------------------
 

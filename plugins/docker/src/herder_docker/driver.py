@@ -18,6 +18,7 @@ from herder import (
     CleanupLater,
     DriverError,
     DriverNetwork,
+    DriverCapabilities,
     ExecResult,
     ExecSession,
     Fingerprint,
@@ -31,6 +32,7 @@ from herder.sdk import resolve_in_task_dir, set_task_dirs, set_var
 from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, image_ref
 from herder_docker.handle import LOG_DRIVER, ContainerOutput, DockerHandle
 from herder_docker.images import Images, auth_refused
+from herder_docker.mounts import host_volume_mounts
 from herder_docker.session import DockerExecSession
 
 FINGERPRINT_TIMEOUT = 3.0
@@ -107,6 +109,10 @@ class DockerDriver:
     @hookimpl
     def herder_driver_task_schema(self) -> dict[str, Any]:
         return TASK_SCHEMA
+
+    @hookimpl
+    def herder_driver_capabilities(self) -> DriverCapabilities:
+        return DriverCapabilities(volume_mounts=True)
 
     # -- task start ----------------------------------------------------------
 
@@ -293,8 +299,8 @@ class DockerDriver:
     def _nomad_options(self, config: TaskConfig, ctx: TaskContext) -> dict[str, Any]:
         """Container options from Nomad 1.x's keys (``mount``, ``cap_add``, ``ulimit``, ...)."""
         options: dict[str, Any] = {}
-        if config.mount:
-            options["mounts"] = [self._mount(mount, ctx) for mount in config.mount]
+        if config.mount or ctx.mounts:
+            options["mounts"] = [*host_volume_mounts(ctx.mounts), *(self._mount(mount, ctx) for mount in config.mount)]
         # Docker's default capabilities less those allow_caps leaves out (net_raw by default), as Nomad's;
         # prestart refused a cap_add allow_caps does not allow.
         add, drop = self.config.capabilities(config.cap_add, config.cap_drop)

@@ -17,7 +17,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from herder import DriverError, ExecResult, ExecSession, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
+from herder import (
+    DriverCapabilities,
+    DriverError,
+    ExecResult,
+    ExecSession,
+    Fingerprint,
+    Task,
+    TaskContext,
+    TaskHandle,
+    hookimpl,
+)
 from herder_exec.config import TASK_SCHEMA, TaskConfig
 from herder_exec.isolation import Isolation
 
@@ -35,6 +45,10 @@ class ExecDriver:
     @hookimpl
     def herder_driver_task_schema(self) -> dict[str, Any]:
         return TASK_SCHEMA
+
+    @hookimpl
+    def herder_driver_capabilities(self) -> DriverCapabilities:
+        return DriverCapabilities(volume_mounts=True)
 
     @hookimpl
     def herder_task_prestart(self, task: Task, ctx: TaskContext) -> None:

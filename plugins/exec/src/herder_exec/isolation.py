@@ -44,6 +44,7 @@ from herder.sdk import ExecProcess, SupervisedProcess, give_tree, kill_session, 
 from herder_exec import bundle, cgroups
 from herder_exec.config import PluginConfig
 from herder_exec.handle import ExecHandle
+from herder_exec.mounts import host_volume_mounts
 from herder_exec.runc import Runc, RuncError, exec_argv
 from herder_exec.session import RuncExecSession
 
@@ -249,7 +250,8 @@ class Isolation:
                 task_dirs={target: getattr(ctx.task_dir, field) for target, field in TASK_DIRS.items()},
                 cgroups_path=cgroup.runc_path, cpu_shares=task.resources.cpu,
                 pids_limit=self.config.default_pids_limit, read_only=read_only, cwd=cwd,
-                capabilities=capabilities, host_namespaces=host_namespaces))
+                capabilities=capabilities, host_namespaces=host_namespaces,
+                volumes=host_volume_mounts(ctx.mounts)))
             cgroup.create(task.resources.memory)
         except OSError as exc:
             raise DriverError(f"cannot prepare the container: {exc}") from exc

@@ -22,7 +22,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from herder import DriverError, ExecResult, ExecSession, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
+from herder import (
+    DriverCapabilities,
+    DriverError,
+    ExecResult,
+    ExecSession,
+    Fingerprint,
+    Task,
+    TaskContext,
+    TaskHandle,
+    hookimpl,
+)
 from herder.sdk import HostCommands, SupervisedProcess, resolve_in_task_dir
 from herder_java.config import TASK_SCHEMA, PluginConfig, TaskConfig, java_home
 from herder_java.handle import DESCRIPTIONS, JavaHandle, Mode
@@ -133,6 +143,15 @@ class JavaDriver:
     def herder_driver_task_schema(self) -> dict[str, Any]:
         return TASK_SCHEMA
 
+    @hookimpl
+    def herder_driver_capabilities(self) -> DriverCapabilities:
+        """An isolated JVM mounts host volumes in its container; a plain one cannot."""
+        try:
+            mode, _ = self._mode()
+        except DriverError:
+            mode = "none"
+        return DriverCapabilities(volume_mounts=mode == "exec")
+
     # -- task start ----------------------------------------------------------------------------
 
     @hookimpl
@@ -166,6 +185,8 @@ class JavaDriver:
             handle: TaskHandle = isolation.start(task, ctx, argv, read_only=[java_home(binary)], cwd=cwd,
                                                  default_signal=DEFAULT_SIGNAL)
         else:
+            if ctx.mounts:
+                raise DriverError("volume_mount needs an isolated JVM (herder-exec), and this one is not isolated")
             argv = self._argv(binary, config, task, ctx, str, None)
             tmp = [] if config.sets("-Djava.io.tmpdir=") else [f"-Djava.io.tmpdir={ctx.task_dir.tmp_dir}"]
             work_dir = self._path(ctx, "work_dir", config.work_dir, str, None) if config.work_dir else None
