@@ -133,7 +133,9 @@ class Shapes:
         return models.Node(**self._node_fields(drivers), HTTPAddr=self.address, Resources=self.node_resources(),
                            DrainStrategy=self.drain_strategy(),
                            TLSEnabled=self.agent.config.tls.cert_file is not None,
-                           Attributes=dict(sorted(attributes.items())))
+                           Attributes=dict(sorted(attributes.items())),
+                           HostVolumes={name: {"Name": name, "Path": str(volume.path), "ReadOnly": volume.read_only}
+                                        for name, volume in sorted(self.agent.config.client.host_volumes.items())})
 
     def _node_fields(self, drivers: dict[str, models.DriverInfo] | None = None) -> dict[str, Any]:
         return {"ID": self.node_id, "Name": self.agent.config.node_name,
