@@ -51,6 +51,7 @@ from herder.testing.harness import (
     load_hooks,
 )
 from herder.testing.plugin import HarnessFactory
+from herder.testing.volumes import VolumeMountContract
 
 READY_FILE = "READY_FILE"
 SIGNAL_FILE = "SIGNAL_FILE"
@@ -97,7 +98,7 @@ TaskConfig = dict[str, Any]
 """A task's ``config``, as a job file gives it to the driver."""
 
 
-class DriverContract:
+class DriverContract(VolumeMountContract):
     """The contract's tests, for a driver named by a subclass.
 
     A subclass sets :attr:`driver` (the entry-point name) and, where needed,
@@ -130,7 +131,7 @@ class DriverContract:
     ``/bin/sh -c SCRIPT`` in a task of :meth:`runs_until_killed`.
     """
 
-    driver: ClassVar[str] = ""
+    driver: ClassVar[str] = ""  # type: ignore[misc]
     """The driver's entry-point name (``herder.drivers`` group)."""
     plugin_config: ClassVar[Mapping[str, Any]] = {}
     """The driver's ``[plugin.NAME]`` table."""
