@@ -42,3 +42,18 @@ def test_a_read_only_volume_refuses_writes(jobs: DockerJobs, tmp_path: Path) -> 
     run = jobs.run(with_volume(docker_job(job_name("ro"), sh(script), type="batch"), read_only=True), client=client)
     assert run.status == "complete", [(e.type, e.message) for e in events_of(run, "Terminated")]
     assert not (volume / "planted").exists()
+
+
+def test_nomads_mounts_list_binds_only_where_volumes_are_enabled(jobs: DockerJobs) -> None:
+    """``mounts = [{ ... }]``, Nomad's older spelling of ``mount``, behind the same gate as ``volumes``."""
+    mounts = [{"type": "bind", "source": "local", "target": "/opt/app", "readonly": True}]
+    config = sh("if echo x > /opt/app/refused; then exit 3; fi; test -d /opt/app",
+                mounts=mounts)
+    refused = jobs.run(docker_job(job_name("mounts"), config, type="batch"))
+    [failure] = events_of(refused, "Driver Failure")
+    assert "volumes_enabled" in failure.message and "mounts" in failure.message
+    allowed = jobs.run(docker_job(job_name("mounts"), config, type="batch"),
+                       plugin={"docker": {"volumes_enabled": True}})
+    assert allowed.status == "complete", [(e.type, e.message) for e in events_of(allowed, "Terminated")]
+    local = allowed.runner.allocs[0].tasks[0].ctx.task_dir.local_dir
+    assert not (local / "refused").exists()

@@ -169,8 +169,11 @@ class DockerDriver:
             raise DriverError(str(exc)) from None
         if config.sysctl and not self.config.allow_sysctl:
             raise DriverError("sysctl is not allowed: set [plugin.docker] allow_sysctl = true")
+        # Also a bind inside the task directory, which Nomad lets through: a task may swap the path for a
+        # link between the check and Docker's bind, which follows it.
         if any(mount.get("type", "volume") != "tmpfs" for mount in config.mount) and not self.config.volumes_enabled:
-            raise DriverError("bind and volume mounts are not allowed: set [plugin.docker] volumes_enabled = true")
+            raise DriverError("bind and volume mounts (mount, mounts) are not allowed: "
+                              "set [plugin.docker] volumes_enabled = true")
         if config.ignored:
             ctx.emit_event("Driver", f"ignoring config keys herder's docker driver does not implement: "
                                      f"{', '.join(config.ignored)}", ignored=list(config.ignored))
