@@ -10,8 +10,8 @@ from typing import Any
 from herder.client.client import JobSource
 from herder.errors import JobError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
-from herder.jobspec.volumes import mount_problems
 from herder.jobspec.formats import format_of, read_text, read_var_file
+from herder.jobspec.volumes import mount_problems
 from herder.model import Job
 from herder.plugins.hooks import Hooks
 from herder.state import JobRecord

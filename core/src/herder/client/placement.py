@@ -21,7 +21,6 @@ from herder.client.env import task_environment
 from herder.client.logs import TaskLogs
 from herder.client.node import Node
 from herder.client.ports import PortAllocator
-from herder.client.volumes import task_mounts
 from herder.client.taskdir import (
     alloc_dir_path,
     build_alloc_dir,
@@ -29,6 +28,7 @@ from herder.client.taskdir import (
     task_dir_paths,
     task_owner,
 )
+from herder.client.volumes import task_mounts
 from herder.context import AllocatedPort, CreatedResources, HostMount, TaskContext
 from herder.jobspec import task_lookup
 from herder.model import Group, Job, Task

@@ -16,9 +16,9 @@ import requests
 
 from herder import (
     CleanupLater,
+    DriverCapabilities,
     DriverError,
     DriverNetwork,
-    DriverCapabilities,
     ExecResult,
     ExecSession,
     Fingerprint,
