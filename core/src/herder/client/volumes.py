@@ -32,7 +32,7 @@ def missing_host_volumes(job: Job, volumes: Mapping[str, HostVolumeConfig]) -> l
     problems: list[str] = []
     for group in job.groups:
         for request in group.volumes:
-            for source in sorted({request.source_for(index) for index in range(max(group.count, 1))}):
+            for source in sorted({request.source_for(index) for index in range(group.count)}):
                 host = volumes.get(source)
                 asked = f"group {group.name!r} volume {request.name!r}: host volume {source!r}"
                 if host is None:
