@@ -90,3 +90,17 @@ def test_a_block_device_host_volume_is_refused() -> None:
 def test_selinux_label_is_warned_about_as_not_implemented() -> None:
     job = load(task_hcl(MOUNT.replace("propagation_mode", 'selinux_label = "z"\n        propagation_mode'), VOLUME))
     assert job.warnings == ["ignoring stanzas herder does not implement: volume_mount.selinux_label"]
+
+
+def test_nomads_json_with_its_unset_fields_is_read_as_the_hcl() -> None:
+    """As ``nomad job run`` sends it: every field, unset ones at their zero value."""
+    group = {"Name": "app", "Volumes": {"data": {
+        "Name": "data", "Type": "host", "Source": "pgdata", "ReadOnly": False, "AccessMode": "", "AttachmentMode": "",
+        "MountOptions": None, "PerAlloc": False, "Sticky": False}},
+        "Tasks": [{"Name": "server", "Driver": "raw_exec", "Config": {"command": "/bin/true"}, "VolumeMounts": [
+            {"Volume": "data", "Destination": "/var/lib/db", "ReadOnly": False, "PropagationMode": "host-to-task",
+             "SELinuxLabel": ""}]}]}
+    job = load(json.dumps({"Job": {"ID": "web", "TaskGroups": [group]}}), "json")
+    assert job.groups[0].volumes == load(task_hcl(MOUNT, VOLUME)).groups[0].volumes
+    assert job.groups[0].tasks[0].volume_mounts == load(task_hcl(MOUNT, VOLUME)).groups[0].tasks[0].volume_mounts
+    assert job.warnings == []

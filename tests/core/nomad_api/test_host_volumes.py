@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import wait_for
+
 from .conftest import NomadAgent, require_nomad
 
 
@@ -42,3 +44,35 @@ def test_node_status_verbose_lists_the_host_volumes(agent: NomadAgent, tmp_path:
     rows = [line.split() for line in section.strip().splitlines()[1:3]]
     assert rows == [["certs", "true", str(tmp_path / "certs")], ["pgdata", "false", str(tmp_path / "pg")]], \
         shown.stdout
+
+
+JOB = """
+job "%(name)s" {
+  type = "batch"
+  group "g" {
+    volume "data" {
+      type   = "host"
+      source = "%(source)s"
+    }
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}
+"""
+
+
+def test_nomad_job_run_places_only_where_the_volume_is(agent: NomadAgent, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.nomad"
+    missing.write_text(JOB % {"name": "wants-nope", "source": "nope"})
+    refused = agent.nomad("job", "run", "-detach", str(missing))
+    assert refused.returncode != 0
+    assert "host volume 'nope' is not on this node (its host volumes: certs, pgdata)" in refused.stdout + refused.stderr
+    placed = tmp_path / "placed.nomad"
+    placed.write_text(JOB % {"name": "wants-pgdata", "source": "pgdata"})
+    run = agent.nomad("job", "run", "-detach", str(placed))
+    assert run.returncode == 0, run.stdout + run.stderr
+    wait_for(lambda: agent.get("/v1/job/wants-pgdata/allocations"), what="the allocation of wants-pgdata")
