@@ -86,7 +86,7 @@ class HostVolumeConfig:
     """``[client.host_volume.NAME]``, as Nomad's ``client { host_volume "NAME" { ... } }``: a
     directory (or file) of the host that jobs may mount by ``NAME``. The path is the operator's: a
     link in it is followed. ``create``: herder makes a missing directory (0755, root's) when an
-    allocation that uses it is placed; without it a missing path fails the placement."""
+    allocation that mounts it is placed; without it a missing path fails the placement."""
 
     path: Path
     read_only: bool = False
