@@ -108,7 +108,7 @@ def test_a_mount_is_read_only_if_any_of_the_three_says_so(tmp_path: Path, host: 
     block = f'volume_mount {{\n volume = "data"\n destination = "/data"\n read_only = {str(mount).lower()}\n }}'
     loaded = load(job(group_read_only=group, mount=block))
     [hosted] = task_mounts(loaded.groups[0], loaded.groups[0].tasks[0], 0,
-                           {"pgdata": HostVolumeConfig(tmp_path, read_only=host)}, make=True)
+                           {"pgdata": HostVolumeConfig(tmp_path, read_only=host)})
     assert hosted == HostMount(source=tmp_path, destination="/data", read_only=read_only)
 
 

@@ -134,7 +134,7 @@ class Placement:
                created: Mapping[str, Sequence[tuple[str, str]]], *, make_dirs: bool = True,
                mount: bool = False) -> PlacedAlloc:
         """``mount``: the tasks are to run, with their host volumes prepared (else they mount none)."""
-        mounts = {task.name: task_mounts(group, task, index, self.host_volumes, make=True) if mount else []
+        mounts = {task.name: task_mounts(group, task, index, self.host_volumes) if mount else []
                   for task in group.tasks}
         alloc_dir = build_alloc_dir(self.data_dir, alloc_id) if make_dirs else alloc_dir_path(self.data_dir, alloc_id)
         alloc = Alloc(id=alloc_id, name=f"{job.name}.{group.name}[{index}]", index=index, job_name=job.name,

@@ -63,11 +63,9 @@ def prepare(host: HostVolumeConfig, name: str) -> Path:
     return Path(os.path.realpath(host.path))
 
 
-def task_mounts(group: Group, task: Task, index: int, volumes: Mapping[str, HostVolumeConfig],
-                make: bool) -> list[HostMount]:
-    """What ``task`` of the allocation ``index`` of ``group`` mounts: read-only if the host volume,
-    the group's volume or the mount says so. ``make``: prepare the paths (:func:`prepare`); else
-    they are only resolved, for an allocation placed before.
+def task_mounts(group: Group, task: Task, index: int, volumes: Mapping[str, HostVolumeConfig]) -> list[HostMount]:
+    """What ``task`` of the allocation ``index`` of ``group`` mounts, each path prepared (:func:`prepare`):
+    read-only if the host volume, the group's volume or the mount says so.
 
     :raises PlacementError: a volume is not on this node, or its path cannot be had.
     """
@@ -79,8 +77,7 @@ def task_mounts(group: Group, task: Task, index: int, volumes: Mapping[str, Host
         host = volumes.get(source)
         if host is None:
             raise PlacementError(f"{FILTER}: host volume {source!r} is not on this node")
-        path = prepare(host, source) if make else Path(os.path.realpath(host.path))
-        mounts.append(HostMount(source=path, destination=mount.destination,
+        mounts.append(HostMount(source=prepare(host, source), destination=mount.destination,
                                 read_only=host.read_only or request.read_only or mount.read_only,
                                 propagation=mount.propagation_mode))
     return mounts
