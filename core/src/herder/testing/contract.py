@@ -131,7 +131,7 @@ class DriverContract(VolumeMountContract):
     ``/bin/sh -c SCRIPT`` in a task of :meth:`runs_until_killed`.
     """
 
-    driver: ClassVar[str] = ""  # type: ignore[misc]
+    driver: ClassVar[str] = ""
     """The driver's entry-point name (``herder.drivers`` group)."""
     plugin_config: ClassVar[Mapping[str, Any]] = {}
     """The driver's ``[plugin.NAME]`` table."""

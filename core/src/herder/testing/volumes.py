@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from herder.context import HostMount
 from herder.testing.harness import DriverHarness
 
+EXIT_TIMEOUT = 60.0
+"""How long the task has to write, read and exit (a container's start included)."""
 RW_DESTINATION = "/herder-kit/rw"
 RO_DESTINATION = "/herder-kit/ro"
 WRITES_THROUGH_MOUNTS = (
@@ -30,9 +33,13 @@ read-only one takes a write (0 when all is as it should be)."""
 
 
 class VolumeMountContract:
-    """The host volume test; its host class provides ``driver``, ``shell`` and the kit's helpers."""
+    """The host volume test; :class:`herder.testing.DriverContract` provides ``driver`` and ``shell``."""
 
-    driver: str
+    driver: ClassVar[str] = ""
+
+    def shell(self, script: str) -> Mapping[str, Any] | None:
+        """A task running the POSIX ``sh`` script (see :meth:`herder.testing.DriverContract.shell`)."""
+        return None
 
     def test_volume_mounts_are_mounted_and_read_only_refuses_writes(self, harness: DriverHarness,
                                                                     tmp_path: Path) -> None:
@@ -50,14 +57,15 @@ class VolumeMountContract:
                                HostMount(source=read_only, destination=RO_DESTINATION, read_only=True)])
         run.prestart()
         run.start()
-        result = self._wait_exit(run)  # type: ignore[attr-defined]
+        result = run.wait(EXIT_TIMEOUT)
+        assert result is not None, f"the task did not exit within {EXIT_TIMEOUT:g}s"
         assert (writable / "written").is_file(), f"nothing written through the mount at {RW_DESTINATION}: {result}"
         assert (writable / "written").read_text() == token
         assert not (read_only / "refused").exists(), f"a read-only mount took a write ({RO_DESTINATION})"
         assert result.exit_code == 0, f"the task could not read {RO_DESTINATION}/given or wrote there: {result}"
 
-    def _volume_config(self, script: str) -> Any:
-        config = self.shell(script)  # type: ignore[attr-defined]
+    def _volume_config(self, script: str) -> Mapping[str, Any]:
+        config = self.shell(script)
         if config is None:
             pytest.skip(f"{type(self).__name__}.shell() gives no task: the host volume test needs a shell")
         return config
