@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from herder.jobspec.load import evaluate_job_text
 from herder.jobspec.nomad_json import to_nomad
+from herder.jobspec.update_kind import UpdateKind, group_update
 from herder.model import VolumeMount, VolumeRequest
 
 from .helpers import load, problems, task_hcl
@@ -104,3 +107,13 @@ def test_nomads_json_with_its_unset_fields_is_read_as_the_hcl() -> None:
     assert job.groups[0].volumes == load(task_hcl(MOUNT, VOLUME)).groups[0].volumes
     assert job.groups[0].tasks[0].volume_mounts == load(task_hcl(MOUNT, VOLUME)).groups[0].tasks[0].volume_mounts
     assert job.warnings == []
+
+
+@pytest.mark.parametrize("changed", [VOLUME.replace("pgdata", "other"), VOLUME.replace("false", "true")])
+def test_a_changed_volume_replaces_the_allocations(changed: str) -> None:
+    """As Nomad's tasksUpdated: the tasks restart for another volume or mount."""
+    assert group_update(load(task_hcl(MOUNT, VOLUME)), load(task_hcl(MOUNT, changed)), "app") == \
+        UpdateKind.DESTRUCTIVE
+    other_mount = MOUNT.replace("/var/lib/db", "/data")
+    assert group_update(load(task_hcl(MOUNT, VOLUME)), load(task_hcl(other_mount, VOLUME)), "app") == \
+        UpdateKind.DESTRUCTIVE

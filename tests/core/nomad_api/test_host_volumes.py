@@ -76,3 +76,7 @@ def test_nomad_job_run_places_only_where_the_volume_is(agent: NomadAgent, tmp_pa
     run = agent.nomad("job", "run", "-detach", str(placed))
     assert run.returncode == 0, run.stdout + run.stderr
     wait_for(lambda: agent.get("/v1/job/wants-pgdata/allocations"), what="the allocation of wants-pgdata")
+    placed.write_text(JOB % {"name": "wants-pgdata", "source": "certs"})  # read-only here, and asked read-write
+    plan = agent.nomad("job", "plan", "-verbose", str(placed))
+    assert 'Source: "pgdata" => "certs"' in plan.stdout, plan.stdout + plan.stderr
+    assert 'Constraint "missing compatible host volumes": 1 nodes excluded by filter' in plan.stdout, plan.stdout

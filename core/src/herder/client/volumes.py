@@ -23,26 +23,30 @@ FILTER = "missing compatible host volumes"
 
 
 def missing_host_volumes(job: Job, volumes: Mapping[str, HostVolumeConfig]) -> list[str]:
-    """Why this node cannot hold the host volumes ``job`` asks for, one line per volume; empty if it can.
+    """Why this node cannot hold the host volumes ``job`` asks for, one line per volume; empty if it can."""
+    return [problem for group in job.groups for problem in group_volume_problems(group, volumes)]
+
+
+def group_volume_problems(group: Group, volumes: Mapping[str, HostVolumeConfig]) -> list[str]:
+    """Why this node cannot hold the host volumes ``group`` asks for, one line per volume.
 
     As Nomad's ``HostVolumeChecker``: the volume must be declared, and a volume the group may write
     must not be read-only here; herder also wants its path to exist (or ``create`` set).
     """
     declared = ", ".join(sorted(volumes)) or "none"
     problems: list[str] = []
-    for group in job.groups:
-        for request in group.volumes:
-            for source in sorted({request.source_for(index) for index in range(group.count)}):
-                host = volumes.get(source)
-                asked = f"group {group.name!r} volume {request.name!r}: host volume {source!r}"
-                if host is None:
-                    problems.append(f"{FILTER}: {asked} is not on this node (its host volumes: {declared})")
-                elif host.read_only and not request.read_only:
-                    problems.append(f"{FILTER}: {asked} is read-only on this node, and the volume is not "
-                                    "read_only = true")
-                elif not host.create and not os.path.lexists(host.path):
-                    problems.append(f"{FILTER}: {asked} has no {host.path} (set create = true in "
-                                    f"[client.host_volume.{source}] to have herder make it)")
+    for request in group.volumes:
+        for source in sorted({request.source_for(index) for index in range(group.count)}):
+            host = volumes.get(source)
+            asked = f"group {group.name!r} volume {request.name!r}: host volume {source!r}"
+            if host is None:
+                problems.append(f"{FILTER}: {asked} is not on this node (its host volumes: {declared})")
+            elif host.read_only and not request.read_only:
+                problems.append(f"{FILTER}: {asked} is read-only on this node, and the volume is not "
+                                "read_only = true")
+            elif not host.create and not os.path.lexists(host.path):
+                problems.append(f"{FILTER}: {asked} has no {host.path} (set create = true in "
+                                f"[client.host_volume.{source}] to have herder make it)")
     return problems
 
 

@@ -20,6 +20,8 @@ from herder.agent.nomad.ledger import SECOND
 from herder.agent.nomad.shapes import NomadError, Shapes
 from herder.app import NotFound
 from herder.client.client import JobSource
+from herder.client.volumes import FILTER as VOLUMES_FILTER
+from herder.client.volumes import group_volume_problems
 from herder.jobspec import evaluate_job_text
 from herder.jobspec.dispatch import next_launch_time
 from herder.jobspec.nomad_json import to_nomad
@@ -170,7 +172,7 @@ def _annotate(diff: dict[str, Any], updates: dict[str, dict[str, int]], kinds: d
 def _unplaceable(agent: app.Agent, shapes: Shapes, groups: Any, updates: dict[str, dict[str, int]]) \
         -> dict[str, models.AllocationMetric]:
     """The groups whose new allocations could not be placed, with why, as Nomad's AllocationMetric:
-    a draining node is eligible for nothing, a driver not healthy filters it out."""
+    a draining node is eligible for nothing, a driver not healthy or a host volume it lacks filters it out."""
     healthy = {name for name, info in shapes.drivers().items() if info.Healthy}
     datacenter = agent.config.datacenter
     failed: dict[str, models.AllocationMetric] = {}
@@ -184,5 +186,8 @@ def _unplaceable(agent: app.Agent, shapes: Shapes, groups: Any, updates: dict[st
         elif missing:
             failed[group.name] = models.AllocationMetric(NodesFiltered=1, NodesAvailable={datacenter: 1},
                                                          ConstraintFiltered={"missing drivers": 1})
+        elif group_volume_problems(group, agent.config.client.host_volumes):
+            failed[group.name] = models.AllocationMetric(NodesFiltered=1, NodesAvailable={datacenter: 1},
+                                                         ConstraintFiltered={VOLUMES_FILTER: 1})
     return failed
 
