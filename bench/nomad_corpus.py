@@ -28,6 +28,7 @@ SUFFIXES = (".hcl", ".nomad", ".json")
 WHY = {
     "overlapping-ports.nomad.hcl": "by design: Nomad 0.6's fixture of port labels differing only in case, "
                                    "which Nomad refuses too",
+    "csi-volume.nomad.hcl": "herder has no CSI (host volumes only): the csi volume is refused, naming it",
 }
 """Why a file of the corpus fails, where it is meant to or herder lacks the feature."""
 

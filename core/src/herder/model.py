@@ -222,6 +222,38 @@ class Update:
     stagger: float = 30.0
 
 
+@dataclass(frozen=True)
+class VolumeRequest:
+    """A group's ``volume "NAME"`` block: a host volume of the node (``source``, as the client
+    configuration names it) that the group's tasks may mount. With ``per_alloc`` each allocation
+    gets its own: ``source[INDEX]``, as in Nomad."""
+
+    name: str
+    source: str
+    type: str = "host"
+    read_only: bool = False
+    access_mode: str = ""
+    attachment_mode: str = ""
+    per_alloc: bool = False
+
+    def source_for(self, index: int) -> str:
+        """The host volume the allocation of ``index`` mounts."""
+        return f"{self.source}[{index}]" if self.per_alloc else self.source
+
+
+PROPAGATION_MODES = ("private", "host-to-task", "bidirectional")
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """A task's ``volume_mount`` block: the group volume ``volume`` at ``destination`` (absolute)."""
+
+    volume: str
+    destination: str
+    read_only: bool = False
+    propagation_mode: str = "private"  # one of PROPAGATION_MODES
+
+
 PRESTART, POSTSTART, POSTSTOP = "prestart", "poststart", "poststop"
 
 
@@ -263,6 +295,7 @@ class Task:
     dispatch_payload: str = ""
     """Where (under ``local/``) the payload of a dispatched job is written; "" for nowhere."""
     constraints: tuple[Constraint, ...] = ()
+    volume_mounts: tuple[VolumeMount, ...] = ()
 
     @property
     def is_main(self) -> bool:
@@ -291,6 +324,7 @@ class Group:
     """How a new version replaces the group's allocations; None for a job type that has no
     deployments (batch, sysbatch, system): they are replaced all at once."""
     constraints: tuple[Constraint, ...] = ()
+    volumes: tuple[VolumeRequest, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def job(body: str, job_level: str = "") -> Job:
 
 
 def unplaced(job: Job, tmp_path: Path, node: Node = NODE) -> list[Unplaced]:
-    return Feasibility(default_checkers(tmp_path, healthy)).unplaced(job, node)
+    return Feasibility(default_checkers(tmp_path, healthy, {})).unplaced(job, node)
 
 
 @pytest.mark.parametrize(("pattern", "text", "expected"), [
@@ -67,7 +67,7 @@ def test_the_first_constraint_the_node_fails_names_itself(tmp_path: Path) -> Non
     assert refused.describe() == ('Task Group "g" (failed to place 1 allocation): '
                                   'Constraint "${attr.kernel.name} = windows" filtered 1 node')
     with pytest.raises(Infeasible) as raised:
-        Feasibility(default_checkers(tmp_path, healthy)).require(windows, NODE)
+        Feasibility(default_checkers(tmp_path, healthy, {})).require(windows, NODE)
     assert 'Constraint "${attr.kernel.name} = windows" filtered 1 node' in str(raised.value)
 
 
@@ -128,7 +128,7 @@ def test_disk_beyond_the_data_dirs_free_space_is_exhausted(tmp_path: Path) -> No
 
 def test_a_data_dir_not_made_yet_is_measured_where_it_will_be(tmp_path: Path) -> None:
     assert unplaced(job("    ephemeral_disk {\n      size = 10\n    }"), tmp_path, NODE) == []
-    later = Feasibility(default_checkers(tmp_path / "not" / "yet", healthy))
+    later = Feasibility(default_checkers(tmp_path / "not" / "yet", healthy, {}))
     assert later.unplaced(job(""), NODE) == []
 
 

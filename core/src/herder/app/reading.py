@@ -15,6 +15,7 @@ from herder.errors import JobError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
 from herder.jobspec.formats import format_of, read_text, read_var_file
 from herder.jobspec.task_config import network_problems
+from herder.jobspec.volumes import mount_problems
 from herder.model import Job
 from herder.plugins.hooks import Hooks
 from herder.state import JobRecord
@@ -79,6 +80,7 @@ def check_task_configs(job: Job, hooks: Hooks) -> None:
     """Every task's driver is there, its config is valid and it can run the task in its group's
     network; :class:`JobError` otherwise."""
     errors = validate_task_configs(job, hooks.task_schemas(), hooks.plugins.unavailable())
+    errors += mount_problems(job, lambda driver: hooks.capabilities(driver).volume_mounts)
     if not errors:
         errors = network_problems(job, lambda driver: hooks.capabilities(driver).network_isolation)
     if errors:
@@ -101,5 +103,6 @@ def unplaced(config: Config, hooks: Hooks, job: Job) -> list[Unplaced]:
     --node``): the checks of placement, with the drivers fingerprinted now."""
     fingerprints = {driver: hooks.fingerprint(driver) for driver in hooks.drivers}
     feasibility = Feasibility(default_checkers(config.data_dir,
-                                               lambda driver: fingerprints.get(driver) or hooks.fingerprint(driver)))
+                                               lambda driver: fingerprints.get(driver) or hooks.fingerprint(driver),
+                                               config.client.host_volumes))
     return feasibility.unplaced(job, node_of(config, fingerprints))

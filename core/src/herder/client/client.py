@@ -123,11 +123,12 @@ class Client:
             # Now, not on the first supervised process: a session whose tasks are all
             # containers must still have its on_lost run if this process dies.
             self.supervisor.connect()
-        self.placement = Placement(self.data_dir, self.ports, self.supervisor)
+        self.placement = Placement(self.data_dir, self.ports, self.supervisor, config.client.host_volumes)
         self.networks = AllocNetworks(config.client, self.store, hooks)
         """The allocations' network namespaces (group ``network { mode = "bridge" }``)."""
         self.fingerprints = Fingerprints(hooks, fingerprint_interval)
-        self.feasibility = Feasibility(default_checkers(self.data_dir, self.fingerprints.get))
+        self.feasibility = Feasibility(default_checkers(self.data_dir, self.fingerprints.get,
+                                                          config.client.host_volumes))
         """What the node checks of a job before placing it, besides its drivers and users."""
         self.deferred = DeferredCleanups(self.store, hooks, self._rebuild_task)
         """The cleanup steps to finish later, of this herder's tasks and of earlier ones' on the data dir."""

@@ -88,6 +88,18 @@ def parse_bind(bind: str) -> tuple[str, int]:
 
 
 @dataclass(frozen=True)
+class HostVolumeConfig:
+    """``[client.host_volume.NAME]``, as Nomad's ``client { host_volume "NAME" { ... } }``: a
+    directory (or file) of the host that jobs may mount by ``NAME``. The path is the operator's: a
+    link in it is followed. ``create``: herder makes a missing directory (0755, root's) when an
+    allocation that mounts it is placed; without it a missing path fails the placement."""
+
+    path: Path
+    read_only: bool = False
+    create: bool = False
+
+
+@dataclass(frozen=True)
 class ClientConfig:
     """``[client]``: what the client allows the jobs it runs, as Nomad's client options.
 
@@ -127,6 +139,8 @@ class ClientConfig:
     """The node's class (``${node.class}``), as Nomad's ``client { node_class }``."""
     meta: dict[str, str] = field(default_factory=dict)
     """The node's metadata (``${meta.KEY}``), as Nomad's ``client { meta }``."""
+    host_volumes: dict[str, HostVolumeConfig] = field(default_factory=dict)
+    """The host volumes jobs may mount, by name (``[client.host_volume.NAME]``)."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +179,7 @@ _KEYS: dict[str, set[str]] = {
     "tls": {"cert_file", "key_file"},
     "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside", "gc_interval",
                "gc_max_allocs", "gc_disk_usage_threshold", "job_gc_threshold", "bridge_network_name",
-               "bridge_network_subnet", "cni_path", "cni_config_dir", "node_class", "meta"},
+               "bridge_network_subnet", "cni_path", "cni_config_dir", "node_class", "meta", "host_volume"},
     "ports": {"min", "max", "reserved", "host_ip"},
     "services": {"backend"},
     "consul": {"address", "token"},
@@ -237,7 +251,8 @@ def _client(raw: dict[str, Any]) -> ClientConfig:
                         gc_disk_usage_threshold=float(_number(table, "gc_disk_usage_threshold",
                                                               DEFAULT_GC_DISK_USAGE_THRESHOLD, 0, 100)),
                         job_gc_threshold=_duration(table, "job_gc_threshold", DEFAULT_JOB_GC_THRESHOLD),
-                        node_class=node_class, meta=_meta(table), **_networking(table))
+                        node_class=node_class, meta=_meta(table), **_networking(table),
+                        host_volumes=_host_volumes(table.get("host_volume", {})))
 
 
 def _networking(table: dict[str, Any]) -> dict[str, Any]:
@@ -278,6 +293,30 @@ def _meta(table: dict[str, Any]) -> dict[str, str]:
         else:
             raise ConfigError(f"[client] meta.{key} must be a string, number or boolean, not {value!r}")
     return out
+
+
+_HOST_VOLUME_KEYS = {"path", "read_only", "create"}
+
+
+def _host_volumes(raw: Any) -> dict[str, HostVolumeConfig]:
+    """``[client.host_volume.NAME]`` tables: an absolute ``path`` each, the flags true or false."""
+    if not isinstance(raw, dict) or not all(isinstance(table, dict) for table in raw.values()):
+        raise ConfigError("[client.host_volume.NAME] entries must be tables")
+    volumes: dict[str, HostVolumeConfig] = {}
+    for name, table in raw.items():
+        where = f"[client.host_volume.{name}]"
+        unknown = sorted(set(table) - _HOST_VOLUME_KEYS)
+        if unknown:
+            raise ConfigError(f"unknown key(s) at {where}: {', '.join(unknown)}")
+        path = table.get("path")
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ConfigError(f"{where} path must be an absolute path, not {path!r}")
+        flags = {key: table.get(key, False) for key in ("read_only", "create")}
+        for key, value in flags.items():
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where} {key} must be true or false, not {value!r}")
+        volumes[name] = HostVolumeConfig(Path(path), **flags)
+    return volumes
 
 
 def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tuple[str, ...],

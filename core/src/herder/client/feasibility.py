@@ -2,7 +2,7 @@
 
 Each group is put through :attr:`Feasibility.checkers` in the order of
 Nomad's scheduler stack (the job's datacenters, its constraints, the drivers,
-the group's and its tasks' constraints, ``distinct_hosts``,
+the group's and its tasks' constraints, its host volumes, ``distinct_hosts``,
 ``distinct_property``, then resources);
 the first that refuses says why, as Nomad's metrics record one reason a node
 was filtered. A checker is a callable ``(job, group, node) -> Refusal | None``:
@@ -17,12 +17,15 @@ group and why, in the words of Nomad's plan.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herder.client.config import HostVolumeConfig
 from herder.client.constraints import DISTINCT_HOSTS, DISTINCT_PROPERTY, meets, resolve
 from herder.client.node import Node
+from herder.client.volumes import FILTER as VOLUMES_FILTER
+from herder.client.volumes import group_volume_problems
 from herder.errors import PlacementError
 from herder.model import Constraint, Group, Job
 from herder.objects import Fingerprint
@@ -41,6 +44,8 @@ class Refusal:
     reason: str
     kind: str = CONSTRAINT
     placeable: int = 0
+    detail: str = ""
+    """herder's own account, beside Nomad's words (which host volume is missing, say)."""
 
 
 Checker = Callable[[Job, Group, Node], "Refusal | None"]
@@ -67,8 +72,9 @@ class Unplaced:
 
     def describe(self) -> str:
         plural = "" if self.failed == 1 else "s"
+        detail = f" ({self.refusal.detail})" if self.refusal.detail else ""
         return f'Task Group "{self.group}" (failed to place {self.failed} allocation{plural}): ' \
-               + "; ".join(self.reasons())
+               + "; ".join(self.reasons()) + detail
 
 
 class Infeasible(PlacementError):
@@ -224,10 +230,23 @@ class DriverChecker:
         return None
 
 
-def default_checkers(data_dir: Path, fingerprint: Callable[[str], Fingerprint]) -> list[Checker]:
+@dataclass
+class HostVolumeChecker:
+    """The group's host volumes declared on this node, writable where the group writes (Nomad's
+    ``HostVolumeChecker``)."""
+
+    volumes: Mapping[str, HostVolumeConfig]
+
+    def __call__(self, job: Job, group: Group, node: Node) -> Refusal | None:
+        problems = group_volume_problems(group, self.volumes)
+        return Refusal(VOLUMES_FILTER, detail="; ".join(problems)) if problems else None
+
+
+def default_checkers(data_dir: Path, fingerprint: Callable[[str], Fingerprint],
+                     host_volumes: Mapping[str, HostVolumeConfig]) -> list[Checker]:
     """The checks of placement, in the order of Nomad's scheduler stack."""
-    return [datacenters, job_constraints, DriverChecker(fingerprint), group_constraints, distinct_hosts,
-            distinct_property, DiskChecker(data_dir)]
+    return [datacenters, job_constraints, DriverChecker(fingerprint), group_constraints,
+            HostVolumeChecker(host_volumes), distinct_hosts, distinct_property, DiskChecker(data_dir)]
 
 
 @dataclass

@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 
 from herder import events
 from herder.context import TaskContext
-from herder.errors import CleanupLater, RecoverableError
+from herder.errors import CleanupLater, DriverError, RecoverableError
 from herder.model import Task
 from herder.objects import ExitResult, TaskHandle, parse_signal
 from herder.plugins.hooks import CLEANUP_ORDER, PRESTART_ORDER, Hooks, Participants
@@ -188,6 +188,9 @@ class TaskLifecycle:
         """``herder_task_start`` with the task interpolated against the environment prestart left."""
         task = self.interpolate()
         self.step = Step("herder_task_start", "driver")
+        if self.ctx.mounts and not self.hooks.capabilities(task.driver).volume_mounts:
+            # Validation refused the job then; the driver (a JVM no longer isolated) cannot now.
+            raise DriverError(f"driver {task.driver} cannot mount host volumes")
         return self.hooks.task_start(task, self.ctx)
 
     def recover(self, state: dict[str, Any]) -> TaskHandle | None:

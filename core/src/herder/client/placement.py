@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from herder import events
+from herder.client.config import HostVolumeConfig
 from herder.client.env import task_environment
 from herder.client.logs import TaskLogs
 from herder.client.node import Node
@@ -27,7 +28,8 @@ from herder.client.taskdir import (
     task_dir_paths,
     task_owner,
 )
-from herder.context import AllocatedPort, CreatedResources, TaskContext
+from herder.client.volumes import task_mounts
+from herder.context import AllocatedPort, CreatedResources, HostMount, TaskContext
 from herder.jobspec import task_lookup
 from herder.model import Group, Job, Task
 from herder.objects import Alloc
@@ -66,27 +68,30 @@ class PlacedAlloc:
 
 
 class Placement:
-    """Places allocations in a data dir, with ports from one allocator."""
+    """Places allocations in a data dir, with ports from one allocator and the node's host volumes."""
 
-    def __init__(self, data_dir: Path, ports: PortAllocator, supervisor: object = None) -> None:
+    def __init__(self, data_dir: Path, ports: PortAllocator, supervisor: object = None,
+                 host_volumes: Mapping[str, HostVolumeConfig] | None = None) -> None:
         self.data_dir = data_dir
         self.port_allocator = ports
         self.supervisor = supervisor
+        self.host_volumes = dict(host_volumes or {})
 
     def place(self, job: Job, group: Group, index: int, node: Node) -> PlacedAlloc:
         """A new allocation of ``group`` with fresh ports.
 
-        :raises PlacementError: a static port is taken or reserved, or no dynamic port is free.
+        :raises PlacementError: a static port is taken or reserved, no dynamic port is free, or a host
+            volume cannot be had.
         """
         alloc_id = str(uuid.uuid4())
         try:
             ports = {GROUP_PORTS: self.port_allocator.allocate(alloc_id, group.ports)}
             for task in group.tasks:
                 ports[task.name] = self.port_allocator.allocate(alloc_id, task.resources.ports)
+            return self._build(job, group, alloc_id, index, node, ports, {}, mount=True)
         except BaseException:
             self.port_allocator.release(alloc_id)
             raise
-        return self._build(job, group, alloc_id, index, node, ports, {})
 
     def restore(self, job: Job, group: Group, alloc_id: str, index: int, node: Node,
                 ports: Mapping[str, Sequence[AllocatedPort]],
@@ -94,11 +99,12 @@ class Placement:
         """An allocation placed by an earlier herder, from its stored ports and
         each task's created resources.
 
-        :raises PlacementError: one of its ports is held by another allocation.
+        :raises PlacementError: one of its ports is held by another allocation, or a host volume
+            cannot be had.
         """
         self.port_allocator.reserve_existing(alloc_id, [p for owned in ports.values() for p in owned])
         owned = {owner: list(owned) for owner, owned in ports.items()}
-        return self._build(job, group, alloc_id, index, node, owned, created)
+        return self._build(job, group, alloc_id, index, node, owned, created, mount=True)
 
     def rebuild(self, job: Job, group: Group, alloc_id: str, index: int, node: Node,
                 created: Mapping[str, Sequence[tuple[str, str]]]) -> PlacedAlloc:
@@ -125,18 +131,23 @@ class Placement:
 
     def _build(self, job: Job, group: Group, alloc_id: str, index: int, node: Node,
                ports: dict[str, list[AllocatedPort]],
-               created: Mapping[str, Sequence[tuple[str, str]]], *, make_dirs: bool = True) -> PlacedAlloc:
+               created: Mapping[str, Sequence[tuple[str, str]]], *, make_dirs: bool = True,
+               mount: bool = False) -> PlacedAlloc:
+        """``mount``: the tasks are to run, with their host volumes prepared (else they mount none)."""
+        mounts = {task.name: task_mounts(group, task, index, self.host_volumes) if mount else []
+                  for task in group.tasks}
         alloc_dir = build_alloc_dir(self.data_dir, alloc_id) if make_dirs else alloc_dir_path(self.data_dir, alloc_id)
         alloc = Alloc(id=alloc_id, name=f"{job.name}.{group.name}[{index}]", index=index, job_name=job.name,
                       group_name=group.name, dir=alloc_dir, tasks=list(group.tasks))
         placed = PlacedAlloc(alloc=alloc, job=job, group=group, ports=ports, tasks=[])
         for task in group.tasks:
             task_ports = ports.get(GROUP_PORTS, []) + ports.get(task.name, [])
-            placed.tasks.append(self._task(placed, task, task_ports, node, created.get(task.name, ()), make_dirs))
+            placed.tasks.append(self._task(placed, task, task_ports, node, created.get(task.name, ()), make_dirs,
+                                           mounts[task.name]))
         return placed
 
     def _task(self, placed: PlacedAlloc, task: Task, ports: list[AllocatedPort], node: Node,
-              created: Sequence[tuple[str, str]], make_dirs: bool) -> PlacedTask:
+              created: Sequence[tuple[str, str]], make_dirs: bool, mounts: list[HostMount]) -> PlacedTask:
         alloc = placed.alloc
         if make_dirs:
             task_dir = build_task_dir(alloc.dir, task.name, task_owner(task.user))
@@ -157,7 +168,7 @@ class Placement:
             alloc_id=alloc.id, alloc_name=alloc.name, alloc_index=alloc.index, job_name=placed.job.name,
             group_name=placed.group.name, task_name=task.name, env=env, task_dir=task_dir, ports=ports,
             stdout=logs.stdout, stderr=logs.stderr, created=CreatedResources(list(created)),
-            logger=logging.getLogger(f"herder.task.{task.name}"), supervisor=self.supervisor,
+            logger=logging.getLogger(f"herder.task.{task.name}"), supervisor=self.supervisor, mounts=mounts,
         )
         meta = {**placed.job.meta, **placed.group.meta, **task.meta}
 

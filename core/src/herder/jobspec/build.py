@@ -20,6 +20,7 @@ from herder.jobspec.cron import CronError, load_zone, parse_cron
 from herder.jobspec.network import group_network
 from herder.jobspec.paths import Path, render_path
 from herder.jobspec.reschedule import ephemeral_disk, reschedule_policy
+from herder.jobspec.volumes import group_volumes, task_mounts
 from herder.model import (
     PAYLOAD_OPTIONAL,
     Artifact,
@@ -104,6 +105,7 @@ class _GroupContext:
     name: str
     restart: dict[str, Any]
     ports: tuple[PortSpec, ...]
+    volumes: frozenset[str]
 
 
 class _Builder:
@@ -200,7 +202,8 @@ class _Builder:
         ports = self.ports(
             [(port, (*ports_path, index)) for index, port in enumerate(spec.get("network", {}).get("ports", []))]
         )
-        context = _GroupContext(spec["name"], restart, ports)
+        volumes = group_volumes(spec.get("volumes", []), (*path, "volumes"), self.problem)
+        context = _GroupContext(spec["name"], restart, ports, frozenset(volume.name for volume in volumes))
         tasks = [self.task(task, (*path, "tasks", index), context) for index, task in enumerate(spec["tasks"])]
         self.unique([task.name for task in tasks], (*path, "tasks"), "name", "task name")
         leaders = [index for index, task in enumerate(tasks) if task.leader]
@@ -227,6 +230,7 @@ class _Builder:
             ephemeral_disk=ephemeral_disk(spec.get("ephemeral_disk", {}), [task.resources.disk for task in tasks]),
             update=self.update(spec.get("update"), (*path, "update"), job_type),
             constraints=build_constraints(spec.get("constraints", []), (*path, "constraints"), self.problem),
+            volumes=volumes,
         )
 
     def update(self, spec: dict[str, Any] | None, path: Path, job_type: str) -> Update | None:
@@ -331,6 +335,8 @@ class _Builder:
             restart=restart,
             lifecycle=self.lifecycle(spec["lifecycle"]) if "lifecycle" in spec else None,
             dispatch_payload=payload_file,
+            volume_mounts=task_mounts(spec.get("volume_mounts", []), (*path, "volume_mounts"), set(group.volumes),
+                                      self.problem),
         )
 
     @staticmethod

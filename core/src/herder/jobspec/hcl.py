@@ -124,11 +124,12 @@ _TASK = _Context(
         "service": _ListOf("services", None, _SERVICE),
         "artifact": _ListOf("artifacts", None, _MAP),
         "template": _ListOf("templates", None, _MAP),
+        "volume_mount": _ListOf("volume_mounts", None, _MAP),
     },
     blocks={"resources": _Context(blocks={"network": _NETWORK})},
 )
 _GROUP = _Context(lists={"task": _ListOf("tasks", "name", _TASK), "service": _ListOf("services", None, _SERVICE),
-                         "constraint": _CONSTRAINT},
+                         "constraint": _CONSTRAINT, "volume": _ListOf("volumes", "name", _MAP)},
                   blocks={"network": _NETWORK})
 _JOB = _Context(lists={"group": _ListOf("groups", "name", _GROUP), "constraint": _CONSTRAINT})
 

@@ -26,8 +26,8 @@ _NANOSECONDS = 1e9
 _RENAMED = {
     "TaskGroups": "groups", "Tasks": "tasks", "Services": "services", "Checks": "checks",
     "Artifacts": "artifacts", "Templates": "templates", "RestartPolicy": "restart", "LogConfig": "logs",
-    "Constraints": "constraints", "Affinities": "affinity", "Spreads": "spread", "Volumes": "volume",
-    "VolumeMounts": "volume_mount", "Identities": "identity", "Actions": "action", "Secrets": "secret",
+    "Constraints": "constraints", "Affinities": "affinity", "Spreads": "spread", "Volumes": "volumes",
+    "VolumeMounts": "volume_mounts", "Identities": "identity", "Actions": "action", "Secrets": "secret",
     "CSIPluginConfig": "csi_plugin", "ParameterizedJob": "parameterized", "ReschedulePolicy": "reschedule",
     "UI": "ui", "CPU": "cpu", "MemoryMB": "memory", "MemoryMaxMB": "memory_max", "DiskMB": "disk",
     "Devices": "device", "NUMA": "numa", "IOPS": "iops", "MBits": "mbits", "DNS": "dns", "CIDR": "cidr",
@@ -78,7 +78,10 @@ def _convert(spec: dict[str, Any], struct: Struct | None) -> dict[str, Any]:
             continue
         name = canonical_name(struct, key) or _RENAMED.get(key) or _snake(key)
         inner = field_struct(struct, key)
-        if key in _VERBATIM:
+        if key == "Volumes" and isinstance(value, dict):  # by name in Nomad, a list of named blocks in herder's
+            out[name] = [{"name": label, **(_convert(item, inner) if isinstance(item, dict) else {})}
+                         for label, item in value.items()]
+        elif key in _VERBATIM:
             out[name] = value
         elif key in _DURATIONS and isinstance(value, (int, float)) and not isinstance(value, bool):
             out[name] = value / _NANOSECONDS
@@ -133,6 +136,9 @@ def _back(spec: dict[str, Any], where: str) -> dict[str, Any]:
         if key == "network":
             out["Networks"] = [_network_back(value)]
             continue
+        if key == "volumes":
+            out["Volumes"] = {volume["name"]: _back(volume, key) for volume in value}
+            continue
         name = _back_name(key, where)
         if name in _VERBATIM:
             out[name] = value
@@ -154,6 +160,8 @@ def _back_name(key: str, where: str) -> str:
         return "TaskName"
     if where == "artifacts" and key in ("source", "destination"):
         return {"source": "GetterSource", "destination": "RelativeDest"}[key]
+    if where in ("volumes", "volume_mounts") and key in ("source", "destination"):
+        return _camel(key)
     if where == "templates" and key == "env":
         return "Envvars"
     if where != "artifacts" and key in ("options", "mode"):

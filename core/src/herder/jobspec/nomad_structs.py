@@ -79,8 +79,9 @@ ARTIFACT = Struct({"GetterSource": VALUE, "GetterOptions": {}, "GetterHeaders": 
 VAULT = Struct({"Policies": [], "Namespace": VALUE, "Env": VALUE, "ChangeMode": VALUE, "ChangeSignal": VALUE})
 VOLUME_REQUEST = Struct({"Name": "", "Type": "", "Source": "", "ReadOnly": False, "AccessMode": "",
                          "AttachmentMode": "", "MountOptions": Struct({"FSType": "", "MountFlags": []}),
-                         "PerAlloc": False})
-VOLUME_MOUNT = Struct({"Volume": VALUE, "Destination": VALUE, "ReadOnly": False, "PropagationMode": VALUE})
+                         "PerAlloc": False, "Sticky": False})
+VOLUME_MOUNT = Struct({"Volume": VALUE, "Destination": VALUE, "ReadOnly": False, "PropagationMode": VALUE,
+                       "SELinuxLabel": ""})
 LIFECYCLE = Struct({"Hook": "", "Sidecar": False}, needs="Hook")
 DISPATCH_PAYLOAD = Struct({"File": ""})
 PERIODIC = Struct({"Enabled": VALUE, "Spec": VALUE, "SpecType": "cron", "ProhibitOverlap": False,

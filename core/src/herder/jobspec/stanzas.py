@@ -75,7 +75,7 @@ _SERVICE = _Block(
 )
 _TASK = _Block(
     frozenset({
-        "vault", "consul", "csi_plugin", "scaling", "volume_mount",
+        "vault", "consul", "csi_plugin", "scaling",
         "identity", "action", "secret", "schedule", "kind",
     }),
     silent=_PLACEMENT_PREFERENCES,
@@ -91,11 +91,12 @@ _TASK = _Block(
             "change_script", "once", "uid", "gid", "vault_grace", "wait", "error_on_missing_key",
         }), "template"),
         "artifacts": _Block(frozenset({"insecure", "chown"}), "artifact"),
+        "volume_mounts": _Block(frozenset({"selinux_label"}), "volume_mount"),
     },
 )
 _GROUP = _Block(
     frozenset({
-        "migrate", "vault", "volume", "scaling",
+        "migrate", "vault", "scaling",
         "disconnect", "max_client_disconnect", "stop_after_client_disconnect", "prevent_reschedule_on_lost",
         "max_run_duration", "consul", "shutdown_delay",
     }),

@@ -30,7 +30,7 @@ class UpdateKind(enum.Enum):
 
 
 # What Nomad's tasksUpdated compares of a task: any change of one of these replaces the allocations.
-_TASK_FIELDS = ("driver", "user", "config", "env", "artifacts", "templates", "resources")
+_TASK_FIELDS = ("driver", "user", "config", "env", "artifacts", "templates", "resources", "volume_mounts")
 
 
 def group_update(old: Job, new: Job, group: str) -> UpdateKind:
@@ -90,7 +90,7 @@ def _destructive(change: _JobChange, before: Group, after: Group) -> bool:
     tasks = {task.name: task for task in after.tasks}
     if len(before.tasks) != len(after.tasks) or tasks.keys() != {task.name for task in before.tasks}:
         return True
-    if before.ports != after.ports:  # the group's network
+    if before.ports != after.ports or before.volumes != after.volumes:  # the group's network, its host volumes
         return True
     for task in before.tasks:
         other = tasks[task.name]

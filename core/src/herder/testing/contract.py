@@ -53,6 +53,7 @@ from herder.testing.harness import (
 from herder.testing.harness import diagnosis as _diagnosis
 from herder.testing.network import NetworkContract
 from herder.testing.plugin import HarnessFactory
+from herder.testing.volumes import VolumeMountContract
 
 READY_FILE = "READY_FILE"
 SIGNAL_FILE = "SIGNAL_FILE"
@@ -99,7 +100,7 @@ TaskConfig = dict[str, Any]
 """A task's ``config``, as a job file gives it to the driver."""
 
 
-class DriverContract(NetworkContract):
+class DriverContract(NetworkContract, VolumeMountContract):
     """The contract's tests, for a driver named by a subclass.
 
     A subclass sets :attr:`driver` (the entry-point name) and, where needed,

@@ -37,6 +37,7 @@ from herder import (
     AllocatedPort,
     CreatedResources,
     ExitResult,
+    HostMount,
     Task,
     TaskContext,
     TaskDir,
@@ -240,6 +241,8 @@ def build_context(config: driver_pb2.TaskConfig, supervisor: object, emit: Calla
         created=created or CreatedResources(), logger=logging.getLogger(f"herder.task.{config.name}"),
         emitter=emit, supervisor=supervisor,
         output_paths=None if outputs else (Path(config.stdout_path), Path(config.stderr_path)),
+        # Nomad's client resolved the task's volume_mounts against its own host volumes.
+        mounts=[HostMount(Path(mount.host_path), mount.task_path, mount.readonly) for mount in config.mounts],
     )
 
 

@@ -38,6 +38,8 @@ TASK_SCHEMA: dict[str, Any] = {
         "auth_soft_fail": {"type": "boolean"},
         "memory_hard_limit": {"type": "integer", "minimum": 1},
         "mount": {"oneOf": [{"$ref": "#/$defs/mount"}, {"type": "array", "items": {"$ref": "#/$defs/mount"}}]},
+        # Nomad's older spelling of ``mount``: a list of the same maps (``mounts = [{ ... }]``)
+        "mounts": {"type": "array", "items": {"$ref": "#/$defs/mount"}},
         "cap_add": {"type": "array", "items": {"type": "string"}},
         "cap_drop": {"type": "array", "items": {"type": "string"}},
         "extra_hosts": {"type": "array", "items": {"type": "string", "pattern": "^[^:]+:.+$"}},
@@ -219,6 +221,7 @@ class TaskConfig:
         if "mount" in values:  # one mount block is a map, several a list (HCL's repeated blocks)
             mounts = values["mount"]
             values["mount"] = (mounts,) if isinstance(mounts, Mapping) else tuple(mounts)
+        values["mount"] = (*values.get("mount", ()), *values.pop("mounts", ()))
         return cls(**values, ignored=tuple(sorted(IGNORED_KEYS & set(raw))))
 
     @property

@@ -16,6 +16,7 @@ import requests
 
 from herder import (
     CleanupLater,
+    DriverCapabilities,
     DriverError,
     DriverNetwork,
     ExecResult,
@@ -31,6 +32,7 @@ from herder.sdk import resolve_in_task_dir, set_task_dirs, set_var
 from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, image_ref
 from herder_docker.handle import LOG_DRIVER, ContainerOutput, DockerHandle
 from herder_docker.images import Images, auth_refused
+from herder_docker.mounts import host_volume_mounts
 from herder_docker.session import DockerExecSession
 
 FINGERPRINT_TIMEOUT = 3.0
@@ -108,6 +110,10 @@ class DockerDriver:
     def herder_driver_task_schema(self) -> dict[str, Any]:
         return TASK_SCHEMA
 
+    @hookimpl
+    def herder_driver_capabilities(self) -> DriverCapabilities:
+        return DriverCapabilities(volume_mounts=True)
+
     # -- task start ----------------------------------------------------------
 
     @hookimpl
@@ -163,8 +169,11 @@ class DockerDriver:
             raise DriverError(str(exc)) from None
         if config.sysctl and not self.config.allow_sysctl:
             raise DriverError("sysctl is not allowed: set [plugin.docker] allow_sysctl = true")
+        # Also a bind inside the task directory, which Nomad lets through: a task may swap the path for a
+        # link between the check and Docker's bind, which follows it.
         if any(mount.get("type", "volume") != "tmpfs" for mount in config.mount) and not self.config.volumes_enabled:
-            raise DriverError("bind and volume mounts are not allowed: set [plugin.docker] volumes_enabled = true")
+            raise DriverError("bind and volume mounts (mount, mounts) are not allowed: "
+                              "set [plugin.docker] volumes_enabled = true")
         if config.ignored:
             ctx.emit_event("Driver", f"ignoring config keys herder's docker driver does not implement: "
                                      f"{', '.join(config.ignored)}", ignored=list(config.ignored))
@@ -293,8 +302,8 @@ class DockerDriver:
     def _nomad_options(self, config: TaskConfig, ctx: TaskContext) -> dict[str, Any]:
         """Container options from Nomad 1.x's keys (``mount``, ``cap_add``, ``ulimit``, ...)."""
         options: dict[str, Any] = {}
-        if config.mount:
-            options["mounts"] = [self._mount(mount, ctx) for mount in config.mount]
+        if config.mount or ctx.mounts:
+            options["mounts"] = [*host_volume_mounts(ctx.mounts), *(self._mount(mount, ctx) for mount in config.mount)]
         # Docker's default capabilities less those allow_caps leaves out (net_raw by default), as Nomad's;
         # prestart refused a cap_add allow_caps does not allow.
         add, drop = self.config.capabilities(config.cap_add, config.cap_drop)

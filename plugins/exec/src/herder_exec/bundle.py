@@ -53,7 +53,7 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
          cgroups_path: str, cpu_shares: int, pids_limit: int, read_only: Sequence[Path] = (),
          cwd: str = "/", capabilities: Sequence[str] = CAPABILITIES,
          host_namespaces: Collection[str] = (), netns: Path | None = None, hostname: str = "",
-         files: Mapping[str, Path] = {}) -> dict[str, Any]:
+         files: Mapping[str, Path] = {}, volumes: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The OCI runtime spec of a task.
 
     ``task_dirs`` maps the task's directories on the host to where the task
@@ -69,7 +69,8 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
     host, as with Nomad's exec. ``hostname`` is the container's (its UTS
     namespace's; "": the host's). ``files`` are files of the host bound
     read-only at the paths in the task that name them (``/etc/resolv.conf``),
-    over the host's system directories.
+    over the host's system directories. ``volumes``: more mounts
+    (host volumes), bound last, over the rest.
     """
     mounts: list[dict[str, Any]] = [
         {"destination": "/proc", "type": "proc", "source": "proc"},
@@ -87,6 +88,7 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
     # After the task's directories: a runtime under /tmp of the host stays visible over the task's /tmp.
     mounts += [_bind(path, str(path), "ro") for path in _extra_binds(read_only)]
     mounts += [_bind(source, destination, "ro") for destination, source in files.items()]
+    mounts += [dict(volume) for volume in volumes]
     privileged = user.uid == 0  # a task of another user starts with no capability, as any process of that user
     environment = {"PATH": DEFAULT_PATH, **env}
     resources: dict[str, Any] = {"devices": [{"allow": False, "access": "rwm"}], "cpu": {"shares": max(2, cpu_shares)}}

@@ -50,8 +50,9 @@ class ExecDriver:
 
     @hookimpl
     def herder_driver_capabilities(self) -> DriverCapabilities:
-        """The container joins its allocation's network namespace (runc's network namespace ``path``)."""
-        return DriverCapabilities(network_isolation=frozenset({"host", "group"}))
+        """The container joins its allocation's network namespace (runc's network namespace ``path``), and
+        mounts host volumes."""
+        return DriverCapabilities(network_isolation=frozenset({"host", "group"}), volume_mounts=True)
 
     @hookimpl
     def herder_task_prestart(self, task: Task, ctx: TaskContext) -> None:

@@ -45,6 +45,7 @@ from herder.sdk import ExecProcess, SupervisedProcess, give_tree, kill_session, 
 from herder_exec import bundle, cgroups, netfiles
 from herder_exec.config import PluginConfig
 from herder_exec.handle import ExecHandle
+from herder_exec.mounts import host_volume_mounts
 from herder_exec.runc import Runc, RuncError, exec_argv
 from herder_exec.session import RuncExecSession
 
@@ -261,7 +262,8 @@ class Isolation:
                 capabilities=capabilities, host_namespaces=host_namespaces,
                 netns=network.path if network is not None else None,
                 hostname=network.hostname if network is not None else "",
-                files={path: where / PurePosixPath(path).name for path in etc}),
+                files={path: where / PurePosixPath(path).name for path in etc},
+                volumes=host_volume_mounts(ctx.mounts)),
                 files={PurePosixPath(path).name: text for path, text in etc.items()})
             cgroup.create(task.resources.memory)
         except OSError as exc:

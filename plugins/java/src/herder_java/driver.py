@@ -147,8 +147,13 @@ class JavaDriver:
     @hookimpl
     def herder_driver_capabilities(self) -> DriverCapabilities:
         """Either way the JVM joins its allocation's network namespace: exec's container by runc's network
-        namespace ``path``, a plain JVM started in it by the supervisor."""
-        return DriverCapabilities(network_isolation=frozenset({"host", "group"}))
+        namespace ``path``, a plain JVM started in it by the supervisor. An isolated JVM mounts host volumes
+        in its container; a plain one cannot."""
+        try:
+            mode, _ = self._mode()
+        except DriverError:
+            mode = "none"
+        return DriverCapabilities(network_isolation=frozenset({"host", "group"}), volume_mounts=mode == "exec")
 
     # -- task start ----------------------------------------------------------------------------
 
@@ -183,6 +188,8 @@ class JavaDriver:
             handle: TaskHandle = isolation.start(task, ctx, argv, read_only=[java_home(binary)], cwd=cwd,
                                                  default_signal=DEFAULT_SIGNAL)
         else:
+            if ctx.mounts:
+                raise DriverError("volume_mount needs an isolated JVM (herder-exec), and this one is not isolated")
             argv = self._argv(binary, config, task, ctx, str, None)
             tmp = [] if config.sets("-Djava.io.tmpdir=") else [f"-Djava.io.tmpdir={ctx.task_dir.tmp_dir}"]
             work_dir = self._path(ctx, "work_dir", config.work_dir, str, None) if config.work_dir else None

@@ -171,7 +171,7 @@ def _unplaceable(agent: app.Agent, shapes: Shapes, job: Job, updates: dict[str, 
         -> dict[str, models.AllocationMetric]:
     """The groups whose new allocations could not be placed, with why, as Nomad's AllocationMetric:
     a draining node is eligible for nothing, a driver not healthy filters it out, and so do the
-    node's checks of the job (:mod:`herder.client.feasibility`)."""
+    node's checks of the job (:mod:`herder.client.feasibility`: its constraints, host volumes, disk...)."""
     healthy = {name for name, info in shapes.drivers().items() if info.Healthy}
     datacenter = agent.config.datacenter
     node = agent.node()

@@ -143,7 +143,9 @@ class Shapes:
                            Meta=dict(node.meta),
                            DrainStrategy=self.drain_strategy(),
                            TLSEnabled=self.agent.config.tls.cert_file is not None,
-                           Attributes=dict(sorted(attributes.items())))
+                           Attributes=dict(sorted(attributes.items())),
+                           HostVolumes={name: {"Name": name, "Path": str(volume.path), "ReadOnly": volume.read_only}
+                                        for name, volume in sorted(self.agent.config.client.host_volumes.items())})
 
     def _node_fields(self, drivers: dict[str, models.DriverInfo] | None = None) -> dict[str, Any]:
         return {"ID": self.node_id, "Name": self.agent.config.node_name,
