@@ -14,7 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from herder import DriverError, ExecResult, ExecSession, Fingerprint, Task, TaskContext, TaskHandle, hookimpl
+from herder import (
+    DriverCapabilities,
+    DriverError,
+    ExecResult,
+    ExecSession,
+    Fingerprint,
+    Task,
+    TaskContext,
+    TaskHandle,
+    hookimpl,
+)
 from herder.sdk import HostCommands, SupervisedProcess
 
 SCHEMA: dict[str, Any] = {
@@ -52,7 +62,13 @@ class RawExecDriver:
             raise DriverError("raw_exec is disabled (set [plugin.raw_exec] enabled = true)")
         argv = [task.config["command"], *task.config.get("args", [])]
         return SupervisedProcess.spawn(task, ctx, argv, env=self.host.environment(task, ctx), cwd=ctx.task_dir.dir,
-                                       user=task.user or None, host_paths=True)
+                                       user=task.user or None, host_paths=True,
+                                       netns=ctx.network.path if ctx.network else None)
+
+    @hookimpl
+    def herder_driver_capabilities(self) -> DriverCapabilities:
+        # The supervisor starts the task's process in the allocation's namespace.
+        return DriverCapabilities(network_isolation=frozenset({"host", "group"}))
 
     @hookimpl
     def herder_task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:

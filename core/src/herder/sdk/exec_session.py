@@ -25,6 +25,7 @@ from pathlib import Path
 from herder.objects import ExecStream
 from herder.sdk.process import exit_result, kill_session
 from herder.sdk.users import TaskUser
+from herder.supervisor.netns import entered as entered_namespace
 
 READ_SIZE = 65536
 
@@ -64,8 +65,9 @@ class ExecProcess:
 
     @classmethod
     def start(cls, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: Path | None, tty: bool,
-              user: TaskUser | None = None) -> ExecProcess:
-        """Start ``argv`` (as ``user`` when given) on a new pseudo-terminal when ``tty``, else on pipes.
+              user: TaskUser | None = None, netns: Path | None = None) -> ExecProcess:
+        """Start ``argv`` (as ``user`` when given) on a new pseudo-terminal when ``tty``, else on pipes;
+        in the network namespace at ``netns`` when given.
 
         :raises OSError: the program could not be started.
         :raises DriverError: it cannot run as ``user``.
@@ -81,9 +83,10 @@ class ExecProcess:
             stderr, child_stderr = os.pipe()
             ours, theirs = [stdin, stdout, stderr], (child_stdin, child_stdout, child_stderr)
         try:
-            proc = subprocess.Popen(list(argv), env=dict(env) if env is not None else None, cwd=cwd,
-                                    stdin=theirs[0], stdout=theirs[1], stderr=theirs[2], start_new_session=True,
-                                    preexec_fn=_take_terminal if tty else None, **identity)
+            with entered_namespace(netns):
+                proc = subprocess.Popen(list(argv), env=dict(env) if env is not None else None, cwd=cwd,
+                                        stdin=theirs[0], stdout=theirs[1], stderr=theirs[2], start_new_session=True,
+                                        preexec_fn=_take_terminal if tty else None, **identity)
         except BaseException:
             for fd in ours:
                 os.close(fd)

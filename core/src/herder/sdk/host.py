@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from herder.context import TaskContext
+from herder.errors import DriverError
 from herder.model import Task
 from herder.objects import ExecResult, ExecSession
 from herder.sdk.env import inherited_environment
 from herder.sdk.exec_session import ExecProcess
 from herder.sdk.process import run_capped
 from herder.sdk.users import TaskUser
+from herder.supervisor.netns import NamespaceError
 
 
 class HostCommands:
@@ -33,13 +36,21 @@ class HostCommands:
         """``herder_task_exec``: ``command`` run to its end, its output capped."""
         user = TaskUser.lookup(task.user) if task.user else None
         return run_capped(command, env=self._environment(ctx, user), cwd=ctx.task_dir.dir, timeout=timeout,
-                          user=user)
+                          user=user, netns=_netns(ctx))
 
     def exec_session(self, task: Task, ctx: TaskContext, command: list[str], tty: bool) -> ExecSession:
         """``herder_task_exec_session``: ``command`` interactive, on a terminal of its own with ``tty``."""
         user = TaskUser.lookup(task.user) if task.user else None
-        return ExecProcess.start(command, env=self._environment(ctx, user), cwd=ctx.task_dir.dir, tty=tty,
-                                 user=user)
+        try:
+            return ExecProcess.start(command, env=self._environment(ctx, user), cwd=ctx.task_dir.dir, tty=tty,
+                                     user=user, netns=_netns(ctx))
+        except NamespaceError as err:
+            raise DriverError(str(err)) from None
 
     def _environment(self, ctx: TaskContext, user: TaskUser | None) -> dict[str, str]:
         return {**self.inherited, **(user.environment() if user else {}), **ctx.env}
+
+
+def _netns(ctx: TaskContext) -> Path | None:
+    """The allocation's network namespace, where the task's commands run too; None for the host's."""
+    return ctx.network.path if ctx.network is not None else None

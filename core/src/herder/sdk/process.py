@@ -17,8 +17,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from herder.errors import DriverError
 from herder.objects import EXEC_OUTPUT_LIMIT, ExecResult, ExitResult
 from herder.sdk.users import TaskUser
+from herder.supervisor.netns import NamespaceError
+from herder.supervisor.netns import entered as entered_namespace
 from herder.supervisor.proctree import process_table
 
 
@@ -39,17 +42,21 @@ def kill_group(pgid: int, sig: int) -> bool:
 
 
 def run_capped(argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: Path | None,
-               timeout: float, user: TaskUser | None = None) -> ExecResult:
+               timeout: float, user: TaskUser | None = None, netns: Path | None = None) -> ExecResult:
     """Run a command to completion, stdout and stderr together, capped at 64 KiB; as ``user``
-    (its uid, groups) when given.
+    (its uid, groups) when given, in the network namespace at ``netns`` when given.
 
     :raises TimeoutError: when it outlives ``timeout`` (its process group is killed).
-    :raises DriverError: it cannot run as ``user``.
+    :raises DriverError: it cannot run as ``user``, or in ``netns``.
     """
     identity = user.popen_arguments() if user is not None else {}
-    proc = subprocess.Popen(list(argv), env=dict(env) if env is not None else None, cwd=cwd,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, **identity)
+    try:
+        with entered_namespace(netns):
+            proc = subprocess.Popen(list(argv), env=dict(env) if env is not None else None, cwd=cwd,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    start_new_session=True, **identity)
+    except NamespaceError as err:
+        raise DriverError(str(err)) from None
     assert proc.stdout is not None
     chunks: list[bytes] = []
     reader = threading.Thread(target=_drain, args=(proc.stdout, chunks), daemon=True)

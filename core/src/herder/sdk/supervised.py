@@ -71,7 +71,8 @@ class SupervisedProcess:
     @classmethod
     def spawn(cls, task: Task, ctx: TaskContext, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path,
               user: str | None = None, groups: Sequence[int] = (), host_paths: bool = False,
-              default_signal: int = signal.SIGINT, network: DriverNetwork | None = None) -> SupervisedProcess:
+              default_signal: int = signal.SIGINT, network: DriverNetwork | None = None,
+              netns: Path | None = None) -> SupervisedProcess:
         """Start ``argv`` for ``task`` through ``ctx.supervisor``, as ``user`` when given: with its
         groups, and the group ids ``groups`` besides (the group of a device it needs, say).
 
@@ -87,6 +88,9 @@ class SupervisedProcess:
         program given only paths relative to its working directory (QEMU)
         leaves the data dir 0700.
 
+        ``netns``: the network namespace the process runs in (``ctx.network.path`` for a task
+        of a bridge-mode group); None, the host's.
+
         :raises DriverError: when it cannot start (no such command, bad ``cwd``, unknown user, ...).
         :raises RecoverableError: when the supervisor cannot be reached.
         """
@@ -101,7 +105,7 @@ class SupervisedProcess:
                 id, argv, env=env, cwd=cwd, user=user, groups=groups, logs_dir=ctx.task_dir.logs_dir,
                 task=ctx.task_name, max_files=task.logs.max_files, max_file_size=task.logs.max_file_size,
                 stop_signal=stop_signal, kill_timeout=task.kill_timeout, output_paths=ctx.output_paths,
-                on_unsafe_log=_reporter(ctx), on_logs_dropped=functools.partial(_report_dropped, ctx),
+                on_unsafe_log=_reporter(ctx), on_logs_dropped=functools.partial(_report_dropped, ctx), netns=netns,
             )
         except SupervisorUnavailable as err:
             _abandon(supervisor, id)

@@ -179,10 +179,11 @@ class Supervisor:
               user: str | None = None, groups: Sequence[int] = (), logs_dir: Path, task: str, max_files: int,
               max_file_size: int, stop_signal: int, kill_timeout: float, output_paths: Sequence[Path] | None = None,
               on_unsafe_log: Callable[[str], None] | None = None,
-              on_logs_dropped: Callable[[Dropped], None] | None = None) -> ProcInfo:
+              on_logs_dropped: Callable[[Dropped], None] | None = None, netns: Path | str | None = None) -> ProcInfo:
         """Start ``argv`` as process ``id`` (unique in the supervisor), owned by this client.
 
-        As ``user`` (with its groups, and the group ids ``groups`` besides) when given.
+        As ``user`` (with its groups, and the group ids ``groups`` besides) when given; in the
+        network namespace at ``netns`` (a path ``setns(2)`` takes) when given.
 
         It leads its own process group, in a cgroup of its own where the
         supervisor has one to give; its stdout and stderr go to
@@ -210,7 +211,7 @@ class Supervisor:
             reply = self._request(
                 "spawn", claim=id, id=id, argv=list(argv), env=dict(env), cwd=None if cwd is None else str(cwd),
                 user=user or None, groups=list(groups), stop_signal=int(stop_signal),
-                kill_timeout=float(kill_timeout), logs=logs,
+                kill_timeout=float(kill_timeout), logs=logs, netns=None if netns is None else str(netns),
             )
         except SupervisorError:
             self._stop_listening_to_logs(id)

@@ -91,6 +91,7 @@ class Dispatcher:
             groups=_groups(message),
             stop_signal=_signal_field(message, "stop_signal"),
             kill_timeout=float(_field(message, "kill_timeout", (int, float))),
+            netns=_field(message, "netns", str, optional=True),
         )
         logs = _field(message, "logs", dict)
         outputs: RotatingLogs | list[str] = _field(logs, "paths", list, optional=True)

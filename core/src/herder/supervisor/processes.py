@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from herder.supervisor import netns
 from herder.supervisor.logfiles import STREAMS, RotatingFile
 from herder.supervisor.loop import Loop, Timer
 from herder.supervisor.proctree import Cgroup, ProcessTree, SessionTree, cgroup_prefix, own_cgroup, process_table
@@ -83,6 +84,8 @@ class Command(NamedTuple):
     """What stops it when its session is lost."""
     kill_timeout: float
     """How long after :attr:`stop_signal` it is killed."""
+    netns: str | None = None
+    """The network namespace it runs in (a path ``setns`` takes); None: the supervisor's own."""
 
 
 class RotatingLogs(NamedTuple):
@@ -239,12 +242,15 @@ class Processes:
         """Start ``command`` with these as its stdout and stderr, in a tree of its own, and watch it exit."""
         tree = self._new_tree()
         try:
-            with tree.spawning():
+            with tree.spawning(), netns.entered(command.netns):
                 popen = subprocess.Popen(
                     command.argv, env=command.env, cwd=command.cwd, stdin=self._devnull, stdout=stdout,
                     stderr=stderr, start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit,
                     **_identity(command.user, command.groups),
                 )
+        except netns.NamespaceError as err:
+            self._release(tree)
+            raise CannotStart(f"cannot start {command.argv[0]!r}: {err}") from err
         except _START_ERRORS as err:
             self._release(tree)
             raise CannotStart(f"cannot start {command.argv[0]!r}: {err}") from err
