@@ -72,7 +72,7 @@ class AllocNetworks:
             self.remove(record, alloc)
         conflist = self.conflist(network.mode)
         mappings = mappings_for((port.value, port.to or port.value, port.host_ip) for port in ports)
-        made = self.hooks.alloc_network_create(alloc, hostname)
+        made = self.hooks.alloc_network_create(alloc, hostname, network.dns)
         driver, isolation = made if made is not None else ("", None)
         path = isolation.path if isolation is not None else namespace.namespace_path(alloc.id)
         record = NetworkRecord(alloc_id=alloc.id, mode=network.mode, path=str(path), driver=driver,
