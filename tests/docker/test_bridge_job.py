@@ -4,13 +4,16 @@ both tasks run in it. Needs root and the standard CNI plugins besides Docker."""
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.consul import free_ports
+from tests.support.foreground import HerderRun
 from tests.support.http import read_url
 from tests.support.network import leftovers, remove_leftovers, require_networking
 from tests.support.waiting import wait_for
@@ -40,12 +43,20 @@ def bridge_jobs(jobs: DockerJobs) -> Iterator[DockerJobs]:
     require_networking()
     yield jobs
     jobs.close()  # every run stopped first (again at the end of ``jobs``: nothing left to do then)
-    for run, _ in jobs.runs:
-        for alloc in run.runner.allocs:
-            left = leftovers(alloc.alloc.id)
-            if left:
-                remove_leftovers(alloc.alloc.id)
-            assert not left, f"allocation {alloc.alloc.id} left {left}"
+    assert_nothing_left(jobs.client, [alloc.alloc.id for run, _ in jobs.runs for alloc in run.runner.allocs])
+
+
+def assert_nothing_left(client: Docker, alloc_ids: list[str]) -> None:
+    """No container, namespace, iptables rule or lease of these allocations; what is left is removed."""
+    found = {}
+    for alloc_id in alloc_ids:
+        left = leftovers(alloc_id) + [f"container {cid}" for cid in container_ids(client, alloc_id)]
+        if left:
+            found[alloc_id] = left
+            remove_leftovers(alloc_id)
+            for container in containers_of(client, alloc_id):
+                container.remove(force=True)
+    assert not found, f"left behind: {found}"
 
 
 def refused(port: int) -> bool:
@@ -105,3 +116,33 @@ def test_a_docker_task_and_a_raw_exec_task_share_the_allocations_network(
     wait(60)
     assert container_ids(docker_client, alloc_id) == []  # the task container and the pause container
     assert leftovers(alloc_id) == []
+
+
+def test_a_killed_herder_leaves_no_pause_container_once_started_again(
+        docker_client: Docker, docker_driver: str, busybox_image: str, pause_image: str, tmp_path: Path,
+        config_file: Path) -> None:
+    require_networking()
+    [inside] = free_ports(1)
+    with config_file.open("a") as config:
+        config.write(f'[plugin.docker]\ninfra_image = "{pause_image}"\n')
+    job = tmp_path / "bridge.json"
+    job.write_text(json.dumps(bridge_job(inside, busybox_image)))
+    data_dir = tmp_path / "data"
+    allocs = data_dir / "allocs"
+    first = HerderRun(job, data_dir, config=config_file)
+    try:
+        first.wait_for("Started", count=2, timeout=120)
+        [orphan] = [path.name for path in allocs.iterdir()]
+        first.kill()
+        assert len(container_ids(docker_client, orphan)) == 2, "the killed herder removed its containers"
+        second = HerderRun(job, data_dir, config=config_file)
+        try:
+            second.wait_for("Started", count=2, timeout=120)  # the job anew, beside the orphan it reaped
+            wait_for(lambda: not container_ids(docker_client, orphan) and not leftovers(orphan),
+                     what=lambda: f"the orphan's containers and network removed; left: "
+                                  f"{container_ids(docker_client, orphan)} {leftovers(orphan)}")
+        finally:
+            assert second.interrupt() == 0, second.stderr
+    finally:
+        first.finish(kill=True)
+        assert_nothing_left(docker_client, [path.name for path in allocs.iterdir()] if allocs.exists() else [])
