@@ -5,6 +5,7 @@ both tasks run in it. Needs root and the standard CNI plugins besides Docker."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -57,6 +58,9 @@ def assert_nothing_left(client: Docker, alloc_ids: list[str]) -> None:
             for container in containers_of(client, alloc_id):
                 container.remove(force=True)
     assert not found, f"left behind: {found}"
+
+PORT_LINE = re.compile(r"\.g\[0\]: port http is ([\d.]+):(\d+)")
+"""What ``herder run`` says of the allocation's port on its stderr."""
 
 
 def refused(port: int) -> bool:
@@ -118,21 +122,30 @@ def test_a_docker_task_and_a_raw_exec_task_share_the_allocations_network(
     assert leftovers(alloc_id) == []
 
 
-def test_a_killed_herder_leaves_no_pause_container_once_started_again(
-        docker_client: Docker, docker_driver: str, busybox_image: str, pause_image: str, tmp_path: Path,
-        config_file: Path) -> None:
+@pytest.fixture
+def job_file(docker_client: Docker, docker_driver: str, busybox_image: str, pause_image: str, tmp_path: Path,
+             config_file: Path) -> Iterator[tuple[Path, int]]:
+    """The bridge job in a file, and its port inside, for ``herder run`` on ``config_file`` (its data dir
+    ``tmp_path/data``) with the test pause image; after the test nothing of its allocations is left."""
     require_networking()
     [inside] = free_ports(1)
     with config_file.open("a") as config:
         config.write(f'[plugin.docker]\ninfra_image = "{pause_image}"\n')
     job = tmp_path / "bridge.json"
     job.write_text(json.dumps(bridge_job(inside, busybox_image)))
+    yield job, inside
+    allocs = tmp_path / "data" / "allocs"
+    assert_nothing_left(docker_client, [path.name for path in allocs.iterdir()] if allocs.exists() else [])
+
+
+def test_a_killed_herder_leaves_no_pause_container_once_started_again(
+        job_file: tuple[Path, int], docker_client: Docker, config_file: Path, tmp_path: Path) -> None:
+    job, _ = job_file
     data_dir = tmp_path / "data"
-    allocs = data_dir / "allocs"
     first = HerderRun(job, data_dir, config=config_file)
     try:
         first.wait_for("Started", count=2, timeout=120)
-        [orphan] = [path.name for path in allocs.iterdir()]
+        [orphan] = [path.name for path in (data_dir / "allocs").iterdir()]
         first.kill()
         assert len(container_ids(docker_client, orphan)) == 2, "the killed herder removed its containers"
         second = HerderRun(job, data_dir, config=config_file)
@@ -145,4 +158,27 @@ def test_a_killed_herder_leaves_no_pause_container_once_started_again(
             assert second.interrupt() == 0, second.stderr
     finally:
         first.finish(kill=True)
-        assert_nothing_left(docker_client, [path.name for path in allocs.iterdir()] if allocs.exists() else [])
+
+
+def test_a_reattached_allocation_keeps_its_pause_container(
+        job_file: tuple[Path, int], docker_client: Docker, config_file: Path, tmp_path: Path) -> None:
+    job, _ = job_file
+    data_dir = tmp_path / "data"
+    first = HerderRun(job, data_dir, "--keep", config=config_file)
+    try:
+        first.wait_for("Started", count=2, timeout=120)
+        [alloc_id] = [path.name for path in (data_dir / "allocs").iterdir()]
+        before = sorted(container_ids(docker_client, alloc_id))
+        address, port = wait_for(lambda: PORT_LINE.search(first.stderr), what="the port line").group(1, 2)
+        first.kill()
+        second = HerderRun(job, data_dir, "--keep", config=config_file)
+        try:
+            second.wait_for("Reattached", count=2, timeout=120)
+            assert second.of("Started") == []
+            assert sorted(container_ids(docker_client, alloc_id)) == before
+            # The namespace, its interfaces and its port mapping came through with the pause container.
+            assert read_url(f"http://{address}:{port}/index.html") == b"hello-from-docker\n"
+        finally:
+            assert second.interrupt() == 0, second.stderr
+    finally:
+        first.finish(kill=True)
