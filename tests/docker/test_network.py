@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from herder_docker.config import PluginConfig
 
 from herder import AllocatedPort, DriverError, DriverNetwork, NetworkDNS, NetworkIsolation
 from herder.plugins.hooks import Hooks
@@ -169,3 +170,12 @@ def test_the_infra_image_is_pulled_when_absent(registry: Registry, bridge: Calla
     isolation = alloc.create()
     assert registry.manifest_requests(served, None) >= 1
     assert docker_client.api.inspect_container(isolation.labels[SANDBOX_ID])["Config"]["Image"] == served.ref
+
+
+def test_the_infra_image_settings_default_to_nomads() -> None:
+    default = PluginConfig.from_mapping({})
+    assert (default.infra_image, default.infra_image_pull_timeout) == ("gcr.io/google_containers/pause-amd64:3.1", 300)
+    chosen = PluginConfig.from_mapping({"infra_image": "pause", "infra_image_pull_timeout": "30s"})
+    assert (chosen.infra_image, chosen.infra_image_pull_timeout) == ("pause:latest", 30)
+    with pytest.raises(ValueError, match="infra_image must be an image name"):
+        PluginConfig.from_mapping({"infra_image": " "})
