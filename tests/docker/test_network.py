@@ -63,7 +63,7 @@ def test_the_task_container_runs_in_the_pause_containers_namespace(bridge: Calla
     assert pause["HostConfig"]["NetworkMode"] == "none"
     assert pause["Config"]["Labels"]["herder.alloc_id"] == alloc.alloc.id
     assert isolation.path == Path(f"/proc/{pause['State']['Pid']}/ns/net")
-    assert isolation.labels["docker_sandbox_hostname"] == "web-1"
+    assert isolation.labels == {SANDBOX_ID: pause["Id"]}
 
     # The host port is CNI's portmap's to map (herder's client); the container publishes none.
     ports = [AllocatedPort(label="http", value=9001, to=INSIDE_PORT), AllocatedPort(label="admin", value=9002)]

@@ -93,7 +93,7 @@ class DockerDriver:
         if not self._seen:
             # The daemon answers: the leftovers of allocations collected while no herder ran can go
             # (in the background: a fingerprint returns within seconds).
-            threading.Thread(target=self.pause.sweep_once, name="docker-pause-sweep", daemon=True).start()
+            threading.Thread(target=self.pause.sweep, name="docker-pause-sweep", daemon=True).start()
         self._seen = True
         attributes = {"driver.docker.version": str(version.get("Version", ""))}
         bridge_ip = _bridge_ip(bridge)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,8 +41,6 @@ ALLOC_DIR_LABEL = "herder.alloc_dir"
 PAUSE_LABEL = "herder.pause"
 SANDBOX_ID = "docker_sandbox_container_id"
 """The label of :class:`herder.NetworkIsolation` naming the pause container (Nomad's name)."""
-SANDBOX_HOSTNAME = "docker_sandbox_hostname"
-"""The label of :class:`herder.NetworkIsolation` holding the hostname the job file gave (Nomad's name)."""
 
 
 def pause_name(alloc_id: str) -> str:
@@ -57,7 +54,6 @@ class PauseContainers:
         self._client = client
         self._images = images
         self._config = config
-        self._swept = threading.Event()
 
     def create(self, alloc: Alloc, hostname: str, dns: NetworkDNS | None) -> NetworkIsolation:
         """The allocation's pause container, started unless it runs already (herder restarted).
@@ -75,7 +71,7 @@ class PauseContainers:
                 container = self._start(client, name, alloc, hostname, dns)
         except (docker.errors.APIError, requests.RequestException) as exc:
             raise daemon_error(f"cannot start the pause container of allocation {alloc.id}", exc) from exc
-        return _isolation(container, hostname)
+        return _isolation(container)
 
     @staticmethod
     def _running(client: docker.DockerClient, name: str) -> Any:
@@ -137,12 +133,9 @@ class PauseContainers:
         except (docker.errors.APIError, requests.RequestException) as exc:
             raise daemon_error(f"cannot remove the pause container of allocation {alloc.id}", exc) from exc
 
-    def sweep_once(self) -> None:
-        """Remove, once per driver, the pause containers of allocations whose directory is gone:
-        no herder will ask for them again. Failures are logged; the next herder tries again."""
-        if self._swept.is_set():
-            return
-        self._swept.set()
+    def sweep(self) -> None:
+        """Remove the pause containers of allocations whose directory is gone: no herder will ask
+        for them again. Failures are logged; the next herder tries again."""
         try:
             client = self._client()
             for found in client.api.containers(all=True, filters={"label": PAUSE_LABEL}):
@@ -161,11 +154,8 @@ def _remove(client: docker.DockerClient, container_id: str) -> None:
         client.api.remove_container(container_id, force=True)
 
 
-def _isolation(container: Any, hostname: str) -> NetworkIsolation:
+def _isolation(container: Any) -> NetworkIsolation:
     pid = int((container.attrs.get("State") or {}).get("Pid") or 0)
     if pid <= 0:
         raise RecoverableError(f"pause container {container.id[:12]} has no process")
-    labels = {SANDBOX_ID: str(container.id)}
-    if hostname:
-        labels[SANDBOX_HOSTNAME] = hostname
-    return NetworkIsolation(path=Path(f"/proc/{pid}/ns/net"), labels=labels)
+    return NetworkIsolation(path=Path(f"/proc/{pid}/ns/net"), labels={SANDBOX_ID: str(container.id)})
