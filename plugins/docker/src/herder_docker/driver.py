@@ -55,6 +55,7 @@ class DockerDriver:
         self._client: docker.DockerClient | None = None
         self._lock = threading.Lock()
         self._seen = False
+        self._sweeper: threading.Thread | None = None
         self.images = Images(self.client, self.config.cleanup_image_delay,
                              self.config.pull_timeout)
         self.pause = PauseContainers(self.client, self.images, self.config)
@@ -90,10 +91,12 @@ class DockerDriver:
             if self._seen:
                 return Fingerprint(detected=True, healthy=False, description=reason)
             return Fingerprint(detected=False, healthy=False, description=reason)
-        if not self._seen:
-            # The daemon answers: the leftovers of allocations collected while no herder ran can go
-            # (in the background: a fingerprint returns within seconds).
-            threading.Thread(target=self.pause.sweep, name="docker-pause-sweep", daemon=True).start()
+        if self._sweeper is None or not self._sweeper.is_alive():
+            # The daemon answers: the pause containers of allocations that are gone can go (collected
+            # while no herder ran, or kept by no record: a herder killed as it made one). In the
+            # background: a fingerprint returns within seconds.
+            self._sweeper = threading.Thread(target=self.pause.sweep, name="docker-pause-sweep", daemon=True)
+            self._sweeper.start()
         self._seen = True
         attributes = {"driver.docker.version": str(version.get("Version", ""))}
         bridge_ip = _bridge_ip(bridge)

@@ -12,8 +12,9 @@ container. The joining containers share its hostname, ``/etc/hosts`` and
 The pause container is named after the allocation and labelled with its id, its
 directory and :data:`PAUSE_LABEL`: a restarted herder gets the running one back
 for an allocation it reattaches to, finds it by label to remove it for an
-allocation that is over, and removes those of allocations whose directory is
-gone (collected while no herder ran) the first time it reaches the daemon.
+allocation that is over, and each time the driver fingerprints the daemon it
+removes those of allocations whose directory is gone (collected while no herder
+ran, or never recorded: a herder killed as it made one).
 """
 
 from __future__ import annotations
