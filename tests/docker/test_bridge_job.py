@@ -22,7 +22,7 @@ from tests.support.waiting import wait_for
 from .helpers import Docker, DockerJobs, container_ids, containers_of, job_name
 
 FETCH = """\
-import sys, time, urllib.request
+import signal, sys, time, urllib.request
 for _ in range(300):
     try:
         body = urllib.request.urlopen(sys.argv[1], timeout=2).read().decode()
@@ -33,7 +33,7 @@ for _ in range(300):
     break
 else:
     sys.exit(1)
-time.sleep(3600)
+signal.pause()
 """
 """The raw_exec task: fetch the docker task's page on 127.0.0.1, say what it got, and stay up."""
 

@@ -35,7 +35,7 @@ from herder import (
 from herder.sdk import resolve_in_task_dir, set_task_dirs, set_var
 from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, image_ref
 from herder_docker.errors import daemon_error
-from herder_docker.handle import LOG_DRIVER, ContainerOutput, DockerHandle
+from herder_docker.handle import LOG_DRIVER, ContainerOutput, DockerHandle, running_container
 from herder_docker.images import Images, auth_refused
 from herder_docker.network import ALLOC_LABEL, SANDBOX_ID, PauseContainers
 from herder_docker.session import DockerExecSession
@@ -210,7 +210,7 @@ class DockerDriver:
         client = self.client()
         name = f"{task.name}-{ctx.alloc_id}"
         try:
-            container = self._reusable(client, name)
+            container = running_container(client, name)
             reused = container is not None
             if not reused:
                 container = client.containers.create(**self._create_options(task, ctx, config, name))
@@ -230,18 +230,6 @@ class DockerDriver:
         except (docker.errors.APIError, requests.RequestException) as exc:
             raise daemon_error(f"cannot start container {name}", exc) from exc
         return DockerHandle(client, container.id, self._network(container.attrs, config, ctx), output)
-
-    @staticmethod
-    def _reusable(client: docker.DockerClient, name: str) -> Any:
-        """A running container of this name from an earlier run; a stopped one is removed."""
-        try:
-            container = client.containers.get(name)
-        except docker.errors.NotFound:
-            return None
-        if container.status == "running":
-            return container
-        container.remove(force=True)
-        return None
 
     @staticmethod
     def _output_from_now(client: docker.DockerClient, container: Any, ctx: TaskContext) -> ContainerOutput:

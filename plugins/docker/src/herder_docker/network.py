@@ -32,7 +32,7 @@ import requests
 from herder import Alloc, NetworkDNS, NetworkIsolation, RecoverableError
 from herder_docker.config import PluginConfig
 from herder_docker.errors import daemon_error
-from herder_docker.handle import LOG_DRIVER
+from herder_docker.handle import LOG_DRIVER, running_container
 from herder_docker.images import Images
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,8 @@ class PauseContainers:
         client = self._client()
         name = pause_name(alloc.id)
         try:
-            container = self._running(client, name)
+            # One that no longer runs is a namespace that lost its interfaces with its process: replaced.
+            container = running_container(client, name)
             if container is None:
                 self._images.ensure_kept(self._config.infra_image, timeout=self._config.infra_image_pull_timeout,
                                          progress=lambda message, details: log.info("%s", message))
@@ -73,19 +74,6 @@ class PauseContainers:
         except (docker.errors.APIError, requests.RequestException) as exc:
             raise daemon_error(f"cannot start the pause container of allocation {alloc.id}", exc) from exc
         return _isolation(container)
-
-    @staticmethod
-    def _running(client: docker.DockerClient, name: str) -> Any:
-        """The pause container of this name if it runs; one that does not is removed (a new one
-        is a new namespace, and the old one's interfaces went with its process)."""
-        try:
-            container = client.containers.get(name)
-        except docker.errors.NotFound:
-            return None
-        if container.status == "running":
-            return container
-        container.remove(force=True)
-        return None
 
     def _start(self, client: docker.DockerClient, name: str, alloc: Alloc, hostname: str,
                dns: NetworkDNS | None) -> Any:
