@@ -26,6 +26,7 @@ from tests.support.require import require, require_driver
 from .helpers import (
     BUSYBOX,
     IMAGE,
+    PAUSE_IMAGE,
     Docker,
     DockerJobs,
     build_image,
@@ -62,7 +63,19 @@ def docker_driver(docker_client: Docker) -> str:
 
 @pytest.fixture(scope="session")
 def busybox_image(docker_client: Docker, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """``herder-test/busybox:1``, built unless an image of this very busybox is already there.
+    """``herder-test/busybox:1``, built unless an image of this very busybox is already there."""
+    return _build_once(docker_client, tmp_path_factory, IMAGE)
+
+
+@pytest.fixture(scope="session")
+def pause_image(docker_client: Docker, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``herder-test/pause:1``: the busybox image whose command sleeps forever, an ``infra_image``
+    for the pause containers (there is no registry to pull Nomad's default from)."""
+    return _build_once(docker_client, tmp_path_factory, PAUSE_IMAGE, 'CMD ["/bin/sleep", "2147483647"]\n')
+
+
+def _build_once(client: Docker, tmp_path_factory: pytest.TempPathFactory, tag: str, extra: str = "") -> str:
+    """Build ``tag`` (see ``build_image``) unless an image of this very busybox is already there.
 
     xdist workers take turns (a file lock in the temporary directory they
     share), so the image is built once; a build by another program at the
@@ -70,16 +83,16 @@ def busybox_image(docker_client: Docker, tmp_path_factory: pytest.TempPathFactor
     """
     require("docker", BUSYBOX.exists(), f"{BUSYBOX} is missing (Debian package busybox-static)")
     shared = tmp_path_factory.getbasetemp().parent
-    with (shared / "busybox-image.lock").open("w") as lock:
+    with (shared / f"{tag.replace('/', '-')}-image.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            labels = docker_client.images.get(IMAGE).labels or {}
+            labels = client.images.get(tag).labels or {}
             if labels.get("herder.test.busybox.sha256") == busybox_digest():
-                return IMAGE
+                return tag
         except docker.errors.ImageNotFound:
             pass
-        build_image(docker_client, IMAGE, tmp_path_factory.mktemp("busybox-image"))
-    return IMAGE
+        build_image(client, tag, tmp_path_factory.mktemp("image"), extra)
+    return tag
 
 
 @pytest.fixture

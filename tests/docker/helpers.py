@@ -23,6 +23,7 @@ except ImportError:  # the fixtures skip (or fail, under HERDER_REQUIRE) before 
 
 BUSYBOX = Path("/bin/busybox")
 IMAGE = "herder-test/busybox:1"
+PAUSE_IMAGE = "herder-test/pause:1"
 ALLOC_LABEL = "herder.alloc_id"
 
 Docker = Any  # docker.DockerClient

@@ -14,24 +14,30 @@ from herder.plugins.loader import load_plugins
 from herder.testing import DriverContract
 from tests.support.require import require
 
-from .helpers import IMAGE, Docker, docker, sh
+from .helpers import IMAGE, PAUSE_IMAGE, Docker, docker, sh
+
+ALLOC_DIR_LABEL = "herder.alloc_dir"
 
 
 class TestDockerContract(DriverContract):
     driver = "docker"
-    plugin_config = {"cleanup_image": False}  # the test image is shared with the other tests
+    # The test images are shared with the other tests; there is no registry to pull Nomad's pause image from.
+    plugin_config = {"cleanup_image": False, "infra_image": PAUSE_IMAGE}
 
     docker: Docker
 
     @pytest.fixture(autouse=True)
-    def _engine(self, docker_client: Docker, docker_driver: str, busybox_image: str, tmp_path: Path) -> Iterator[None]:
-        """The daemon and the test image are there (or the test is skipped, or failed under HERDER_REQUIRE);
-        no container of the test's tasks (those with a task directory under ``tmp_path``) outlives it."""
+    def _engine(self, docker_client: Docker, docker_driver: str, busybox_image: str, pause_image: str,
+                tmp_path: Path) -> Iterator[None]:
+        """The daemon and the test images are there (or the test is skipped, or failed under HERDER_REQUIRE);
+        no container of the test's tasks (those with a task directory under ``tmp_path``) or pause container
+        of its allocations outlives it."""
         self.docker = docker_client
         yield
         # The list's summaries: inspecting each container would race with the other tests removing theirs.
         left = [summary["Id"] for summary in docker_client.api.containers(all=True)
-                if any(str(mount.get("Source", "")).startswith(str(tmp_path)) for mount in summary.get("Mounts") or [])]
+                if any(str(mount.get("Source", "")).startswith(str(tmp_path)) for mount in summary.get("Mounts") or [])
+                or (summary.get("Labels") or {}).get(ALLOC_DIR_LABEL, "").startswith(str(tmp_path))]
         for container in left:
             with contextlib.suppress(docker.errors.NotFound):
                 docker_client.api.remove_container(container, force=True)

@@ -73,6 +73,7 @@ from herder.objects import (
     ExecSession,
     ExitResult,
     Fingerprint,
+    NetworkDNS,
     NetworkIsolation,
     TaskEvent,
     TaskHandle,
@@ -137,7 +138,7 @@ def herder_driver_capabilities() -> DriverCapabilities | None:
 
 
 @hookspec(firstresult=True)
-def herder_alloc_network_create(alloc: Alloc, hostname: str) -> NetworkIsolation | None:
+def herder_alloc_network_create(alloc: Alloc, hostname: str, dns: NetworkDNS | None) -> NetworkIsolation | None:
     """Make the network namespace of an allocation whose group asks for one
     (``network { mode = "bridge" }`` or ``"cni/NAME"``), when the driver must
     own it. Driver-scoped: called for the drivers of the allocation's tasks,
@@ -154,6 +155,10 @@ def herder_alloc_network_create(alloc: Alloc, hostname: str) -> NetworkIsolation
 
     :param alloc: the allocation (``alloc.network`` is None yet).
     :param hostname: the hostname the job file gives the namespace, or "".
+    :param dns: the group network's ``dns`` block, or None (the host's resolvers).
+        A driver whose tasks take their ``resolv.conf`` from the namespace's owner
+        (docker: every container of the allocation shares the pause container's)
+        sets it there.
     :returns: a :class:`herder.NetworkIsolation`, or None to leave it to herder.
     :raises Exception: fails every task of the allocation (``Setup Failure``).
     """

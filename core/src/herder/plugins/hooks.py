@@ -23,6 +23,7 @@ from herder.objects import (
     ExecSession,
     ExitResult,
     Fingerprint,
+    NetworkDNS,
     NetworkIsolation,
     TaskEvent,
     TaskHandle,
@@ -163,13 +164,15 @@ class Hooks:
 
     # -- allocation --------------------------------------------------------
 
-    def alloc_network_create(self, alloc: Alloc, hostname: str) -> tuple[str, NetworkIsolation] | None:
+    def alloc_network_create(self, alloc: Alloc, hostname: str,
+                             dns: NetworkDNS | None = None) -> tuple[str, NetworkIsolation] | None:
         """The namespace a driver of the allocation made, with that driver's name; None when
         none of them makes one (herder then does). Raises whatever the driver raised."""
         for driver in _drivers_of(alloc.tasks):
             if not self._implemented("herder_alloc_network_create", "driver", driver):
                 continue
-            made = self._caller("herder_alloc_network_create", "driver", driver)(alloc=alloc, hostname=hostname)
+            create = self._caller("herder_alloc_network_create", "driver", driver)
+            made = create(alloc=alloc, hostname=hostname, dns=dns)
             if made is not None:
                 return driver, made
         return None

@@ -10,6 +10,8 @@ from typing import Any
 from herder.sdk import parse_duration
 
 DEFAULT_ENDPOINT = "unix:///var/run/docker.sock"
+DEFAULT_INFRA_IMAGE = "gcr.io/google_containers/pause-amd64:3.1"
+"""Nomad's default ``infra_image``: the image of the pause container that owns an allocation's network."""
 
 TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -113,18 +115,23 @@ class PluginConfig:
     allow_sysctl: bool = False
     allow_host_network: bool = False
     allow_container_network: bool = False
+    infra_image: str = DEFAULT_INFRA_IMAGE
+    infra_image_pull_timeout: float = 300.0
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PluginConfig:
         known = {"endpoint", "cleanup_image", "cleanup_image_delay", "volumes_enabled", "allow_privileged",
                  "pull_timeout", "timeout", "allow_caps", "allow_sysctl", "allow_host_network",
-                 "allow_container_network"}
+                 "allow_container_network", "infra_image", "infra_image_pull_timeout"}
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"unknown [plugin.docker] key(s): {', '.join(unknown)}")
         allow_caps = raw.get("allow_caps", DEFAULT_ALLOW_CAPS)
         if not isinstance(allow_caps, list | tuple):
             raise ValueError(f"[plugin.docker] allow_caps must be a list of capability names, not {allow_caps!r}")
+        infra_image = raw.get("infra_image", DEFAULT_INFRA_IMAGE)
+        if not isinstance(infra_image, str) or not infra_image.strip():
+            raise ValueError(f"[plugin.docker] infra_image must be an image name, not {infra_image!r}")
         return cls(
             endpoint=str(raw.get("endpoint") or os.environ.get("DOCKER_HOST") or DEFAULT_ENDPOINT),
             cleanup_image=bool(raw.get("cleanup_image", True)),
@@ -137,6 +144,8 @@ class PluginConfig:
             allow_sysctl=bool(raw.get("allow_sysctl", False)),
             allow_host_network=bool(raw.get("allow_host_network", False)),
             allow_container_network=bool(raw.get("allow_container_network", False)),
+            infra_image=image_ref(infra_image.strip()),
+            infra_image_pull_timeout=parse_duration(raw.get("infra_image_pull_timeout", "5m")),
         )
 
     def capabilities(self, add: Sequence[str], drop: Sequence[str]) -> tuple[list[str], list[str]]:

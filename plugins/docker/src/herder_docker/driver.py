@@ -15,6 +15,8 @@ import docker.types
 import requests
 
 from herder import (
+    Alloc,
+    AllocNetwork,
     CleanupLater,
     DriverCapabilities,
     DriverError,
@@ -22,6 +24,8 @@ from herder import (
     ExecResult,
     ExecSession,
     Fingerprint,
+    NetworkDNS,
+    NetworkIsolation,
     RecoverableError,
     Task,
     TaskContext,
@@ -30,9 +34,11 @@ from herder import (
 )
 from herder.sdk import resolve_in_task_dir, set_task_dirs, set_var
 from herder_docker.config import TASK_SCHEMA, PluginConfig, TaskConfig, image_ref
-from herder_docker.handle import LOG_DRIVER, ContainerOutput, DockerHandle
+from herder_docker.errors import daemon_error
+from herder_docker.handle import LOG_DRIVER, ContainerOutput, DockerHandle, running_container
 from herder_docker.images import Images, auth_refused
 from herder_docker.mounts import host_volume_mounts
+from herder_docker.network import ALLOC_LABEL, SANDBOX_ID, PauseContainers
 from herder_docker.session import DockerExecSession
 
 FINGERPRINT_TIMEOUT = 3.0
@@ -40,21 +46,6 @@ RELEASED = "image-released"
 """``ctx.created`` kind: when (epoch seconds) the task stopped using the image herder fetched for it."""
 TASK_DIRS = {"alloc_dir": "/alloc", "local_dir": "/local", "secrets_dir": "/secrets"}
 DEFAULT_NETWORK_MODES = ("", "default", "bridge")
-
-
-def _daemon_error(what: str, exc: Exception) -> Exception:
-    """A daemon that cannot be reached, times out or answers 5xx may come back:
-    recoverable. Any other answer (a 400 for a bad mount, a 404) is final.
-
-    ``APIError`` is a subclass of ``requests.RequestException``, so it is
-    told apart first: it is an answer, not a daemon out of reach.
-    """
-    if isinstance(exc, docker.errors.APIError):
-        message = f"{what}: {exc.explanation or exc}"
-        return RecoverableError(message) if exc.is_server_error() else DriverError(message)
-    if isinstance(exc, requests.RequestException):
-        return RecoverableError(f"{what}: Docker daemon unreachable: {exc}")
-    return DriverError(f"{what}: {exc}")
 
 
 class DockerDriver:
@@ -65,8 +56,10 @@ class DockerDriver:
         self._client: docker.DockerClient | None = None
         self._lock = threading.Lock()
         self._seen = False
+        self._sweeper: threading.Thread | None = None
         self.images = Images(self.client, self.config.cleanup_image_delay,
                              self.config.pull_timeout)
+        self.pause = PauseContainers(self.client, self.images, self.config)
 
     def client(self) -> docker.DockerClient:
         """The client for task work, created on first use.
@@ -99,6 +92,12 @@ class DockerDriver:
             if self._seen:
                 return Fingerprint(detected=True, healthy=False, description=reason)
             return Fingerprint(detected=False, healthy=False, description=reason)
+        if self._sweeper is None or not self._sweeper.is_alive():
+            # The daemon answers: the pause containers of allocations that are gone can go (collected
+            # while no herder ran, or kept by no record: a herder killed as it made one). In the
+            # background: a fingerprint returns within seconds.
+            self._sweeper = threading.Thread(target=self.pause.sweep, name="docker-pause-sweep", daemon=True)
+            self._sweeper.start()
         self._seen = True
         attributes = {"driver.docker.version": str(version.get("Version", ""))}
         bridge_ip = _bridge_ip(bridge)
@@ -112,7 +111,18 @@ class DockerDriver:
 
     @hookimpl
     def herder_driver_capabilities(self) -> DriverCapabilities:
-        return DriverCapabilities(volume_mounts=True)
+        return DriverCapabilities(network_isolation=frozenset({"host", "group"}), volume_mounts=True)
+
+    # -- the allocation's network --------------------------------------------
+
+    @hookimpl
+    def herder_alloc_network_create(self, alloc: Alloc, hostname: str, dns: NetworkDNS | None) -> NetworkIsolation:
+        """A pause container owns the namespace: a container can only join another container's."""
+        return self.pause.create(alloc, hostname, dns)
+
+    @hookimpl
+    def herder_alloc_network_destroy(self, alloc: Alloc, isolation: NetworkIsolation) -> None:
+        self.pause.destroy(alloc, isolation)
 
     # -- task start ----------------------------------------------------------
 
@@ -124,13 +134,18 @@ class DockerDriver:
             raise DriverError("volumes are not allowed: set [plugin.docker] volumes_enabled = true")
         if config.privileged and not self.config.allow_privileged:
             raise DriverError("privileged containers are not allowed: set [plugin.docker] allow_privileged = true")
-        refusal = self.config.network_mode_refusal(config.network_mode)
-        if refusal:
-            raise DriverError(refusal)
+        if ctx.network is not None:
+            _check_group_network(config, ctx.network)
+        else:
+            refusal = self.config.network_mode_refusal(config.network_mode)
+            if refusal:
+                raise DriverError(refusal)
         self._check_nomad_keys(config, ctx)
         set_task_dirs(ctx.env, TASK_DIRS["alloc_dir"], TASK_DIRS["local_dir"], TASK_DIRS["secrets_dir"])
-        for port in ctx.ports:
-            set_var(ctx.env, f"PORT_{port.label}", str(self._container_port(config, port.label, port.to, port.value)))
+        if ctx.network is None:  # in the allocation's namespace herder has set the ports as Nomad does
+            for port in ctx.ports:
+                set_var(ctx.env, f"PORT_{port.label}",
+                        str(self._container_port(config, port.label, port.to, port.value)))
         tarball = self._tarball(config, ctx) if config.load else None
 
         def progress(message: str, details: dict[str, int]) -> None:
@@ -152,7 +167,7 @@ class DockerDriver:
         except (DriverError, RecoverableError):
             raise
         except Exception as exc:
-            raise _daemon_error(f"cannot get image {config.image_ref}", exc) from exc
+            raise daemon_error(f"cannot get image {config.image_ref}", exc) from exc
         if fetched:
             ctx.created.add("image", config.image_ref)
 
@@ -199,7 +214,7 @@ class DockerDriver:
         client = self.client()
         name = f"{task.name}-{ctx.alloc_id}"
         try:
-            container = self._reusable(client, name)
+            container = running_container(client, name)
             reused = container is not None
             if not reused:
                 container = client.containers.create(**self._create_options(task, ctx, config, name))
@@ -217,20 +232,8 @@ class DockerDriver:
         except docker.errors.ImageNotFound as exc:
             raise DriverError(f"image {config.image_ref} not found: {exc.explanation}") from exc
         except (docker.errors.APIError, requests.RequestException) as exc:
-            raise _daemon_error(f"cannot start container {name}", exc) from exc
+            raise daemon_error(f"cannot start container {name}", exc) from exc
         return DockerHandle(client, container.id, self._network(container.attrs, config, ctx), output)
-
-    @staticmethod
-    def _reusable(client: docker.DockerClient, name: str) -> Any:
-        """A running container of this name from an earlier run; a stopped one is removed."""
-        try:
-            container = client.containers.get(name)
-        except docker.errors.NotFound:
-            return None
-        if container.status == "running":
-            return container
-        container.remove(force=True)
-        return None
 
     @staticmethod
     def _output_from_now(client: docker.DockerClient, container: Any, ctx: TaskContext) -> ContainerOutput:
@@ -256,7 +259,7 @@ class DockerDriver:
             target, _, mode = rest.partition(":")
             binds[self._volume_source(host, ctx)] = {"bind": target, "mode": mode or "rw"}
         ports: dict[str, tuple[str, int]] = {}
-        for port in ctx.ports:
+        for port in ctx.ports if ctx.network is None else ():  # in bridge mode CNI's portmap maps them
             if config.ports is not None and port.label not in config.ports:
                 continue  # Nomad 1.x publishes only the ports the task's ``ports`` names
             container_port = self._container_port(config, port.label, port.to, port.value)
@@ -272,7 +275,7 @@ class DockerDriver:
             "command": command,
             "name": name,
             "environment": dict(ctx.env),
-            "labels": {**(config.labels or {}), "herder.alloc_id": ctx.alloc_id, "herder.task": task.name},
+            "labels": {**(config.labels or {}), ALLOC_LABEL: ctx.alloc_id, "herder.task": task.name},
             "volumes": binds,
             "ports": ports,
             "mem_limit": memory,
@@ -293,7 +296,9 @@ class DockerDriver:
             options["hostname"] = config.hostname
         if config.dns_servers:
             options["dns"] = list(config.dns_servers)
-        if config.network_mode:
+        if ctx.network is not None:
+            options["network_mode"] = f"container:{ctx.network.labels[SANDBOX_ID]}"
+        elif config.network_mode:
             options["network_mode"] = config.network_mode
         if task.user:
             options["user"] = task.user
@@ -351,7 +356,11 @@ class DockerDriver:
 
     @staticmethod
     def _network(attrs: Mapping[str, Any], config: TaskConfig, ctx: TaskContext) -> DriverNetwork | None:
-        """The container's IP and port map: what ``address_mode = "driver"`` advertises."""
+        """The container's IP and port map: what ``address_mode = "driver"`` advertises.
+        In the allocation's namespace: its address and each port's ``to``, as Nomad."""
+        if ctx.network is not None:
+            return DriverNetwork(ip=ctx.network.ip, auto_advertise=False,
+                                 port_map={p.label: p.to if p.to and p.to > 0 else p.value for p in ctx.ports})
         settings = attrs.get("NetworkSettings") or {}
         ip = settings.get("IPAddress") or next(
             (n.get("IPAddress") for n in (settings.get("Networks") or {}).values() if n.get("IPAddress")), "")
@@ -371,7 +380,7 @@ class DockerDriver:
         try:
             return handle.exec(command, timeout)
         except (docker.errors.APIError, requests.RequestException) as exc:
-            raise _daemon_error("exec", exc) from exc
+            raise daemon_error("exec", exc) from exc
 
     @hookimpl
     def herder_task_exec_session(self, task: Task, ctx: TaskContext, handle: TaskHandle, command: list[str],
@@ -381,7 +390,7 @@ class DockerDriver:
         try:
             return DockerExecSession.start(handle.client.api, handle.id, command, tty)
         except (docker.errors.APIError, requests.RequestException, TimeoutError) as exc:
-            raise _daemon_error("exec", exc) from exc
+            raise daemon_error("exec", exc) from exc
 
     @hookimpl
     def herder_task_recover(self, task: Task, ctx: TaskContext, state: dict[str, Any]) -> TaskHandle | None:
@@ -401,7 +410,7 @@ class DockerDriver:
         try:
             output = self._output_from_now(client, container, ctx)
         except (docker.errors.APIError, requests.RequestException) as exc:
-            raise _daemon_error(f"cannot attach to container {container_id[:12]}", exc) from exc
+            raise daemon_error(f"cannot attach to container {container_id[:12]}", exc) from exc
         return DockerHandle(client, container_id, self._network(container.attrs, config, ctx), output)
 
     # -- cleanup -------------------------------------------------------------
@@ -440,6 +449,25 @@ class DockerDriver:
             wait = self.images.remove_when_unused(image)
         if wait > 0:
             raise CleanupLater(wait, f"image {image} is removed in {wait:.0f}s unless a task wants it again")
+
+
+def _check_group_network(config: TaskConfig, network: AllocNetwork) -> None:
+    """Refuse what a container joining the allocation's namespace cannot have of its own.
+
+    It shares the pause container's network, hostname and ``resolv.conf``:
+    Docker refuses these options then ("conflicting options").
+    """
+    if SANDBOX_ID not in network.labels:
+        raise DriverError(f'the allocation\'s network (mode "{network.mode}") was not made by the docker driver: '
+                          "a container can only join another container's network")
+    for key, value, instead in (("network_mode", config.network_mode, ""),
+                                ("hostname", config.hostname, "set the group network's hostname"),
+                                ("dns_servers", config.dns_servers, "set the group network's dns block"),
+                                ("extra_hosts", config.extra_hosts, "")):
+        if value:
+            why = f"; {instead}" if instead else ""
+            raise DriverError(f'config.{key} conflicts with the group network mode "{network.mode}": '
+                              f"the task joins the allocation's network{why}")
 
 
 def _bridge_ip(bridge: Mapping[str, Any]) -> str:

@@ -29,6 +29,19 @@ behind after 2 MB, and the logs API then lacked the rest.
 """
 
 
+def running_container(client: docker.DockerClient, name: str) -> Any:
+    """The running container of this name (from an earlier run of herder); one that is
+    not running is removed, and None returned, as when there is none."""
+    try:
+        container = client.containers.get(name)
+    except docker.errors.NotFound:
+        return None
+    if container.status == "running":
+        return container
+    container.remove(force=True)
+    return None
+
+
 class ContainerOutput:
     """Copies a container's stdout and stderr into the task's log sinks, from a thread.
 

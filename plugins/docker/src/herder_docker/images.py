@@ -94,6 +94,12 @@ class Images:
         self._pull_shared(ref, progress, force_pull, auth)
         return True
 
+    def ensure_kept(self, ref: str, *, timeout: float, progress: Progress) -> None:
+        """Make ``ref`` available, pulling it within ``timeout`` seconds if absent, without
+        counting a user: for an image herder keeps once it has it (the pause containers' ``infra_image``)."""
+        if not self.exists(ref):
+            self._pull_shared(ref, progress, False, None, timeout)
+
     def exists(self, ref: str) -> bool:
         try:
             self._client().images.get(ref)
@@ -116,8 +122,10 @@ class Images:
             raise DriverError(f"image tarball {tarball} holds {', '.join(sorted(tags)) or 'no tagged image'}, "
                               f"not {ref}")
 
-    def _pull_shared(self, ref: str, progress: Progress, force: bool, auth: Mapping[str, str] | None) -> None:
-        """Pull ``ref``, or wait for the pull of it already under way."""
+    def _pull_shared(self, ref: str, progress: Progress, force: bool, auth: Mapping[str, str] | None,
+                     timeout: float | None = None) -> None:
+        """Pull ``ref`` within ``timeout`` (default ``pull_timeout``), or wait for the pull of it already under way."""
+        timeout = self._pull_timeout if timeout is None else timeout
         with self._lock:
             pull = self._pulls.get(ref)
             leader = pull is None
@@ -128,7 +136,7 @@ class Images:
             try:
                 # A pull that ended between our look and now has left the image.
                 if force or not self.exists(ref):
-                    self._pull(ref, pull, auth)
+                    self._pull(ref, pull, auth, timeout)
             except Exception as exc:
                 pull.error = exc
             finally:
@@ -137,18 +145,18 @@ class Images:
                 pull.done.set()
         else:
             progress(f"Downloading image {ref}", {})
-            if not pull.done.wait(self._pull_timeout + 5):
-                raise DriverError(f"pull of image {ref} did not finish within {self._pull_timeout:g}s")
+            if not pull.done.wait(timeout + 5):
+                raise DriverError(f"pull of image {ref} did not finish within {timeout:g}s")
         if pull.error is not None:
             raise pull.error
 
-    def _pull(self, ref: str, pull: _Pull, auth: Mapping[str, str] | None) -> None:
+    def _pull(self, ref: str, pull: _Pull, auth: Mapping[str, str] | None, timeout: float) -> None:
         """Pull ``ref``, telling listeners how far it got about once a second."""
         repository, tag = _split(ref)
         for listener in list(pull.listeners):
             listener(f"Downloading image {ref}", {})
         layers: dict[str, tuple[int, int]] = {}
-        deadline = time.monotonic() + self._pull_timeout
+        deadline = time.monotonic() + timeout
         last_report = 0.0
         try:
             for line in self._client().api.pull(repository, tag=tag, stream=True, decode=True,
@@ -160,7 +168,7 @@ class Images:
                     layers[line.get("id", "")] = (int(detail.get("current", 0)), int(detail["total"]))
                 now = time.monotonic()
                 if now > deadline:
-                    raise DriverError(f"pull of image {ref} did not finish within {self._pull_timeout:g}s")
+                    raise DriverError(f"pull of image {ref} did not finish within {timeout:g}s")
                 if layers and now - last_report >= PROGRESS_INTERVAL:
                     last_report = now
                     current, total = (sum(values) for values in zip(*layers.values(), strict=True))

@@ -54,6 +54,7 @@ class AllocNetworks:
         self.hooks = hooks
         self.cni = Cni(config.cni_path)
         self._forwarding = threading.Lock()  # one admin chain rule, however many allocations start at once
+        self._forwarding_ready = False  # checked once a process: three iptables runs an allocation cost ~0.1 s
 
     def conflist(self, mode: str) -> ConfList:
         """The CNI configuration list of a network mode.
@@ -81,7 +82,7 @@ class AllocNetworks:
             self.remove(record, alloc)
         conflist = self.conflist(network.mode)
         mappings = mappings_for((port.value, port.to or port.value, port.host_ip) for port in ports)
-        made = self.hooks.alloc_network_create(alloc, hostname)
+        made = self.hooks.alloc_network_create(alloc, hostname, network.dns)
         driver, isolation = made if made is not None else ("", None)
         path = isolation.path if isolation is not None else namespace.namespace_path(alloc.id)
         record = NetworkRecord(alloc_id=alloc.id, mode=network.mode, path=str(path), driver=driver,
@@ -95,7 +96,9 @@ class AllocNetworks:
                 namespace.create(alloc.id)
             if network.mode == "bridge":
                 with self._forwarding:
-                    ensure_forwarding(self.config.bridge_network_name, self.config.bridge_network_subnet)
+                    if not self._forwarding_ready:
+                        ensure_forwarding(self.config.bridge_network_name, self.config.bridge_network_subnet)
+                        self._forwarding_ready = True
             result = self.cni.add(conflist, Attachment(alloc.id, Path(path), IFNAME, mappings))
         except BaseException:
             try:
