@@ -29,6 +29,9 @@ class Resources:
     memory: int = 300
     ports: tuple[PortSpec, ...] = ()
     memory_max: int = 0
+    cores: int = 0
+    """Whole CPUs reserved for the task alone (Nomad's ``cores``); 0 for none. Drivers that can pin
+    a task to CPUs (a cpuset) pin it to the ones herder reserved for it."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,35 @@ class Template:
     """At most this many seconds (a random share of it) pass between a re-render and its change_mode."""
     env: bool = False
     """The rendered file's ``KEY=value`` lines join the task's environment."""
+
+
+DEFAULT_IDENTITY = "default"
+"""The name of a task's own workload identity, the one Nomad's API takes (Nomad's ``WorkloadIdentityDefaultName``)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A task's ``identity`` block (Nomad 1.7's workload identity): a JWT the agent signs for the task,
+    in ``secrets/`` (``file``) and the environment (``env``). ``ttl`` in seconds, 0 for no expiry."""
+
+    name: str = DEFAULT_IDENTITY
+    audience: tuple[str, ...] = ()
+    env: bool = False
+    file: bool = False
+    filepath: str = ""
+    """Where (relative to the task directory) ``file`` writes the token; "" for Nomad's place under ``secrets/``."""
+    ttl: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """A group's ``scaling`` block: the bounds of its ``count`` (``job scale``). ``policy`` is the
+    autoscaler's and means nothing to herder (there is no autoscaler)."""
+
+    min: int
+    max: int
+    enabled: bool = True
+    policy: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -212,6 +244,7 @@ class Task:
     lifecycle: Lifecycle | None = None
     dispatch_payload: str = ""
     """Where (under ``local/``) the payload of a dispatched job is written; "" for nowhere."""
+    identities: tuple[Identity, ...] = ()
 
     @property
     def is_main(self) -> bool:
@@ -238,6 +271,9 @@ class Group:
     update: Update | None = None
     """How a new version replaces the group's allocations; None for a job type that has no
     deployments (batch, sysbatch, system): they are replaced all at once."""
+    max_run_duration: float = 0.0
+    """Seconds an allocation may run from its creation before its tasks are killed; 0 for no limit."""
+    scaling: Scaling | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, overload
 
+from herder.jobspec import group_keys
 from herder.jobspec.cron import CronError, load_zone, parse_cron
 from herder.jobspec.paths import Path
 from herder.jobspec.reschedule import ephemeral_disk, reschedule_policy
@@ -207,9 +208,10 @@ class _Builder:
                          f"{self.spec['name']}-{spec['name']}", tasks={task.name for task in tasks})
             for index, service in enumerate(spec.get("services", []))
         )
+        count = _int(spec, "count", 1)
         return Group(
             name=spec["name"],
-            count=_int(spec, "count", 1),
+            count=count,
             restart=policy,
             tasks=tasks,
             meta=_texts(spec.get("meta")),
@@ -218,6 +220,8 @@ class _Builder:
             reschedule=reschedule_policy(self.spec, spec, path, self.problem),
             ephemeral_disk=ephemeral_disk(spec.get("ephemeral_disk", {})),
             update=self.update(spec.get("update"), (*path, "update"), job_type),
+            max_run_duration=group_keys.max_run_duration(spec, path, job_type, self.problem),
+            scaling=group_keys.scaling(spec.get("scaling"), (*path, "scaling"), count, self.problem),
         )
 
     def update(self, spec: dict[str, Any] | None, path: Path, job_type: str) -> Update | None:
@@ -276,6 +280,8 @@ class _Builder:
         memory, memory_max = _int(resources, "memory", 300), _int(resources, "memory_max", 0)
         if memory_max > 0 and memory_max < memory:
             self.problem((*path, "resources", "memory_max"), f"{memory_max} is below memory ({memory})")
+        if "cpu" in resources and resources.get("cores", 0) > 0:
+            self.problem((*path, "resources", "cores"), "a task can only ask for 'cpu' or 'cores', not both")
         own_ports_path: Path = (*path, "resources", "network", "ports")
         own_ports = [
             (port, (*own_ports_path, index)) for index, port in enumerate(resources.get("network", {}).get("ports", []))
@@ -309,7 +315,8 @@ class _Builder:
             kill_signal=spec.get("kill_signal", ""),
             shutdown_delay=_duration(spec, "shutdown_delay", 0.0),
             meta=_texts(spec.get("meta")),
-            resources=Resources(cpu=_int(resources, "cpu", 100), memory=memory, ports=ports, memory_max=memory_max),
+            resources=Resources(cpu=_int(resources, "cpu", 100), memory=memory, ports=ports, memory_max=memory_max,
+                                cores=_int(resources, "cores", 0)),
             services=services,
             artifacts=tuple(
                 self.artifact(artifact, (*path, "artifacts", index))
@@ -320,6 +327,7 @@ class _Builder:
             restart=restart,
             lifecycle=self.lifecycle(spec["lifecycle"]) if "lifecycle" in spec else None,
             dispatch_payload=payload_file,
+            identities=group_keys.identities(spec.get("identity", []), (*path, "identity"), self.problem),
         )
 
     @staticmethod

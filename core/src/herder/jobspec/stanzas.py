@@ -66,10 +66,10 @@ _SERVICE = _Block(
 _TASK = _Block(
     frozenset({
         *_AFFINITIES, "vault", "consul", "csi_plugin", "scaling", "volume_mount",
-        "identity", "action", "secret", "schedule", "kind",
+        "action", "secret", "schedule", "kind",
     }),
     blocks={
-        "resources": _Block(frozenset({"cores", "disk", "device", "numa", "secrets", "iops"}), "resources",
+        "resources": _Block(frozenset({"disk", "device", "numa", "secrets", "iops"}), "resources",
                             blocks={"network": _NETWORK}),
         "restart": _Block(frozenset({"render_templates"}), "restart"),
         "logs": _Block(frozenset({"enabled", "disabled"}), "logs"),
@@ -84,9 +84,9 @@ _TASK = _Block(
 )
 _GROUP = _Block(
     frozenset({
-        *_AFFINITIES, "migrate", "vault", "volume", "scaling",
+        *_AFFINITIES, "migrate", "vault", "volume",
         "disconnect", "max_client_disconnect", "stop_after_client_disconnect", "prevent_reschedule_on_lost",
-        "max_run_duration", "consul", "shutdown_delay",
+        "shutdown_delay",
     }),
     shown={"shutdown_delay": "group shutdown_delay"},
     blocks={"network": _NETWORK, "restart": _Block(frozenset({"render_templates"}), "restart")},
