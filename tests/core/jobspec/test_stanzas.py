@@ -25,10 +25,6 @@ def test_unimplemented_stanzas_are_dropped_with_one_warning() -> None:
               type   = "host"
               source = "data"
             }
-            scaling {
-              min = 1
-              max = 3
-            }
             task "server" {
               driver = "raw_exec"
               vault { policies = ["read"] }
@@ -45,7 +41,7 @@ def test_unimplemented_stanzas_are_dropped_with_one_warning() -> None:
           }
         }
     """)
-    names = ["priority", "all_at_once", "constraint", "spread", "volume", "scaling"]
+    names = ["priority", "all_at_once", "constraint", "spread", "volume"]
     names += ["vault", "volume_mount", "network.mbits"]
     assert job.warnings == [f"ignoring stanzas herder does not implement: {', '.join(names)}"]
 
