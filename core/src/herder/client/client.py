@@ -36,6 +36,7 @@ from herder.client.reschedule import RescheduleEvent
 from herder.client.runtime import shared_runtime
 from herder.client.scheduler import Scheduler
 from herder.client.sessions import SessionLock, is_alive
+from herder.client.signing import IdentitySigner
 from herder.client.task_runner import TaskRunner
 from herder.client.taskdir import make_data_dir, move_alloc_data
 from herder.client.users import denied_users
@@ -130,6 +131,8 @@ class Client:
         self.on_alloc_done: Callable[[AllocRunner], None] = lambda alloc: None
         """Told of each allocation whose tasks are all dead and cleaned up, its status final
         (the agent's event stream sets it, after the agent is made)."""
+        self.signer = IdentitySigner(self.data_dir)
+        """Signs the tasks' workload identities; its key is made on first use."""
         self.builtins = builtin_plugins(self)
         hooks.add_builtins((plugin.name, plugin) for plugin in self.builtins)
         self.scheduler = Scheduler(self)
