@@ -558,7 +558,9 @@ class Client:
 
 
 def _task_records(alloc: PlacedAlloc) -> list[TaskRecord]:
-    return [TaskRecord(alloc_id=alloc.alloc.id, name=t.task.name, driver=t.task.driver) for t in alloc.tasks]
+    """The new tasks' records, with what placement put in their ``created`` (the cores they reserve)."""
+    return [TaskRecord(alloc_id=alloc.alloc.id, name=t.task.name, driver=t.task.driver, created=t.ctx.created.items())
+            for t in alloc.tasks]
 
 
 def _port_records(alloc: PlacedAlloc) -> list[PortRecord]:

@@ -52,7 +52,7 @@ def _bind(source: str | Path, destination: str, *options: str) -> dict[str, Any]
 def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: Mapping[str, Path],
          cgroups_path: str, cpu_shares: int, pids_limit: int, read_only: Sequence[Path] = (),
          cwd: str = "/", capabilities: Sequence[str] = CAPABILITIES,
-         host_namespaces: Collection[str] = ()) -> dict[str, Any]:
+         host_namespaces: Collection[str] = (), cpus: Sequence[int] = ()) -> dict[str, Any]:
     """The OCI runtime spec of a task.
 
     ``task_dirs`` maps the task's directories on the host to where the task
@@ -62,7 +62,8 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
     own. The host's network is shared: ports are bound on the host, as with
     Nomad's exec. ``capabilities`` is the bounding set (effective for
     root only); ``host_namespaces`` (``pid``, ``ipc``) are shared with the
-    host instead of new.
+    host instead of new. ``cpus``: the host CPUs the task is pinned to (its
+    cpuset), none for any.
     """
     mounts: list[dict[str, Any]] = [
         {"destination": "/proc", "type": "proc", "source": "proc"},
@@ -82,6 +83,8 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
     privileged = user.uid == 0  # a task of another user starts with no capability, as any process of that user
     environment = {"PATH": DEFAULT_PATH, **env}
     resources: dict[str, Any] = {"devices": [{"allow": False, "access": "rwm"}], "cpu": {"shares": max(2, cpu_shares)}}
+    if cpus:
+        resources["cpu"]["cpus"] = ",".join(str(cpu) for cpu in sorted(cpus))
     if pids_limit > 0:
         resources["pids"] = {"limit": pids_limit}
     return {
