@@ -33,7 +33,7 @@ job "{name}" {{
       }}
       config {{
         command = "/bin/sh"
-        args    = ["-c", "printf %s \\"$NOMAD_TOKEN\\" > {out}/env.tmp && mv {out}/env.tmp {out}/env && exec sleep 3600"]
+        args    = ["-c", "printf %s \\"$NOMAD_TOKEN\\" > {out}/env.tmp && mv {out}/env.tmp {out}/env; exec sleep 3600"]
       }}
     }}
   }}

@@ -61,7 +61,7 @@ def test_scaling_that_nomad_refuses_is_refused(block: str, message: str) -> None
 
 def test_a_consul_namespace_is_accepted_with_one_warning_naming_it() -> None:
     job = load(group_job('consul {\n namespace = "team-a"\n }'))
-    assert job.warnings == ["consul namespace team-a: services register in Consul's default namespace "
+    assert job.warnings == ["consul.namespace: services register in Consul's default namespace, not in team-a "
                             "(namespaces are Consul Enterprise's; the local registry has none)"]
 
 

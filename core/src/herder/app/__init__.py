@@ -23,6 +23,6 @@ from herder.app.reading import canonical_document, evaluate_job, parse_variables
 from herder.app.service import SELF_CHECK_INTERVAL, SELF_CHECK_TTL
 
 __all__ = ["SELF_CHECK_INTERVAL", "SELF_CHECK_TTL", "Agent", "Conflict", "ForegroundRun", "HealthLog", "NotFound",
-           "OutOfBounds", "Parent", "agent_config", "canonical_document", "dispatch_once", "driver_rows", "evaluate_job",
-           "failed_plugins", "files", "job_status", "load_hooks", "logs_dir", "matching", "parse_variables",
-           "plugin_rows", "plugin_tables", "read_job", "reap"]
+           "OutOfBounds", "Parent", "agent_config", "canonical_document", "dispatch_once", "driver_rows",
+           "evaluate_job", "failed_plugins", "files", "job_status", "load_hooks", "logs_dir", "matching",
+           "parse_variables", "plugin_rows", "plugin_tables", "read_job", "reap"]

@@ -1,10 +1,11 @@
 """Placement: what an allocation takes on this host before its tasks run.
 
 Placing an allocation creates its directories, takes its ports and the cores
-its tasks reserve (:mod:`herder.client.cores`), prepares its tasks' log sinks and builds each task's environment and context. It is a step
-of its own: :meth:`Placement.release` undoes it, and :meth:`Placement.restore`
-does it again from stored state when herder starts over, with the same
-directories, ports, cores and log files.
+its tasks reserve (:mod:`herder.client.cores`), prepares its tasks' log sinks
+and builds each task's environment and context. It is a step of its own:
+:meth:`Placement.release` undoes it, and :meth:`Placement.restore` does it
+again from stored state when herder starts over, with the same directories,
+ports, cores and log files.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from herder.client.taskdir import (
 )
 from herder.context import AllocatedPort, CreatedResources, TaskContext
 from herder.jobspec import task_lookup
-from herder.sdk.env import set_var
 from herder.model import Group, Job, Task
 from herder.objects import Alloc
+from herder.sdk.env import set_var
 from herder.supervisor.pump import Dropped
 
 Lookup = Callable[[str], "str | None"]

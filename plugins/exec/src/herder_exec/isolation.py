@@ -218,7 +218,8 @@ class Isolation:
         stopped when its ``kill_signal`` is not set. The task runs as
         ``task.user`` (default ``nobody``) with ``ctx.env`` and a default
         ``PATH``; its memory limit is ``task.resources.memory`` MiB, its cpu
-        shares ``task.resources.cpu``, its CPUs the cores reserved for it (``ctx.cores``), if any. ``pid_mode`` and ``ipc_mode``: ``host``
+        shares ``task.resources.cpu``, its CPUs the cores reserved for it
+        (``ctx.cores``), if any. ``pid_mode`` and ``ipc_mode``: ``host``
         shares the host's namespace, where the plugin configuration allows it
         (``allow_pid_mode_host``, ``allow_ipc_mode_host``). ``capabilities``:
         the task's bounding set (``CAP_CHOWN`` ...).

@@ -193,7 +193,7 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
         try:
             return JSONResponse(await asyncio.to_thread(agent.jwks))
         except SigningKeyError as exc:
-            raise NomadError(500, str(exc)) from None
+            raise NomadError(503, str(exc)) from None
 
     @api.get("/v1/status/leader", responses=ok(str))
     async def leader() -> Response:

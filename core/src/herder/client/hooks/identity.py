@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from pathlib import Path
 
 from herder import hookimpl
 from herder.client.hooks.host import Host
@@ -81,7 +82,7 @@ def token_path(identity: Identity) -> str:
     return "secrets/nomad_token" if identity.name == DEFAULT_IDENTITY else f"secrets/nomad_{identity.name}.jwt"
 
 
-def write_token(task_dir: os.PathLike[str], relative: str, token: str, owner: tuple[int, int] | None) -> None:
+def write_token(task_dir: Path, relative: str, token: str, owner: tuple[int, int] | None) -> None:
     """Write ``token`` to ``relative`` beneath ``task_dir`` (whose directory must exist), 0600, owned
     by ``owner`` or, without one, by the owner of that directory.
 
