@@ -3,12 +3,14 @@ as Nomad's validation does; the HCL functions ``pathexpand`` and ``uuidv5`` as g
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
-from herder.jobspec import load_job
+from herder.jobspec import evaluate_job_text, load_job
+from herder.jobspec.nomad_json import to_nomad
 from herder.model import DEFAULT_IDENTITY, Identity, Scaling
 
 from .helpers import load, problems, task_hcl
@@ -131,3 +133,26 @@ def test_pathexpand_refuses_another_users_home_and_jobs_sent_to_the_agent(tmp_pa
         load_job(path)
     [error] = problems(task_hcl('config {\n x = pathexpand("~/x")\n }'))
     assert "pathexpand() is not available to jobs submitted to the agent" in error
+
+
+def test_nomads_json_shape_carries_them_both_ways() -> None:
+    """As a Nomad 1.7+ command line sends them: the default identity in ``Identity``, durations in nanoseconds."""
+    sent = {"Job": {"ID": "x", "Type": "batch", "TaskGroups": [{
+        "Name": "g", "Count": 2, "MaxRunDuration": 5_000_000_000, "Consul": {"Namespace": ""},
+        "Scaling": {"Min": 1, "Max": 3, "Enabled": True, "Type": "horizontal", "Policy": {"cooldown": "1m"}, "ID": "",
+                    "Namespace": "", "Target": {}, "CreateIndex": 0, "ModifyIndex": 0},
+        "Tasks": [{"Name": "t", "Driver": "raw_exec", "Resources": {"Cores": 1, "CPU": None},
+                   "Identity": {"Name": "default", "Audience": ["nomadproject.io"], "Env": True, "File": False,
+                                "TTL": 0, "ChangeMode": "", "Filepath": "", "ServiceName": "", "ChangeSignal": "",
+                                "ExtraClaims": None},
+                   "Identities": [{"Name": "db", "Audience": ["pg"], "TTL": 3_600_000_000_000, "File": True}]}],
+    }]}}
+    job = load(json.dumps(sent), "json")
+    group = job.groups[0]
+    assert (group.max_run_duration, group.scaling) == (5.0, Scaling(min=1, max=3, policy={"cooldown": "1m"}))
+    assert group.tasks[0].resources.cores == 1
+    assert group.tasks[0].identities == (Identity(audience=("nomadproject.io",), env=True),
+                                         Identity(name="db", audience=("pg",), file=True, ttl=3600.0))
+    assert job.warnings == []
+    kept = evaluate_job_text(json.dumps(sent), "json")[1]  # the canonical document, as the agent keeps it
+    assert load(json.dumps(to_nomad(kept)), "json").groups == job.groups  # and shows it again (job inspect)
