@@ -220,6 +220,12 @@ class AllocRunner:
         return self._stop_requested.is_set()
 
     @property
+    def expired(self) -> bool:
+        """Whether the group's ``max_run_duration`` passed and the tasks were killed for it (in this
+        herder's life: not kept across restarts)."""
+        return self._expired
+
+    @property
     def failed(self) -> bool:
         return self._state_lost or any(t.status.failed for t in self.tasks)
 
