@@ -48,6 +48,8 @@ def test_scaling_bounds_are_read_and_the_policy_kept_without_effect() -> None:
                            ' policy {\n cooldown = "1m"\n }\n }')).groups[0]
     assert group.scaling == Scaling(min=1, max=5, enabled=False, policy={"cooldown": "1m"})
     assert load(group_job("count = 3\n scaling {\n max = 4\n }")).groups[0].scaling == Scaling(min=3, max=4)
+    unset = load(group_job("scaling {\n min = 2\n max = 4\n }")).groups[0]  # no count: the minimum, as Nomad
+    assert (unset.count, unset.scaling) == (2, Scaling(min=2, max=4))
 
 
 @pytest.mark.parametrize(("block", "message"), [

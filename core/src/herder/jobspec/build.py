@@ -208,7 +208,8 @@ class _Builder:
                          f"{self.spec['name']}-{spec['name']}", tasks={task.name for task in tasks})
             for index, service in enumerate(spec.get("services", []))
         )
-        count = _int(spec, "count", 1)
+        # Nomad's TaskGroup.Canonicalize: without a count, a scaling block's min, else 1.
+        count = _int(spec, "count", _int(spec.get("scaling", {}), "min", 1))
         return Group(
             name=spec["name"],
             count=count,
