@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -239,3 +240,22 @@ def test_an_error_answer_of_the_daemon_is_final_not_retried(jobs: DockerJobs) ->
     assert "needs to be an absolute path" in failure.message and "unreachable" not in failure.message
     assert "Restarting" not in run.types("t")
     assert events_of(run, "Not Restarting")[0].message == "Error was unrecoverable"
+
+
+def test_reserved_cores_pin_each_allocation_to_cores_of_its_own(jobs: DockerJobs) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs to reserve one apart from another")
+    job = docker_job(job_name("cores"), sh("grep Cpus_allowed_list /proc/self/status > /local/cpus"),
+                     type="batch", count=2)
+    resources = job["job"]["groups"][0]["tasks"][0]["resources"]
+    del resources["cpu"]  # cores replace cpu, as in Nomad
+    resources["cores"] = 1
+    run = jobs.run(job)
+    assert run.status == "complete", run.types()
+    pinned = []
+    for alloc in run.runner.allocs:
+        ctx = alloc.tasks[0].ctx
+        (core,) = ctx.cores
+        assert (ctx.task_dir.local_dir / "cpus").read_text().split() == ["Cpus_allowed_list:", str(core)]
+        pinned.append(core)
+    assert len(set(pinned)) == 2

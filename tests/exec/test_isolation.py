@@ -168,3 +168,20 @@ def _id(run: object) -> str:
 
     assert isinstance(run, TaskRun) and run.handle is not None
     return run.handle.id
+
+
+def test_reserved_cores_pin_the_task_and_two_allocations_do_not_share_them(harness: DriverHarness) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs to reserve one apart from another")
+    script = 'grep Cpus_allowed_list /proc/self/status; echo "$NOMAD_CPU_CORES"'
+    runs = [harness.task(sh(script), resources={"cores": 1}) for _ in range(2)]
+    seen = []
+    for run in runs:
+        run.start()
+        result = run.wait(30)
+        assert result is not None and result.successful, (result, run.output("stderr"))
+        allowed, announced = run.output().decode().split("\n")[:2]
+        (core,) = run.ctx.cores
+        assert allowed.split() == ["Cpus_allowed_list:", str(core)] and announced == str(core)
+        seen.append(core)
+    assert len(set(seen)) == 2  # each allocation its own core

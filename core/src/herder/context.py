@@ -106,6 +106,9 @@ class TaskContext:
     for host networking. Only a driver whose capabilities include ``"group"`` sees one."""
     mounts: list[HostMount] = field(default_factory=list)
     """The host volumes to mount in the task; only a driver declaring ``volume_mounts`` sees any."""
+    cores: tuple[int, ...] = ()
+    """The host CPUs reserved for this task alone (``resources { cores }``); a driver that can pin a task
+    to CPUs (a cpuset) pins it to these."""
     stopping: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set once the task is being stopped for good: a hook that waits or downloads in
     ``herder_task_prestart`` ends what it does at once and raises."""

@@ -61,6 +61,9 @@ class Resources:
     disk: int = 0
     """MB; Nomad's ``resources.disk`` of before ``ephemeral_disk``, which adds up to the group's
     ``ephemeral_disk.size`` when the group gives none."""
+    cores: int = 0
+    """Whole CPUs reserved for the task alone (Nomad's ``cores``); 0 for none. Drivers that can pin
+    a task to CPUs (a cpuset) pin it to the ones herder reserved for it."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,35 @@ class Template:
     """At most this many seconds (a random share of it) pass between a re-render and its change_mode."""
     env: bool = False
     """The rendered file's ``KEY=value`` lines join the task's environment."""
+
+
+DEFAULT_IDENTITY = "default"
+"""The name of a task's own workload identity, the one Nomad's API takes (Nomad's ``WorkloadIdentityDefaultName``)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A task's ``identity`` block (Nomad 1.7's workload identity): a JWT the agent signs for the task,
+    in ``secrets/`` (``file``) and the environment (``env``). ``ttl`` in seconds, 0 for no expiry."""
+
+    name: str = DEFAULT_IDENTITY
+    audience: tuple[str, ...] = ()
+    env: bool = False
+    file: bool = False
+    filepath: str = ""
+    """Where (relative to the task directory) ``file`` writes the token; "" for Nomad's place under ``secrets/``."""
+    ttl: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """A group's ``scaling`` block: the bounds of its ``count`` (``job scale``). ``policy`` is the
+    autoscaler's and means nothing to herder (there is no autoscaler)."""
+
+    min: int
+    max: int
+    enabled: bool = True
+    policy: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -296,6 +328,7 @@ class Task:
     """Where (under ``local/``) the payload of a dispatched job is written; "" for nowhere."""
     constraints: tuple[Constraint, ...] = ()
     volume_mounts: tuple[VolumeMount, ...] = ()
+    identities: tuple[Identity, ...] = ()
 
     @property
     def is_main(self) -> bool:
@@ -325,6 +358,9 @@ class Group:
     deployments (batch, sysbatch, system): they are replaced all at once."""
     constraints: tuple[Constraint, ...] = ()
     volumes: tuple[VolumeRequest, ...] = ()
+    max_run_duration: float = 0.0
+    """Seconds an allocation may run from its creation before its tasks are killed; 0 for no limit."""
+    scaling: Scaling | None = None
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,6 @@ def test_unimplemented_stanzas_are_dropped_with_one_warning() -> None:
               type   = "host"
               source = "data"
             }
-            scaling {
-              min = 1
-              max = 3
-            }
             task "server" {
               driver = "raw_exec"
               vault { policies = ["read"] }

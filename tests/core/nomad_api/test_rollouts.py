@@ -129,3 +129,20 @@ def test_canaries_promoted_and_a_deployment_paused_resumed_and_failed(nomad_agen
     assert nomad_agent.get(f"/v1/deployment/{deployment_id}")["Status"] == "failed"
     refused = nomad_agent.nomad("deployment", "resume", deployment_id[:8])
     assert refused.returncode == 1 and "can no longer change" in refused.stdout + refused.stderr
+
+
+def test_scale_stays_within_the_groups_scaling_bounds(nomad_agent: NomadAgent, tmp_path: Path) -> None:
+    text = job_file(tmp_path, "bounded", count=1).read_text()
+    path = tmp_path / "bounded.nomad"
+    path.write_text(text.replace('group "g" {', 'group "g" {\n    scaling {\n      min = 1\n      max = 2\n'
+                                 '      policy {\n        cooldown = "1m"\n      }\n    }', 1))
+    ok(nomad_agent, "job", "run", "-detach", str(path))
+    for count, wording in (("3", "greater than scaling policy maximum: 3 > 2"),
+                           ("0", "less than scaling policy minimum: 0 < 1")):
+        refused = nomad_agent.nomad("job", "scale", "-detach", "bounded", "g", count)
+        assert refused.returncode == 1 and "400" in refused.stderr and wording in refused.stderr, refused.stderr
+        own = nomad_agent.cli("job", "scale", "bounded", "g", count)
+        assert own.returncode == 1 and wording in own.stderr, own.stderr
+    ok(nomad_agent, "job", "scale", "-detach", "bounded", "g", "2")
+    wait_for(lambda: len(running(nomad_agent, "bounded")) == 2, 60.0, "two allocations of bounded")
+    ok(nomad_agent, "job", "stop", "-purge", "bounded")

@@ -27,13 +27,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from herder import app
 from herder.agent import exec_ws, metrics, models, rollouts, services, ui
-from herder.agent.auth import TOKEN_HELP, token_matches, websocket_refusal
+from herder.agent.auth import TOKEN_HELP, public, token_matches, websocket_refusal
 from herder.agent.events import EventLog, sse
 from herder.agent.samesite import Hosts, SameSite
 from herder.app import SELF_CHECK_INTERVAL, Agent, Conflict, NotFound
 from herder.client.alloc_runner import AllocRunner, EventRecord
 from herder.client.logtail import LogTail
 from herder.client.replacements import Rescheduling
+from herder.client.signing import SigningKeyError
 from herder.errors import DispatchError, JobError, PlacementError
 from herder.objects import TaskEvent, TaskStats
 from herder.presentation import event_json, rfc3339
@@ -100,7 +101,8 @@ class Guard:
             return
         # The web UI's pages check their session cookie themselves (a browser loading a page sends no bearer
         # header); its data comes from the routes below, through the app with the token (herder.agent.ui).
-        if self.token and not ui.serves(scope["path"]) and not self.authorized(dict(scope.get("headers", []))):
+        if (self.token and not ui.serves(scope["path"]) and not public(scope)
+                and not self.authorized(dict(scope.get("headers", [])))):
             await self.refusal()(scope, receive, send)
             return
         # The UI's forms are read before any credential is known (its sign-in form), so the agent would
@@ -418,6 +420,14 @@ def create_app(agent: Agent, events: EventLog) -> FastAPI:
         tasks = agent.restart(agent.alloc(alloc_id), body.task, body.reason)
         return models.Done(message=f"restarting {', '.join(tasks)}")
 
+    async def jwks(_: Request) -> JSONResponse:
+        try:
+            return JSONResponse(await asyncio.to_thread(agent.jwks))
+        except SigningKeyError as exc:
+            return _error(503, str(exc))
+
+    # A route of Starlette's, not FastAPI's: the API's token dependency does not apply (see auth.PUBLIC_PATHS).
+    api.add_route("/.well-known/jwks.json", jwks, methods=["GET", "HEAD"], include_in_schema=False)
     metrics.install(api, agent, events)
     ui.mount(api, token=token, secure=agent.config.tls.cert_file is not None)
     return api

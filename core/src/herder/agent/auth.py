@@ -25,6 +25,18 @@ from typing import Any
 
 from herder.agent.samesite import origin_refusal
 
+PUBLIC_PATHS = frozenset({"/.well-known/jwks.json"})
+"""The only routes served without the token (GET and HEAD only): the public keys that verify workload
+identity tokens. A service a task presents its token to must verify it without any credential of the
+agent's, as with Nomad, whose ``/.well-known/jwks.json`` is unauthenticated too; public keys tell
+nothing that helps forge a token."""
+
+
+def public(scope: Mapping[str, Any]) -> bool:
+    """Whether the HTTP request ``scope`` is one of :data:`PUBLIC_PATHS`, read without the token."""
+    return scope.get("method") in ("GET", "HEAD") and scope.get("path") in PUBLIC_PATHS
+
+
 TOKEN_PROTOCOL = "herder.token."
 """The prefix of the subprotocol offer that carries the token (base64url, without padding)."""
 

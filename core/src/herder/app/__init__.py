@@ -14,7 +14,7 @@ and :mod:`herder.app.nomad`, which names what it needs of the core.
 
 from herder.app.agent import Agent
 from herder.app.allocations import files, logs_dir, matching
-from herder.app.errors import Conflict, NotFound
+from herder.app.errors import Conflict, NotFound, OutOfBounds
 from herder.app.foreground import ForegroundRun, HealthLog, reap
 from herder.app.jobs import job_status
 from herder.app.periodic import Parent, dispatch_once
@@ -23,6 +23,6 @@ from herder.app.reading import canonical_document, evaluate_job, parse_variables
 from herder.app.service import SELF_CHECK_INTERVAL, SELF_CHECK_TTL
 
 __all__ = ["SELF_CHECK_INTERVAL", "SELF_CHECK_TTL", "Agent", "Conflict", "ForegroundRun", "HealthLog", "NotFound",
-           "Parent", "agent_config", "canonical_document", "dispatch_once", "driver_rows", "evaluate_job",
-           "failed_plugins", "files", "job_status", "load_hooks", "logs_dir", "matching", "parse_variables",
-           "plugin_rows", "plugin_tables", "read_job", "reap", "this_node", "unplaced"]
+           "OutOfBounds", "Parent", "agent_config", "canonical_document", "dispatch_once", "driver_rows",
+           "evaluate_job", "failed_plugins", "files", "job_status", "load_hooks", "logs_dir", "matching",
+           "parse_variables", "plugin_rows", "plugin_tables", "read_job", "reap", "this_node", "unplaced"]

@@ -240,6 +240,12 @@ class Agent:
         """This host as job files see it."""
         return self.client.node()
 
+    def jwks(self) -> dict[str, list[dict[str, str]]]:
+        """The public keys that verify the tasks' workload identity tokens (a JSON Web Key Set).
+
+        :raises SigningKeyError: the key cannot be made or read."""
+        return self.client.signer.jwks()
+
     def allocs(self) -> list[AllocRunner]:
         """Every allocation the agent knows, running or finished and not collected yet."""
         return self.client.allocs

@@ -11,3 +11,7 @@ class NotFound(HerderError):
 
 class Conflict(HerderError):
     """The request cannot be done in the current state (an ambiguous prefix, a task not running, draining)."""
+
+
+class OutOfBounds(Conflict):
+    """A count outside the bounds a group's ``scaling`` block sets (Nomad answers 400 Bad Request)."""

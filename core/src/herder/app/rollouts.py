@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from herder.app.errors import Conflict, NotFound
+from herder.app.errors import Conflict, NotFound, OutOfBounds
 from herder.client.client import Client
 from herder.client.deployments import Deployment, DeploymentError
 from herder.client.versions import Version
@@ -149,6 +149,7 @@ class Rollouts:
         """Set ``group`` of job ``name`` to ``count`` allocations (a new version, placed in place).
 
         :raises NotFound: no such job or group.
+        :raises OutOfBounds: the count is outside the group's ``scaling`` bounds (Nomad's words).
         :raises Conflict: the count is out of range; the agent takes no new job."""
         if not 0 <= count <= 1000:
             raise Conflict(f"count must be between 0 and 1000, not {count}")
@@ -156,8 +157,13 @@ class Rollouts:
         job = self._load(latest) if latest is not None else None
         if job is None:
             raise NotFound(f"no job {name!r}")
-        if group not in {g.name for g in job.groups}:
+        found = next((g for g in job.groups if g.name == group), None)
+        if found is None:
             raise NotFound(f"job {name!r} has no group {group!r}")
+        if found.scaling is not None and count < found.scaling.min:
+            raise OutOfBounds(f"group count was less than scaling policy minimum: {count} < {found.scaling.min}")
+        if found.scaling is not None and count > found.scaling.max:
+            raise OutOfBounds(f"group count was greater than scaling policy maximum: {count} > {found.scaling.max}")
         self._check_taking()
         with self._lock:
             return self.client.scheduler.scale(name, group, count)

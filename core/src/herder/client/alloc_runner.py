@@ -19,7 +19,10 @@ the others (``Sibling Task Failed``), a dead leader kills them (``Leader Task
 Dead``), and when only sidecars are left they are killed (``Main Tasks
 Dead``). Kills go in Nomad's order: the leader, then the other tasks, the
 sidecars last. Poststop tasks are never killed by their siblings: they run
-after them.
+after them. A group's ``max_run_duration`` counts from the allocation's
+creation (so a restarted agent keeps the deadline); once it has passed,
+every task is killed, poststop tasks that have not started never do, and the
+allocation is complete, as Nomad's ``max_run_duration`` hook has it.
 
 The runner holds no thread: it reacts to its tasks' changes (see
 :mod:`herder.client.runtime`), and is done when the last of them is.
@@ -31,6 +34,7 @@ import contextlib
 import enum
 import functools
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +45,7 @@ from herder.client.env import isolated_port_environment
 from herder.client.network import AllocNetworks
 from herder.client.placement import PlacedAlloc, PlacedTask
 from herder.client.restarts import RestartTracker
+from herder.client.runtime import shared_runtime
 from herder.client.task_runner import TaskRunner, TaskStatus
 from herder.context import AllocatedPort
 from herder.jobspec.interpolate import interpolate
@@ -88,6 +93,10 @@ _STARTS: dict[_Phase, frozenset[_Stage]] = {
     _Phase.POSTSTOP: frozenset({_Stage.POSTSTOP}),
 }
 """The stages whose tasks may start in each phase (the gates Nomad's coordinator opens)."""
+
+
+MAX_RUN_DURATION_EXCEEDED = "allocation exceeded max_run_duration"
+"""What the ``Killing`` event of a task says when its group's ``max_run_duration`` has passed (Nomad's words)."""
 
 
 def restarts_on_success(job_type: str, task: Task) -> bool:
@@ -151,6 +160,8 @@ class AllocRunner:
         self._phase = _Phase.PRESTART
         self._killing = False  # the tasks are being killed for a sibling's failure, a leader or the main tasks
         self._state_lost = False  # stopped because the state database could not be written
+        self._cancel_deadline: Callable[[], None] | None = None  # the max_run_duration timer
+        self._expired = False  # max_run_duration has passed: nothing starts any more
         self._max_kill_timeout = max_kill_timeout
         self.tasks = [self._task_runner(task, (restored or {}).get(task.task.name)) for task in placed.tasks]
         self._remaining = sum(not runner.done for runner in self.tasks)
@@ -215,6 +226,12 @@ class AllocRunner:
         return self._stop_requested.is_set()
 
     @property
+    def expired(self) -> bool:
+        """Whether the group's ``max_run_duration`` passed and the tasks were killed for it (in this
+        herder's life: not kept across restarts)."""
+        return self._expired
+
+    @property
     def failed(self) -> bool:
         return self._state_lost or any(t.status.failed for t in self.tasks)
 
@@ -276,6 +293,7 @@ class AllocRunner:
                     runner.start()
             with self._lock:
                 self._coordinating = True
+            self._arm_deadline()
             self._update()
         with self._lock:
             self._launched = True
@@ -332,13 +350,37 @@ class AllocRunner:
             while (following := self._next_phase()) is not self._phase:
                 self._phase = following
             allowed = _STARTS[self._phase]
-            due = [runner for runner in self.tasks
-                   if _stage(runner.task) in allowed and not runner.started and not runner.done]
+            due = [runner for runner in self.tasks if _stage(runner.task) in allowed and not runner.started
+                   and not runner.done and not self._expired]
         if reason is not None:
             self._kill_in_order([runner for runner in self.tasks if _stage(runner.task) is not _Stage.POSTSTOP],
                                 reason)
         for runner in due:
             runner.start()
+
+    def _arm_deadline(self) -> None:
+        """Have the tasks killed once the group's ``max_run_duration`` has passed since the allocation
+        was created (at once if it has)."""
+        limit = self.group.max_run_duration
+        if not limit:
+            return
+        try:
+            record = self.store.alloc(self.alloc.id)
+        except StateError:
+            record = None
+        created = record.created_at if record is not None else time.time()
+        runtime = shared_runtime()
+        self._cancel_deadline = runtime.timer.call_later(created + limit - time.time(),
+                                                         lambda: runtime.pool.submit(self._expire))
+
+    def _expire(self) -> None:
+        """Kill every task for ``max_run_duration``, poststop tasks that have not started included (they
+        never start then); the allocation completes, and is neither restarted nor replaced."""
+        with self._lock:
+            if self._tasks_dead.is_set() or self._stop_requested.is_set():
+                return
+            self._killing = self._expired = True
+        self._kill_in_order(list(self.tasks), None, message=MAX_RUN_DURATION_EXCEEDED)
 
     def _kill_reason(self) -> TaskEvent | None:
         """Why the tasks still alive (poststop tasks aside) must be killed, if they must."""
@@ -379,13 +421,13 @@ class AllocRunner:
         return phase
 
     @staticmethod
-    def _kill_in_order(runners: list[TaskRunner], reason: TaskEvent | None) -> None:
+    def _kill_in_order(runners: list[TaskRunner], reason: TaskEvent | None, *, message: str = "") -> None:
         """Kill ``runners`` in Nomad's order: the leader, then the other tasks
-        together, the sidecars last (returns at once)."""
+        together, the sidecars last (returns at once); ``message``: what their ``Killing`` says."""
         leader = [runner for runner in runners if runner.task.leader]
         sidecars = [runner for runner in runners if runner.task.is_sidecar and not runner.task.leader]
         rest = [runner for runner in runners if runner not in leader and runner not in sidecars]
-        _kill_waves(iter((leader, rest, sidecars)), reason)
+        _kill_waves(iter((leader, rest, sidecars)), reason, message)
 
     def stop(self) -> None:
         """Kill the tasks gracefully, in Nomad's order (returns at once; :meth:`wait`
@@ -451,6 +493,8 @@ class AllocRunner:
             if self._tasks_dead.is_set():
                 return
             self._tasks_dead.set()
+        if self._cancel_deadline is not None:
+            self._cancel_deadline()
         try:
             self.alloc_hooks.postrun(self.hooks)
         except Exception as exc:
@@ -462,7 +506,7 @@ class AllocRunner:
         self._done.set()
 
 
-def _kill_waves(waves: Iterator[list[TaskRunner]], reason: TaskEvent | None) -> None:
+def _kill_waves(waves: Iterator[list[TaskRunner]], reason: TaskEvent | None, message: str = "") -> None:
     """Kill the tasks of the first wave of ``waves`` that has a live one, together; once all of
     them are dead, the next wave (returns at once)."""
     live = next((alive for wave in waves if (alive := [runner for runner in wave if not runner.done])), None)
@@ -477,10 +521,10 @@ def _kill_waves(waves: Iterator[list[TaskRunner]], reason: TaskEvent | None) -> 
             left -= 1
             last = left == 0
         if last:
-            _kill_waves(waves, reason)
+            _kill_waves(waves, reason, message)
 
     for runner in live:
-        runner.request_kill(reason)
+        runner.request_kill(reason, message=message)
     for runner in live:
         runner.when_done(dead)
 

@@ -38,6 +38,7 @@ from herder.client.reschedule import RescheduleEvent
 from herder.client.runtime import shared_runtime
 from herder.client.scheduler import Scheduler
 from herder.client.sessions import SessionLock, is_alive
+from herder.client.signing import IdentitySigner
 from herder.client.task_runner import TaskRunner
 from herder.client.taskdir import make_data_dir, move_alloc_data
 from herder.client.users import denied_users
@@ -137,6 +138,8 @@ class Client:
         self.on_alloc_done: Callable[[AllocRunner], None] = lambda alloc: None
         """Told of each allocation whose tasks are all dead and cleaned up, its status final
         (the agent's event stream sets it, after the agent is made)."""
+        self.signer = IdentitySigner(self.data_dir)
+        """Signs the tasks' workload identities; its key is made on first use."""
         self.builtins = builtin_plugins(self)
         hooks.add_builtins((plugin.name, plugin) for plugin in self.builtins)
         self.scheduler = Scheduler(self)
@@ -563,7 +566,9 @@ class Client:
 
 
 def _task_records(alloc: PlacedAlloc) -> list[TaskRecord]:
-    return [TaskRecord(alloc_id=alloc.alloc.id, name=t.task.name, driver=t.task.driver) for t in alloc.tasks]
+    """The new tasks' records, with what placement put in their ``created`` (the cores they reserve)."""
+    return [TaskRecord(alloc_id=alloc.alloc.id, name=t.task.name, driver=t.task.driver, created=t.ctx.created.items())
+            for t in alloc.tasks]
 
 
 def _port_records(alloc: PlacedAlloc) -> list[PortRecord]:

@@ -140,6 +140,8 @@ class TaskLifecycle:
         self._base_env = dict(ctx.env)
         self._env_task = spec
         self._kill_details = dict(kill_details or {})
+        self.kill_message = ""
+        """What the ``Killing`` event says instead of the signal sent (why the task is killed, where Nomad says it)."""
 
     def add_environment(self, env: Mapping[str, str]) -> None:
         """Variables of herder's own that are known only once the allocation is set up (its network's),
@@ -254,8 +256,8 @@ class TaskLifecycle:
             sig = parse_signal(task.kill_signal)
         timeout = task.kill_timeout if timeout is None else timeout
         sent = _signal_name(sig) if sig is not None else "the stop signal"
-        self.ctx.emit_event(events.KILLING, f"Sent {sent}. Waiting {format_duration(timeout)} before force killing",
-                            kill_timeout=timeout, **self._kill_details)
+        message = self.kill_message or f"Sent {sent}. Waiting {format_duration(timeout)} before force killing"
+        self.ctx.emit_event(events.KILLING, message, kill_timeout=timeout, **self._kill_details)
         self.step = Step("kill", "driver")
         handle.kill(timeout, sig)
 

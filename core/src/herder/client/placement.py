@@ -1,10 +1,11 @@
 """Placement: what an allocation takes on this host before its tasks run.
 
-Placing an allocation creates its directories, takes its ports, prepares its
-tasks' log sinks and builds each task's environment and context. It is a step
-of its own: :meth:`Placement.release` undoes it, and :meth:`Placement.restore`
-does it again from stored state when herder starts over, with the same
-directories, ports and log files.
+Placing an allocation creates its directories, takes its ports and the cores
+its tasks reserve (:mod:`herder.client.cores`), prepares its tasks' log sinks
+and builds each task's environment and context. It is a step of its own:
+:meth:`Placement.release` undoes it, and :meth:`Placement.restore` does it
+again from stored state when herder starts over, with the same directories,
+ports, cores and log files.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from herder import events
 from herder.client.config import HostVolumeConfig
+from herder.client.cores import CORES, CoreAllocator, cpuset, parse_cpuset
 from herder.client.env import task_environment
 from herder.client.logs import TaskLogs
 from herder.client.node import Node
@@ -33,6 +35,7 @@ from herder.context import AllocatedPort, CreatedResources, HostMount, TaskConte
 from herder.jobspec import task_lookup
 from herder.model import Group, Job, Task
 from herder.objects import Alloc
+from herder.sdk.env import set_var
 from herder.supervisor.pump import Dropped
 
 Lookup = Callable[[str], "str | None"]
@@ -68,29 +71,34 @@ class PlacedAlloc:
 
 
 class Placement:
-    """Places allocations in a data dir, with ports from one allocator and the node's host volumes."""
+    """Places allocations in a data dir, with ports and cores from their allocators and the node's host volumes."""
 
     def __init__(self, data_dir: Path, ports: PortAllocator, supervisor: object = None,
-                 host_volumes: Mapping[str, HostVolumeConfig] | None = None) -> None:
+                 host_volumes: Mapping[str, HostVolumeConfig] | None = None,
+                 cores: CoreAllocator | None = None) -> None:
         self.data_dir = data_dir
         self.port_allocator = ports
         self.supervisor = supervisor
         self.host_volumes = dict(host_volumes or {})
+        self.cores = cores or CoreAllocator()
 
     def place(self, job: Job, group: Group, index: int, node: Node) -> PlacedAlloc:
         """A new allocation of ``group`` with fresh ports.
 
-        :raises PlacementError: a static port is taken or reserved, no dynamic port is free, or a host
-            volume cannot be had.
+        :raises PlacementError: a static port is taken or reserved, no dynamic port is free, a host
+            volume cannot be had, or the node has not the cores a task asks for.
         """
         alloc_id = str(uuid.uuid4())
         try:
             ports = {GROUP_PORTS: self.port_allocator.allocate(alloc_id, group.ports)}
             for task in group.tasks:
                 ports[task.name] = self.port_allocator.allocate(alloc_id, task.resources.ports)
-            return self._build(job, group, alloc_id, index, node, ports, {}, mount=True)
+            cores = self.cores.allocate(alloc_id, {task.name: task.resources.cores for task in group.tasks})
+            created = {task: [(CORES, cpuset(given))] for task, given in cores.items()}
+            return self._build(job, group, alloc_id, index, node, ports, created, mount=True)
         except BaseException:
             self.port_allocator.release(alloc_id)
+            self.cores.release(alloc_id)
             raise
 
     def restore(self, job: Job, group: Group, alloc_id: str, index: int, node: Node,
@@ -103,6 +111,8 @@ class Placement:
             cannot be had.
         """
         self.port_allocator.reserve_existing(alloc_id, [p for owned in ports.values() for p in owned])
+        self.cores.reserve_existing(alloc_id, {task: cores for task, items in created.items()
+                                               if (cores := _reserved(items))})
         owned = {owner: list(owned) for owner, owned in ports.items()}
         return self._build(job, group, alloc_id, index, node, owned, created, mount=True)
 
@@ -124,10 +134,11 @@ class Placement:
         return self._build(job, group, alloc_id, index, node, {}, created, make_dirs=False)
 
     def release(self, placed: PlacedAlloc) -> None:
-        """Give back what placement took: log sinks and ports (the directories stay, with the logs)."""
+        """Give back what placement took: log sinks, ports and cores (the directories stay, with the logs)."""
         for task in placed.tasks:
             task.logs.close()
         self.port_allocator.release(placed.alloc.id)
+        self.cores.release(placed.alloc.id)
 
     def _build(self, job: Job, group: Group, alloc_id: str, index: int, node: Node,
                ports: dict[str, list[AllocatedPort]],
@@ -164,11 +175,15 @@ class Placement:
                              on_dropped=report_dropped)
         env = task_environment(job=placed.job, group=placed.group, task=task, alloc_id=alloc.id,
                                alloc_index=alloc.index, task_dir=task_dir, ports=ports, datacenter=node.datacenter)
+        cores = _reserved(created)
+        if cores:
+            set_var(env, "CPU_CORES", cpuset(cores))
         ctx = TaskContext(
             alloc_id=alloc.id, alloc_name=alloc.name, alloc_index=alloc.index, job_name=placed.job.name,
             group_name=placed.group.name, task_name=task.name, env=env, task_dir=task_dir, ports=ports,
             stdout=logs.stdout, stderr=logs.stderr, created=CreatedResources(list(created)),
             logger=logging.getLogger(f"herder.task.{task.name}"), supervisor=self.supervisor, mounts=mounts,
+            cores=cores,
         )
         meta = {**placed.job.meta, **placed.group.meta, **task.meta}
 
@@ -176,3 +191,14 @@ class Placement:
             return task_lookup(env, node.target, meta)
 
         return PlacedTask(task=task, ctx=ctx, logs=logs, make_lookup=make_lookup)
+
+
+def _reserved(created: Sequence[tuple[str, str]]) -> tuple[int, ...]:
+    """The cores a task's created resources say it holds (none for a value that is not a cpuset list)."""
+    for kind, value in created:
+        if kind == CORES:
+            try:
+                return parse_cpuset(value)
+            except ValueError:
+                return ()
+    return ()

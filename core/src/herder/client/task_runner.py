@@ -250,14 +250,17 @@ class TaskRunner:
         the pool: the task's own steps may need it."""
         return self._done.wait(timeout)
 
-    def request_kill(self, reason: TaskEvent | None = None) -> None:
+    def request_kill(self, reason: TaskEvent | None = None, *, message: str = "") -> None:
         """Stop the task for good (gracefully, then by force); returns at once (see :meth:`when_done`).
+        ``message`` is what its ``Killing`` event says, when it says why rather than the signal sent.
 
         A kill while another is under way ends its waits (``shutdown_delay``, cleanup retries) at once."""
         with self._lock:
             first = not self._kill_requested.is_set()
             if not first:
                 self._hurry.set()
+            elif message:
+                self._lifecycle.kill_message = message
             self._kill_requested.set()
         if first and reason is not None and not self._done.is_set():
             self._record(reason)

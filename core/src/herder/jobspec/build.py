@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, overload
 
+from herder.jobspec import group_keys
 from herder.jobspec.constraint_blocks import build_constraints
 from herder.jobspec.cron import CronError, load_zone, parse_cron
 from herder.jobspec.network import group_network
@@ -217,9 +218,11 @@ class _Builder:
             for index, service in enumerate(spec.get("services", []))
         )
         self.one_provider(spec, path)
+        # Nomad's TaskGroup.Canonicalize: without a count, a scaling block's min, else 1.
+        count = _int(spec, "count", _int(spec.get("scaling", {}), "min", 1))
         return Group(
             name=spec["name"],
-            count=_int(spec, "count", 1),
+            count=count,
             restart=policy,
             tasks=tasks,
             meta=_texts(spec.get("meta")),
@@ -231,6 +234,8 @@ class _Builder:
             update=self.update(spec.get("update"), (*path, "update"), job_type),
             constraints=build_constraints(spec.get("constraints", []), (*path, "constraints"), self.problem),
             volumes=volumes,
+            max_run_duration=group_keys.max_run_duration(spec, path, job_type, self.problem),
+            scaling=group_keys.scaling(spec.get("scaling"), (*path, "scaling"), count, self.problem),
         )
 
     def update(self, spec: dict[str, Any] | None, path: Path, job_type: str) -> Update | None:
@@ -289,6 +294,8 @@ class _Builder:
         memory, memory_max = _int(resources, "memory", 300), _int(resources, "memory_max", 0)
         if memory_max > 0 and memory_max < memory:
             self.problem((*path, "resources", "memory_max"), f"{memory_max} is below memory ({memory})")
+        if "cpu" in resources and resources.get("cores", 0) > 0:
+            self.problem((*path, "resources", "cores"), "a task can only ask for 'cpu' or 'cores', not both")
         own_ports_path: Path = (*path, "resources", "network", "ports")
         own_ports = [
             (port, (*own_ports_path, index)) for index, port in enumerate(resources.get("network", {}).get("ports", []))
@@ -323,7 +330,7 @@ class _Builder:
             shutdown_delay=_duration(spec, "shutdown_delay", 0.0),
             meta=_texts(spec.get("meta")),
             resources=Resources(cpu=_int(resources, "cpu", 100), memory=memory, ports=ports, memory_max=memory_max,
-                                disk=_int(resources, "disk", 0)),
+                                disk=_int(resources, "disk", 0), cores=_int(resources, "cores", 0)),
             constraints=build_constraints(spec.get("constraints", []), (*path, "constraints"), self.problem),
             services=services,
             artifacts=tuple(
@@ -337,6 +344,7 @@ class _Builder:
             dispatch_payload=payload_file,
             volume_mounts=task_mounts(spec.get("volume_mounts", []), (*path, "volume_mounts"), set(group.volumes),
                                       self.problem),
+            identities=group_keys.identities(spec.get("identity", []), (*path, "identity"), self.problem),
         )
 
     @staticmethod

@@ -5,8 +5,9 @@ The mapping is Nomad's: ``job "NAME" {}``, ``group "NAME" {}`` and ``task
 as ``name``; a ``task`` directly under ``job`` becomes a group of the same name
 holding that one task. Repeated ``service``, ``check``, ``artifact`` and
 ``template`` blocks become ``services[]``, ``checks[]``, ``artifacts[]`` and
-``templates[]``; ``port "LABEL" {}`` blocks inside ``network`` become
-``ports[]`` with the label as ``label``. Any other block is a map (``config``,
+``templates[]``, a task's ``identity`` blocks the list ``identity``; ``port
+"LABEL" {}`` blocks inside ``network`` become ``ports[]`` with the label as
+``label``. Any other block is a map (``config``,
 ``env``, ``meta``, ``resources``, ``restart``, ``logs``, and blocks inside
 ``config`` such as ``port_map`` or ``labels``); a block that appears more than
 once becomes a list of maps. Top-level ``variable "NAME" {}`` blocks (and the
@@ -125,6 +126,7 @@ _TASK = _Context(
         "artifact": _ListOf("artifacts", None, _MAP),
         "template": _ListOf("templates", None, _MAP),
         "volume_mount": _ListOf("volume_mounts", None, _MAP),
+        "identity": _ListOf("identity", None, _MAP),
     },
     blocks={"resources": _Context(blocks={"network": _NETWORK})},
 )

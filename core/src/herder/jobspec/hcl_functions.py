@@ -5,7 +5,8 @@ calls by name: strings (``format`` with Go's verbs, ``join``, ``replace``,
 ``regex`` and ``regexall`` with Go's RE2 (:mod:`herder.jobspec.goregexp`),
 ...), collections, numbers, type conversions, JSON and base64 encodings, and
 ``file``, which reads only what the job's :class:`~herder.jobspec.files.JobFiles`
-allow. Every function that multiplies its input checks
+allow, and ``pathexpand``, which only a job read on its author's side may call (as Nomad's
+filesystem functions, disabled where the job is not read from a file). Every function that multiplies its input checks
 :data:`~herder.jobspec.hcl_values.MAX_STRING` before it builds anything.
 ``try`` and ``can`` are not here: they evaluate their arguments themselves.
 """
@@ -15,7 +16,9 @@ from __future__ import annotations
 import base64
 import json
 import math
+import os
 import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -230,6 +233,38 @@ def _file(files: JobFiles | None) -> Callable[[Any], str]:
     return read
 
 
+def _pathexpand(files: JobFiles | None) -> Callable[[Any], str]:
+    """go-cty-funcs' ``pathexpand``: a leading ``~`` is the home directory of the user reading the job."""
+    def expand(value: Any) -> str:
+        if files is None:
+            raise EvalError("pathexpand() is not available to jobs submitted to the agent: use `herder job run`, "
+                            "which reads the job on your side")
+        path = to_text(value)
+        if not path.startswith("~"):
+            return path
+        if len(path) > 1 and path[1] not in "/\\":
+            raise EvalError("cannot expand user-specific home dir")
+        return os.path.expanduser("~") + path[1:]
+    return expand
+
+
+_UUID_NAMESPACES = {"dns": uuid.NAMESPACE_DNS, "url": uuid.NAMESPACE_URL, "oid": uuid.NAMESPACE_OID,
+                    "x500": uuid.NAMESPACE_X500}
+
+
+def _uuidv5(namespace: Any, name: Any) -> str:
+    """go-cty-funcs' ``uuidv5``: a name-based (SHA-1) UUID in a namespace named ``dns``, ``url``, ``oid`` or
+    ``x500``, or given as a UUID."""
+    given = to_text(namespace)
+    space = _UUID_NAMESPACES.get(given)
+    if space is None:
+        try:
+            space = uuid.UUID(given)
+        except ValueError as exc:
+            raise EvalError(f"uuidv5() doesn't support namespace {given} ({exc})") from None
+    return str(uuid.uuid5(space, to_text(name)))
+
+
 def functions(files: JobFiles | None) -> dict[str, Callable[..., Any]]:
     def text(function: Callable[[str], Any]) -> Callable[[Any], Any]:
         return lambda value: function(to_text(value))
@@ -260,6 +295,8 @@ def functions(files: JobFiles | None) -> dict[str, Callable[..., Any]]:
         "merge": _merge,
         "lookup": _lookup,
         "file": _file(files),
+        "pathexpand": _pathexpand(files),
+        "uuidv5": _uuidv5,
         "jsonencode": _jsonencode,
         "jsondecode": lambda value: json.loads(to_text(value)),
         "base64encode": lambda value: base64.b64encode(to_text(value).encode()).decode(),

@@ -18,6 +18,7 @@ from herder.jobspec.build import build_job
 from herder.jobspec.constraint_blocks import gather_constraint_blocks
 from herder.jobspec.files import JobFiles
 from herder.jobspec.formats import MAX_JOB_SIZE, format_of, parse_text, read_text
+from herder.jobspec.group_keys import consul_namespaces
 from herder.jobspec.nomad_json import from_nomad, is_nomad_json
 from herder.jobspec.paths import Locator, renumber
 from herder.jobspec.paths import Path as DocPath
@@ -102,6 +103,11 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None,
     job.source, job.lines = source, lines
     if dropped:
         job.warnings.append(f"ignoring stanzas herder does not implement: {', '.join(dropped)}")
+    namespaces = consul_namespaces(document["job"])
+    if namespaces:
+        job.warnings.append(f"consul.namespace: services register in Consul's default namespace, not in "
+                            f"{', '.join(namespaces)} (namespaces are Consul Enterprise's; the local registry "
+                            "has none)")
     if gateways:
         names = ", ".join(gateways.values())
         job.warnings.append(f"herder does not run Connect gateways: group(s) {names} left out")

@@ -17,7 +17,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from herder.jobspec.nomad_structs import JOB, NETWORK, PORT, Struct, canonical_name, field_struct, normalized
+from herder.jobspec.nomad_structs import (
+    IDENTITY,
+    JOB,
+    NETWORK,
+    PORT,
+    Struct,
+    canonical_name,
+    field_struct,
+    normalized,
+)
 from herder.sdk.durations import parse_duration
 
 _NANOSECONDS = 1e9
@@ -40,11 +49,12 @@ _RENAMED = {
     "EphemeralDisk": "ephemeral_disk", "Envvars": "env", "SizeMB": "size", "Spec": "cron", "Specs": "crons",
 }
 # Maps whose keys are the user's own (driver config, env, meta, ...): copied as they are.
-_VERBATIM = {"Config", "Env", "Meta", "Header", "GetterOptions", "GetterHeaders", "CanaryMeta", "TaggedAddresses"}
+_VERBATIM = {"Config", "Env", "Meta", "Header", "GetterOptions", "GetterHeaders", "CanaryMeta", "TaggedAddresses",
+             "Policy"}
 # Fields Nomad gives in nanoseconds that are durations in herder's document.
 _DURATIONS = {
     "KillTimeout", "ShutdownDelay", "Interval", "Delay", "MaxDelay", "Timeout", "Grace", "Splay", "Stagger",
-    "MinHealthyTime", "HealthyDeadline", "ProgressDeadline",
+    "MinHealthyTime", "HealthyDeadline", "ProgressDeadline", "MaxRunDuration", "TTL",
 }
 
 
@@ -76,6 +86,12 @@ def _convert(spec: dict[str, Any], struct: Struct | None) -> dict[str, Any]:
             if value:
                 out["network"] = _network(value[0])
             continue
+        if key in ("Identity", "Identities"):  # the default identity first, then the others: one list
+            given = [value] if key == "Identity" else value
+            if isinstance(given, list):
+                out["identity"] = [*out.get("identity", []),
+                                   *(_convert(item, IDENTITY) if isinstance(item, dict) else item for item in given)]
+                continue
         name = canonical_name(struct, key) or _RENAMED.get(key) or _snake(key)
         inner = field_struct(struct, key)
         if key == "Volumes" and isinstance(value, dict):  # by name in Nomad, a list of named blocks in herder's
@@ -164,6 +180,8 @@ def _back_name(key: str, where: str) -> str:
         return _camel(key)
     if where == "templates" and key == "env":
         return "Envvars"
+    if where == "identity" and key in ("aud", "ttl"):
+        return {"aud": "Audience", "ttl": "TTL"}[key]
     if where != "artifacts" and key in ("options", "mode"):
         return _camel(key)
     return _BACK.get(key) or _camel(key)

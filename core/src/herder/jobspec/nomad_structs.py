@@ -94,6 +94,9 @@ SCALING_POLICY = Struct({"Min": VALUE, "Max": VALUE, "Policy": {}, "Enabled": VA
                          "Namespace": "", "Target": {}, "CreateIndex": 0, "ModifyIndex": 0})
 CONSUL = Struct({"Namespace": ""})
 CSI_PLUGIN = Struct({"ID": "", "Type": "", "MountDir": ""})
+IDENTITY = Struct({"Name": "", "Audience": [], "ChangeMode": "", "ChangeSignal": "", "Env": False, "File": False,
+                   "Filepath": "", "ServiceName": "", "TTL": 0, "ExtraClaims": []}, names={"Audience": "aud"})
+"""A workload identity (Nomad 1.7): a task's default one is its ``Identity``, the others its ``Identities``."""
 DEVICE = Struct({"Name": "", "Count": VALUE, "Constraints": ListOf(CONSTRAINT), "Affinities": ListOf(AFFINITY)})
 
 PORT = Struct({"Label": "", "Value": 0, "To": 0, "HostNetwork": ""})
@@ -127,14 +130,15 @@ TASK = Struct({
     "RestartPolicy": RESTART, "Meta": {}, "KillTimeout": VALUE, "LogConfig": LOG_CONFIG,
     "Artifacts": ListOf(ARTIFACT), "Vault": VAULT, "Templates": ListOf(TEMPLATE), "DispatchPayload": DISPATCH_PAYLOAD,
     "VolumeMounts": ListOf(VOLUME_MOUNT), "CSIPluginConfig": CSI_PLUGIN, "Leader": False, "ShutdownDelay": 0,
-    "KillSignal": "", "Kind": "", "ScalingPolicies": ListOf(SCALING_POLICY),
+    "KillSignal": "", "Kind": "", "ScalingPolicies": ListOf(SCALING_POLICY), "Identity": IDENTITY,
+    "Identities": ListOf(IDENTITY),
 }, names={"ScalingPolicies": "scaling"})
 TASK_GROUP = Struct({
     "Name": "", "Count": VALUE, "Constraints": ListOf(CONSTRAINT), "Affinities": ListOf(AFFINITY),
     "Tasks": ListOf(TASK), "Spreads": ListOf(SPREAD), "Volumes": MapOf(VOLUME_REQUEST), "RestartPolicy": RESTART,
     "ReschedulePolicy": RESCHEDULE, "EphemeralDisk": EPHEMERAL_DISK, "Update": UPDATE, "Migrate": MIGRATE,
     "Networks": ListOf(NETWORK), "Meta": {}, "Services": ListOf(SERVICE), "ShutdownDelay": 0,
-    "StopAfterClientDisconnect": 0, "Scaling": SCALING_POLICY, "Consul": CONSUL,
+    "StopAfterClientDisconnect": 0, "Scaling": SCALING_POLICY, "Consul": CONSUL, "MaxRunDuration": VALUE,
 })
 JOB = Struct({
     "Region": "", "Namespace": "", "ID": VALUE, "Name": VALUE, "Type": "", "Priority": VALUE, "AllAtOnce": False,

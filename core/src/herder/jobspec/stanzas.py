@@ -76,11 +76,11 @@ _SERVICE = _Block(
 _TASK = _Block(
     frozenset({
         "vault", "consul", "csi_plugin", "scaling",
-        "identity", "action", "secret", "schedule", "kind",
+        "action", "secret", "schedule", "kind",
     }),
     silent=_PLACEMENT_PREFERENCES,
     blocks={
-        "resources": _Block(frozenset({"cores", "device", "numa", "secrets", "iops"}), "resources",
+        "resources": _Block(frozenset({"device", "numa", "secrets", "iops"}), "resources",
                             blocks={"network": _NETWORK}),
         "restart": _Block(frozenset({"render_templates"}), "restart"),
         "logs": _Block(frozenset({"enabled", "disabled"}), "logs"),
@@ -96,9 +96,9 @@ _TASK = _Block(
 )
 _GROUP = _Block(
     frozenset({
-        "migrate", "vault", "scaling",
+        "migrate", "vault",
         "disconnect", "max_client_disconnect", "stop_after_client_disconnect", "prevent_reschedule_on_lost",
-        "max_run_duration", "consul", "shutdown_delay",
+        "shutdown_delay",
     }),
     silent=_PLACEMENT_PREFERENCES,
     shown={"shutdown_delay": "group shutdown_delay"},

@@ -287,6 +287,8 @@ class DockerDriver:
         }
         if hard < 0 or hard > task.resources.memory:
             options["mem_reservation"] = f"{task.resources.memory}m"
+        if ctx.cores:  # the CPUs herder reserved for the task alone (resources.cores)
+            options["cpuset_cpus"] = ",".join(str(cpu) for cpu in sorted(ctx.cores))
         options |= self._nomad_options(config, ctx)
         if config.entrypoint is not None:
             options["entrypoint"] = list(config.entrypoint)

@@ -53,7 +53,8 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
          cgroups_path: str, cpu_shares: int, pids_limit: int, read_only: Sequence[Path] = (),
          cwd: str = "/", capabilities: Sequence[str] = CAPABILITIES,
          host_namespaces: Collection[str] = (), netns: Path | None = None, hostname: str = "",
-         files: Mapping[str, Path] = {}, volumes: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+         files: Mapping[str, Path] = {}, volumes: Sequence[Mapping[str, Any]] = (),
+         cpus: Sequence[int] = ()) -> dict[str, Any]:
     """The OCI runtime spec of a task.
 
     ``task_dirs`` maps the task's directories on the host to where the task
@@ -70,7 +71,8 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
     namespace's; "": the host's). ``files`` are files of the host bound
     read-only at the paths in the task that name them (``/etc/resolv.conf``),
     over the host's system directories. ``volumes``: more mounts
-    (host volumes), bound last, over the rest.
+    (host volumes), bound last, over the rest. ``cpus``: the host CPUs the task
+    is pinned to (its cpuset), none for any.
     """
     mounts: list[dict[str, Any]] = [
         {"destination": "/proc", "type": "proc", "source": "proc"},
@@ -92,6 +94,8 @@ def spec(argv: Sequence[str], env: Mapping[str, str], user: User, *, task_dirs: 
     privileged = user.uid == 0  # a task of another user starts with no capability, as any process of that user
     environment = {"PATH": DEFAULT_PATH, **env}
     resources: dict[str, Any] = {"devices": [{"allow": False, "access": "rwm"}], "cpu": {"shares": max(2, cpu_shares)}}
+    if cpus:
+        resources["cpu"]["cpus"] = ",".join(str(cpu) for cpu in sorted(cpus))
     if pids_limit > 0:
         resources["pids"] = {"limit": pids_limit}
     namespaces: list[dict[str, str]] = [{"type": kind} for kind in ("pid", "ipc", "uts", "mount")

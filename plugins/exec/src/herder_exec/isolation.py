@@ -220,7 +220,8 @@ class Isolation:
         stopped when its ``kill_signal`` is not set. The task runs as
         ``task.user`` (default ``nobody``) with ``ctx.env`` and a default
         ``PATH``; its memory limit is ``task.resources.memory`` MiB, its cpu
-        shares ``task.resources.cpu``. ``pid_mode`` and ``ipc_mode``: ``host``
+        shares ``task.resources.cpu``, its CPUs the cores reserved for it
+        (``ctx.cores``), if any. ``pid_mode`` and ``ipc_mode``: ``host``
         shares the host's namespace, where the plugin configuration allows it
         (``allow_pid_mode_host``, ``allow_ipc_mode_host``). ``capabilities``:
         the task's bounding set (``CAP_CHOWN`` ...).
@@ -259,7 +260,7 @@ class Isolation:
                 task_dirs={target: getattr(ctx.task_dir, field) for target, field in TASK_DIRS.items()},
                 cgroups_path=cgroup.runc_path, cpu_shares=task.resources.cpu,
                 pids_limit=self.config.default_pids_limit, read_only=read_only, cwd=cwd,
-                capabilities=capabilities, host_namespaces=host_namespaces,
+                capabilities=capabilities, host_namespaces=host_namespaces, cpus=ctx.cores,
                 netns=network.path if network is not None else None,
                 hostname=network.hostname if network is not None else "",
                 files={path: where / PurePosixPath(path).name for path in etc},

@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
@@ -40,6 +40,7 @@ from herder.agent.samesite import Hosts, SameSite
 from herder.app import Agent, Conflict, NotFound
 from herder.client.feasibility import Infeasible
 from herder.client.logtail import LogTail
+from herder.client.signing import SigningKeyError
 from herder.errors import DispatchError, JobError, PlacementError
 from herder.jobspec import evaluate_job_text
 from herder.jobspec.nomad_json import to_nomad
@@ -186,6 +187,14 @@ def create_app(agent: Agent, events: EventLog, address: str, ui_address: str) ->
     @api.get("/v1/agent/health")
     async def agent_health() -> Response:
         return json_answer({"client": {"ok": True, "message": "ok"}}, ledger.index())
+
+    @api.get("/.well-known/jwks.json", include_in_schema=False)
+    async def jwks() -> Response:
+        """Served without the token, as Nomad's (:data:`herder.agent.auth.PUBLIC_PATHS`)."""
+        try:
+            return JSONResponse(await asyncio.to_thread(agent.jwks))
+        except SigningKeyError as exc:
+            raise NomadError(503, str(exc)) from None
 
     @api.get("/v1/status/leader", responses=ok(str))
     async def leader() -> Response:

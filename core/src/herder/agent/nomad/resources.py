@@ -36,10 +36,10 @@ def allocated(alloc: AllocRunner, job: dict[str, Any]) -> dict[str, Any]:
         own = alloc.placed.ports.get(runner.name, [])
         networks = [_network(own, asked.ports)] if own else None
         tasks[runner.name] = models.AllocatedTaskResources(
-            Cpu=models.AllocatedCpuResources(CpuShares=asked.cpu),
+            Cpu=models.AllocatedCpuResources(CpuShares=asked.cpu, ReservedCores=list(runner.ctx.cores) or None),
             Memory=models.AllocatedMemoryResources(MemoryMB=asked.memory, MemoryMaxMB=max(0, asked.memory_max)),
             Networks=networks)
-        task_resources[runner.name] = models.Resources(CPU=asked.cpu, MemoryMB=asked.memory,
+        task_resources[runner.name] = models.Resources(CPU=asked.cpu, Cores=asked.cores, MemoryMB=asked.memory,
                                                        MemoryMaxMB=max(0, asked.memory_max), Networks=networks)
     ports = [models.AllocatedPortMapping(Label=p.label, Value=p.value, To=p.to or 0, HostIP=p.host_ip)
              for p in shared_ports]

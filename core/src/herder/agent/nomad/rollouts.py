@@ -20,7 +20,7 @@ from herder.agent.nomad import models
 from herder.agent.nomad.diff import job_diff
 from herder.agent.nomad.ledger import Evaluation, Ledger
 from herder.agent.nomad.shapes import NomadError, Shapes
-from herder.app import Agent, NotFound
+from herder.app import Agent, NotFound, OutOfBounds
 from herder.client.deployments import Deployment
 
 Id = Annotated[str, Path(min_length=1, max_length=256)]
@@ -178,7 +178,10 @@ def register(api: FastAPI, agent: Agent, ledger: Ledger, shapes: Shapes, *, answ
             raise NomadError(400, "missing task group name for scaling action")
         if wanted.Count is None:
             raise NomadError(400, "scaling action without a count: herder records no scaling events")
-        await asyncio.to_thread(rollouts.scale, name, group, wanted.Count)
+        try:
+            await asyncio.to_thread(rollouts.scale, name, group, wanted.Count)
+        except OutOfBounds as exc:
+            raise NomadError(400, str(exc)) from None
         return registered(evaluated(name, "job-scaling"))
 
     @api.put("/v1/job/{name:path}/evaluate", responses=ok(models.JobRegisterResponse))

@@ -18,7 +18,7 @@ from herder.agent.nomad import models, resources
 from herder.agent.nomad.ledger import SECOND, Evaluation, Ledger
 from herder.agent.nomad.memo import Encoded, Memo
 from herder.app import Agent, NotFound
-from herder.client.alloc_runner import AllocRunner
+from herder.client.alloc_runner import MAX_RUN_DURATION_EXCEEDED, AllocRunner
 from herder.client.deployments import Deployment
 from herder.client.feasibility import DATACENTER, DIMENSION, Unplaced
 from herder.client.node import NOMAD_VERSION, REGION, node_id
@@ -463,7 +463,8 @@ class Shapes:
             job = self.job(alloc.job.name, alloc.job_id)
         except NotFound:  # the job was collected meanwhile
             job = self.job_document({"ID": alloc.job.name, "Type": alloc.job.type})
-        fields["ClientDescription"] = CLIENT_DESCRIPTION.get(fields["ClientStatus"], "")
+        fields["ClientDescription"] = (MAX_RUN_DURATION_EXCEEDED if alloc.expired
+                                       else CLIENT_DESCRIPTION.get(fields["ClientStatus"], ""))
         rescheduling = self.agent.rescheduling(alloc)
         job["TaskGroups"] = [{**group, "ReschedulePolicy": reschedule_policy(alloc.job, str(group.get("Name")))}
                              for group in job.get("TaskGroups") or []]

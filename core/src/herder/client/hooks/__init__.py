@@ -1,6 +1,6 @@
 """herder's own lifecycle plugins: what a task needs around its driver.
 
-Each concern (the dispatch payload, artifacts, templates, services) is a plugin of its own module,
+Each concern (the dispatch payload, workload identities, artifacts, templates, services) is a plugin of its own module,
 implementing the same hooks third-party plugins do. The client creates them
 for itself and registers them in the built-in phase, so in
 ``herder_task_prestart`` they run before every third-party plugin, and in
@@ -16,6 +16,7 @@ from typing import Protocol
 
 from herder.client.hooks.artifacts import ArtifactsConfig, ArtifactsPlugin
 from herder.client.hooks.host import Host
+from herder.client.hooks.identity import IdentityPlugin
 from herder.client.hooks.payload import PayloadPlugin
 from herder.client.hooks.services import ServicesPlugin
 from herder.client.hooks.template_sources import NativeCatalog
@@ -39,6 +40,7 @@ def builtin_plugins(client: Host) -> list[BuiltinPlugin]:
     native = NativeCatalog(services.discovery)
     return [
         PayloadPlugin(client),
+        IdentityPlugin(client),
         ArtifactsPlugin(ArtifactsConfig.from_table(client.config.plugin.get("artifacts", {}))),
         TemplatesPlugin(TemplatesConfig.from_table(client.config.plugin.get("templates", {})), kv=kv,
                         catalog=catalog, native=native, runners=client.task_runner),

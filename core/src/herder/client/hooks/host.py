@@ -13,6 +13,7 @@ from typing import Protocol
 from herder.client.alloc_runner import AllocRunner
 from herder.client.config import Config
 from herder.client.health import HealthChange
+from herder.client.signing import IdentitySigner
 from herder.client.task_runner import TaskRunner
 from herder.context import TaskContext
 from herder.plugins.hooks import Hooks
@@ -24,6 +25,7 @@ class Host(Protocol):
     data_dir: Path
     hooks: Hooks
     on_health: Callable[[HealthChange], None]
+    signer: IdentitySigner
 
     def alloc(self, alloc_id: str) -> AllocRunner | None:
         """An allocation of this client, while it is here."""
