@@ -41,7 +41,7 @@ def test_unimplemented_stanzas_are_dropped_with_one_warning() -> None:
           }
         }
     """)
-    names = ["priority", "all_at_once", "scaling", "vault", "network.mbits"]
+    names = ["priority", "all_at_once", "vault", "network.mbits"]
     assert job.warnings == [f"ignoring stanzas herder does not implement: {', '.join(names)}"]
 
 
