@@ -7,12 +7,16 @@ render of a few thousand services was past the render's CPU bound (so the templa
 rendered at all), and the template watcher, which compares each dependency again every poll (outside
 that bound), spent as long on every poll, holding the one watcher thread every task's templates share.
 
+A service's name and tags are the job's text, and ``herder service list`` / ``info`` printed them as they
+were onto the operator's terminal: escape sequences in them were the terminal's to run.
+
 The registry is a real :class:`LocalRegistry`, the one a client holds, written to as its sync loop
 writes; ``tests/core/nomad_api/test_native_services.py`` runs the registry through a real agent.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +29,8 @@ from herder.services import ServiceRegistration
 from herder.services.local import LocalRegistry
 from herder.services.native import NativeServices
 from tests.core.client.artifact_support import Context
+from tests.support.agent import AgentProcess
+from tests.support.waiting import wait_for
 
 SERVICES = 4000
 """Past a few thousand, each name's read of the whole registry put the render over its CPU bound."""
@@ -62,3 +68,49 @@ def test_walking_thousands_of_services_reads_the_registry_once(
 
     registry.deregister("_herder-task-alloc7-t-svc7-http")
     assert plugin.lookup("nomad.service", "svc00007", ctx) == ()
+
+
+TERMINAL_JOB = r'''
+job "painter" {
+  group "g" {
+    task "t" {
+      driver       = "raw_exec"
+      kill_timeout = "2s"
+      config {
+        command = "/bin/sleep"
+        args    = ["300"]
+      }
+      service {
+        name     = "web\u001b]0;owned\u0007\u001b[2J"
+        tags     = ["\u001b[8mhidden", "plain", "\u202etxt.exe"]
+        provider = "nomad"
+      }
+    }
+  }
+}
+'''
+
+
+def test_herder_service_shows_no_escape_sequence_of_a_job(tmp_path: Path) -> None:
+    # A job's service name and tags carry a window-title sequence, a screen clear, concealed text and a
+    # right-to-left override; the operator runs `herder service list` and `info` on a terminal.
+    agent = AgentProcess(tmp_path)
+    agent.start()
+    try:
+        alloc_id = str(agent.submit(TERMINAL_JOB)["allocations"][0]["id"])
+        agent.wait_task(alloc_id, "t")
+        with agent.http() as http:
+            wait_for(lambda: http.get("/v1/services").json()["services"], what="the service registered")
+        name = "web\x1b]0;owned\x07\x1b[2J"
+        listed = agent.cli("service", "list")
+        info = agent.cli("service", "info", name)
+        for shown in (listed, info):
+            assert shown.returncode == 0, shown.stderr
+            assert not any(char in shown.stdout for char in "\x1b\x07\u202e"), repr(shown.stdout)
+            assert r"[\x1b[8mhidden,plain,\u202etxt.exe]" in shown.stdout
+        assert r"web\x1b]0;owned\x07\x1b[2J  [" in listed.stdout
+        assert info.stdout.splitlines()[1].startswith(f"painter  {alloc_id[:8]}")
+        # The JSON is the job's text, escaped by JSON itself.
+        assert json.loads(agent.cli("service", "list", "--json").stdout)["services"][0]["name"] == name
+    finally:
+        agent.shutdown()
