@@ -73,6 +73,16 @@ def test_a_tag_filters_instances_and_no_instance_renders_empty(
     assert render(plugin, context, '[{{ range nomadService "nothing" }}{{ .Port }}{{ end }}]') == "[]"
 
 
+def test_a_tag_with_a_colon_filters_in_both_forms(
+        plugin: TemplatesPlugin, registry: LocalRegistry, context: Context) -> None:
+    # consul-template's tags may carry ":" (``env:prod``, ``urlprefix-:80``); the query and the
+    # rendezvous choice were told apart at the first ":", so such a tag was an error.
+    registry.register(web(1, "env:prod"))
+    registry.register(web(2, "env:dev"))
+    assert render(plugin, context, '{{ range nomadService "env:prod.web" }}{{ .Port }}{{ end }}') == "8001"
+    assert render(plugin, context, '{{ range nomadService 5 "k:e|y" "env:dev.web" }}{{ .Port }}{{ end }}') == "8002"
+
+
 def test_the_rendezvous_form_picks_a_stable_subset_per_key(
         plugin: TemplatesPlugin, registry: LocalRegistry, context: Context) -> None:
     for index in range(1, 6):

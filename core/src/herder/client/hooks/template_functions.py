@@ -111,7 +111,7 @@ class Reader:
                 raise ValueError("expected integer for <count> argument")
             if not isinstance(key, str):
                 raise ValueError("expected string for <key> argument")
-            chosen = f":{count}|{key}"
+            chosen = f"|{count}|{key}"  # after the query, which has no "|" (a tag may have a ":")
         else:
             raise ValueError("expected arguments <service> or <count> <key> <service>")
         if not isinstance(query, str):
