@@ -7,6 +7,9 @@ render of a few thousand services was past the render's CPU bound (so the templa
 rendered at all), and the template watcher, which compares each dependency again every poll (outside
 that bound), spent as long on every poll, holding the one watcher thread every task's templates share.
 
+A rendezvous choice (``nomadService COUNT KEY NAME``) hashes every instance with the key, and the watcher
+made it again on every poll though the registry had not changed.
+
 A service's name and tags are the job's text, and ``herder service list`` / ``info`` printed them as they
 were onto the operator's terminal: escape sequences in them were the terminal's to run.
 
@@ -27,7 +30,7 @@ from herder.client.hooks.templates import TemplatesPlugin
 from herder.model import Template
 from herder.services import ServiceRegistration
 from herder.services.local import LocalRegistry
-from herder.services.native import NativeServices
+from herder.services.native import NativeServices, Registration
 from tests.core.client.artifact_support import Context
 from tests.support.agent import AgentProcess
 from tests.support.waiting import wait_for
@@ -114,3 +117,38 @@ def test_herder_service_shows_no_escape_sequence_of_a_job(tmp_path: Path) -> Non
         assert json.loads(agent.cli("service", "list", "--json").stdout)["services"][0]["name"] == name
     finally:
         agent.shutdown()
+
+
+def test_the_watcher_does_not_rank_again_what_did_not_change(
+        plugin: TemplatesPlugin, registry: LocalRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A rendezvous choice hashes each instance with the key: with a thousand instances and a key of half a
+    # megabyte (`replaceAll` makes one in a few steps), half a second a call. Under the render's CPU bound
+    # a template makes a few such calls; the watcher made them all again on every poll, unbounded, for as
+    # long as the allocation ran, in the thread every task's templates share.
+    for index in range(50):
+        registry.register(ServiceRegistration(
+            id=f"_herder-task-alloc{index}-t-backend-http", name="backend", address="10.0.0.1",
+            port=2000 + index, job_id="many", alloc_id=f"alloc{index}"))
+    ctx = Context(tmp_path / "run").ctx
+    data = ('{{ $k := replaceAll "y" "yyyyyyyyyyyyyyyy" "yyyyyyyyyyyyyyyy" }}'
+            '{{ range $i := split "," "a,b,c" }}{{ range nomadService 2 (print $i $k) "backend" }}{{ .Port }} '
+            '{{ end }}{{ end }}')
+    content, deps, _missing = plugin.render(Template(destination="local/out", data=data), ctx)
+    assert len(content.split()) == 6 and len(deps) == 3
+
+    hashed: list[str] = []
+    real = Registration.hash_with
+
+    def counted(registration: Registration, key: str) -> str:
+        hashed.append(key)
+        return real(registration, key)
+
+    monkeypatch.setattr(Registration, "hash_with", counted)
+    for _poll in range(3):
+        assert all(plugin.lookup(kind, arg, ctx) == value for (kind, arg), value in deps.items())
+    assert hashed == [], f"{len(hashed)} instances ranked again for a registry that did not change"
+
+    # A change is seen: the choice is made again, over what the registry now holds.
+    registry.deregister("_herder-task-alloc0-t-backend-http")
+    assert all(all(s.AllocID != "alloc0" for s in plugin.lookup(kind, arg, ctx)) for kind, arg in deps)
+    assert len(hashed) == 3 * 49
