@@ -76,6 +76,9 @@ def test_walking_thousands_of_services_reads_the_registry_once(
 TERMINAL_JOB = r'''
 job "painter" {
   group "g" {
+    network {
+      port "http" {}
+    }
     task "t" {
       driver       = "raw_exec"
       kill_timeout = "2s"
@@ -85,8 +88,15 @@ job "painter" {
       }
       service {
         name     = "web\u001b]0;owned\u0007\u001b[2J"
+        port     = "http"
         tags     = ["\u001b[8mhidden", "plain", "\u202etxt.exe"]
         provider = "nomad"
+        check {
+          name     = "probe\u001b[1A\u001b[2K"
+          type     = "tcp"
+          interval = "10s"
+          timeout  = "1s"
+        }
       }
     }
   }
@@ -96,7 +106,8 @@ job "painter" {
 
 def test_herder_service_shows_no_escape_sequence_of_a_job(tmp_path: Path) -> None:
     # A job's service name and tags carry a window-title sequence, a screen clear, concealed text and a
-    # right-to-left override; the operator runs `herder service list` and `info` on a terminal.
+    # right-to-left override, its check's name a cursor move and a line erase; the operator runs
+    # `herder service list`, `info` and `herder alloc status` on a terminal.
     agent = AgentProcess(tmp_path)
     agent.start()
     try:
@@ -113,6 +124,11 @@ def test_herder_service_shows_no_escape_sequence_of_a_job(tmp_path: Path) -> Non
             assert r"[\x1b[8mhidden,plain,\u202etxt.exe]" in shown.stdout
         assert r"web\x1b]0;owned\x07\x1b[2J  [" in listed.stdout
         assert info.stdout.splitlines()[1].startswith(f"painter  {alloc_id[:8]}")
+        # `herder alloc status` shows the service's checks by service and check name.
+        status = agent.cli("alloc", "status", alloc_id)
+        assert status.returncode == 0, status.stderr
+        assert "\x1b" not in status.stdout, repr(status.stdout)
+        assert r"check web\x1b]0;owned\x07\x1b[2J/probe\x1b[1A\x1b[2K: " in status.stdout
         # The JSON is the job's text, escaped by JSON itself.
         assert json.loads(agent.cli("service", "list", "--json").stdout)["services"][0]["name"] == name
     finally:
