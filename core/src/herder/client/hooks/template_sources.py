@@ -14,6 +14,7 @@ Nomad's native discovery (:class:`NativeCatalog`).
 from __future__ import annotations
 
 import base64
+import hashlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -204,12 +205,15 @@ class NativeCatalog:
         self.native = native
         self._lock = threading.Lock()
         self._memo_index = -1
-        self._memo: dict[tuple[str, str, int, str], tuple[NomadService, ...]] = {}
+        self._memo: dict[bytes, tuple[NomadService, ...]] = {}
 
     def service(self, name: str, tag: str = "", count: int = 0, key: str = "") -> list[NomadService]:
         """Every instance of ``name`` (with ``tag``), healthy or not as in Nomad; with a ``key``,
         the ``count`` instances rendezvous hashing ranks first for it."""
-        index, asked = self.native.index, (name, tag, count, key)  # the index first: never an answer older than it
+        # The index first: never an answer older than it. The question by its digest: the memo holds no
+        # copy of a name or a key of any length the render made, 4096 of them.
+        index = self.native.index
+        asked = hashlib.sha256(repr((name, tag, count, key)).encode()).digest()
         with self._lock:
             kept = self._memo.get(asked) if self._memo_index == index else None
         if kept is not None:
