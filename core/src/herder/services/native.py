@@ -19,6 +19,8 @@ from herder.services.local import LocalRegistry
 
 NAMESPACE = "default"
 """herder has one namespace, Nomad's default."""
+REGION = "global"
+"""herder is one region, Nomad's default."""
 
 
 @dataclass(frozen=True)
