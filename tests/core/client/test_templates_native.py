@@ -69,8 +69,19 @@ def test_a_tag_filters_instances_and_no_instance_renders_empty(
     registry.register(web(1, "v1"))
     registry.register(web(2, "v2"))
     assert render(plugin, context, '{{ range nomadService "v2.web" }}{{ .Port }}{{ end }}') == "8002"
+    assert render(plugin, context, '{{ range nomadService "v2.web@global" }}{{ .Port }}{{ end }}') == "8002"
     # Not "missing": as in Nomad, the file is rendered, and rendered again when an instance comes.
     assert render(plugin, context, '[{{ range nomadService "nothing" }}{{ .Port }}{{ end }}]') == "[]"
+
+
+def test_a_tag_with_a_colon_filters_in_both_forms(
+        plugin: TemplatesPlugin, registry: LocalRegistry, context: Context) -> None:
+    # consul-template's tags may carry ":" (``env:prod``, ``urlprefix-:80``); the query and the
+    # rendezvous choice were told apart at the first ":", so such a tag was an error.
+    registry.register(web(1, "env:prod"))
+    registry.register(web(2, "env:dev"))
+    assert render(plugin, context, '{{ range nomadService "env:prod.web" }}{{ .Port }}{{ end }}') == "8001"
+    assert render(plugin, context, '{{ range nomadService 5 "k:e|y" "env:dev.web" }}{{ .Port }}{{ end }}') == "8002"
 
 
 def test_the_rendezvous_form_picks_a_stable_subset_per_key(
@@ -106,6 +117,10 @@ def test_nomad_services_lists_names_with_their_tags(
     ('nomadService "bad name!"', "nomad.service: invalid format: 'bad name!'"),
     ('nomadService "x" "y"', "expected arguments <service> or <count> <key> <service>"),
     ('nomadService "2" "k" "web"', "expected integer for <count> argument"),
+    # One region: another's services are not this agent's, whatever their names.
+    ('nomadService "web@eu-west"', "nomad.service: no path to region 'eu-west' (herder's is 'global')"),
+    ('nomadService 1 "k" "v1.web@eu-west"', "nomad.service: no path to region 'eu-west'"),
+    ('nomadServices "@eu-west"', "nomad.services: no path to region 'eu-west'"),
 ])
 def test_what_cannot_be_read_is_an_error_naming_the_function(
         plugin: TemplatesPlugin, context: Context, call: str, message: str) -> None:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path
 from herder.agent import models
 from herder.app import Agent, NotFound
 
-ServiceName = Annotated[str, Path(min_length=1, max_length=256, description="A service's name.")]
+ServiceName = Annotated[str, Path(min_length=1, max_length=256, description="A service's name; it may contain /.")]
 
 
 def routes(agent: Agent) -> APIRouter:
@@ -22,7 +22,7 @@ def routes(agent: Agent) -> APIRouter:
         names = native.names() if native is not None else []
         return models.Services(services=[models.ServiceStub(name=name, tags=list(tags)) for name, tags in names])
 
-    @api.get("/v1/services/{name}", response_model=models.Service, tags=["services"])
+    @api.get("/v1/services/{name:path}", response_model=models.Service, tags=["services"])
     async def service(name: ServiceName) -> models.Service:
         native = agent.native_services()
         found = native.registrations(name) if native is not None else []

@@ -13,6 +13,8 @@ from typing import Any, BinaryIO, NoReturn, TypeVar
 
 import click
 
+from herder.cli.terminal import printable
+
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 """Success; a task or a request failed; invalid input (a job, the configuration, an option)."""
 
@@ -74,5 +76,5 @@ def read_payload(file: BinaryIO | None, limit: int) -> bytes:
 
 def event_line(event: Mapping[str, Any]) -> str:
     """A task event (in the documented JSON shape) as one line: time, allocation, task, type: message."""
-    message = f": {event['message']}" if event.get("message") else ""
+    message = f": {printable(event['message'])}" if event.get("message") else ""  # the job's text, maybe
     return f"{event['time']} {event['alloc_name']} {event['task']} {event['type']}{message}"

@@ -43,6 +43,7 @@ from herder.cli.common import (
     say,
     variable_options,
 )
+from herder.cli.terminal import printable
 from herder.errors import JobError
 from herder.model import MAX_PAYLOAD
 
@@ -310,9 +311,9 @@ def alloc_status(alloc_id: str, with_stats: bool, as_json: bool) -> None:
         if name in usage:
             _print_usage(usage[name])
         for check in task["checks"]:
-            click.echo(f"  check {check['service']}/{check['check']}: {check['status']}")
+            click.echo(f"  check {printable(check['service'])}/{printable(check['check'])}: {check['status']}")
         for event in task["events"][-10:]:
-            click.echo(f"  {event['time']}  {event['type']:<18} {event['message']}")
+            click.echo(f"  {event['time']}  {event['type']:<18} {printable(event['message'])}")
 
 
 def _print_reschedule(status: dict[str, Any]) -> None:

@@ -7,12 +7,12 @@ backend, those naming no provider), from herder's embedded registry.
 from __future__ import annotations
 
 import json
-from urllib.parse import quote
 
 import click
 
 from herder.cli.client import AgentClient
 from herder.cli.remote import config_option
+from herder.cli.terminal import printable
 
 
 @click.group()
@@ -32,10 +32,16 @@ def service_list(as_json: bool) -> None:
     if not found["services"]:
         click.echo("No service registrations found")
         return
-    width = max(len("Service Name"), *(len(entry["name"]) for entry in found["services"]))
+    rows = [(printable(entry["name"]), _tags(entry["tags"])) for entry in found["services"]]
+    width = max(len("Service Name"), *(len(name) for name, _ in rows))
     click.echo(f"{'Service Name':<{width}}  Tags")
-    for entry in found["services"]:
-        click.echo(f"{entry['name']:<{width}}  [{','.join(entry['tags'])}]")
+    for name, tags in rows:
+        click.echo(f"{name:<{width}}  {tags}")
+
+
+def _tags(tags: list[str]) -> str:
+    """A job's tags as the table shows them, each made safe for a terminal (:func:`printable`)."""
+    return f"[{','.join(printable(tag) for tag in tags)}]"
 
 
 @service.command("info")
@@ -44,11 +50,12 @@ def service_list(as_json: bool) -> None:
 @config_option
 def service_info(name: str, as_json: bool) -> None:
     """Every instance of the service NAME: its job, allocation, address and tags."""
-    found = AgentClient().request("GET", f"/v1/services/{quote(name, safe='')}")
+    found = AgentClient().request("GET", f"/v1/services/{name}")  # the client quotes the path
     if as_json:
         click.echo(json.dumps(found, indent=2))
         return
-    rows = [(i["job"], i["alloc_id"][:8], f"{i['address']}:{i['port']}", f"[{','.join(i['tags'])}]")
+    rows = [(printable(i["job"]), printable(i["alloc_id"][:8]), printable(f"{i['address']}:{i['port']}"),
+             _tags(i["tags"]))
             for i in found["instances"]]
     header = ("Job ID", "Alloc ID", "Address", "Tags")
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]

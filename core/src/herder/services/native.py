@@ -19,6 +19,8 @@ from herder.services.local import LocalRegistry
 
 NAMESPACE = "default"
 """herder has one namespace, Nomad's default."""
+REGION = "global"
+"""herder is one region, Nomad's default."""
 
 
 @dataclass(frozen=True)
@@ -46,37 +48,65 @@ class Registration:
         return digest.hexdigest()
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    """The registrations at one index of the registry, by name, and the listing of names."""
+
+    index: int
+    by_name: dict[str, tuple[Registration, ...]]
+    names: tuple[tuple[str, tuple[str, ...]], ...]
+
+
 class NativeServices:
-    """The embedded ``registry`` of the node ``node_id`` in ``datacenter``, in Nomad's shapes."""
+    """The embedded ``registry`` of the node ``node_id`` in ``datacenter``, in Nomad's shapes.
+
+    The shapes are made once per change of the registry and kept until the next: a template walking
+    every service (``nomadService`` for each of ``nomadServices``) and the watcher comparing each of its
+    reads every poll would otherwise go through the whole registry once per name read.
+    """
 
     def __init__(self, registry: LocalRegistry, node_id: str, datacenter: str) -> None:
         self.registry = registry
         self.node_id = node_id
         self.datacenter = datacenter
+        self._snapshot = _Snapshot(-1, {}, ())
 
     @property
     def index(self) -> int:
         """Raised by every change of the services held: what a blocking query waits on."""
         return self.registry.index
 
+    def _current(self) -> _Snapshot:
+        # The index is read before the records: a change between the two leaves a snapshot newer than
+        # its index says, made again at the next read, never one older.
+        index = self.registry.index
+        snapshot = self._snapshot
+        if snapshot.index == index:
+            return snapshot
+        by_name: dict[str, list[Registration]] = {}
+        for record in self.registry.records():
+            if record.service.alloc_id:
+                by_name.setdefault(record.service.name, []).append(Registration(
+                    ID=record.service.id, ServiceName=record.service.name, Namespace=NAMESPACE,
+                    NodeID=self.node_id, Datacenter=self.datacenter, JobID=record.service.job_id,
+                    AllocID=record.service.alloc_id, Tags=record.service.tags, Address=record.service.address,
+                    Port=record.service.port, CreateIndex=record.create_index, ModifyIndex=record.modify_index))
+        names = tuple((name, tuple(sorted({tag for r in found for tag in r.Tags})))
+                      for name, found in sorted(by_name.items()))
+        snapshot = _Snapshot(index, {name: tuple(found) for name, found in by_name.items()}, names)
+        self._snapshot = snapshot  # one assignment: a concurrent reader sees the old or the new whole
+        return snapshot
+
     def registrations(self, name: str | None = None) -> list[Registration]:
         """Every instance (of the service ``name``), by ID, as Nomad orders them."""
-        return [
-            Registration(ID=record.service.id, ServiceName=record.service.name, Namespace=NAMESPACE,
-                         NodeID=self.node_id, Datacenter=self.datacenter, JobID=record.service.job_id,
-                         AllocID=record.service.alloc_id, Tags=record.service.tags,
-                         Address=record.service.address, Port=record.service.port,
-                         CreateIndex=record.create_index, ModifyIndex=record.modify_index)
-            for record in self.registry.records()
-            if record.service.alloc_id and (name is None or record.service.name == name)
-        ]
+        by_name = self._current().by_name
+        if name is not None:
+            return list(by_name.get(name, ()))
+        return sorted((r for found in by_name.values() for r in found), key=lambda r: r.ID)
 
     def names(self) -> list[tuple[str, tuple[str, ...]]]:
         """Every service name, sorted, with the union of its instances' tags (sorted)."""
-        tags: dict[str, set[str]] = {}
-        for registration in self.registrations():
-            tags.setdefault(registration.ServiceName, set()).update(registration.Tags)
-        return [(name, tuple(sorted(found))) for name, found in sorted(tags.items())]
+        return list(self._current().names)
 
 
 def choose(registrations: list[Registration], count: int, key: str) -> list[Registration]:

@@ -25,6 +25,7 @@ from typing import Any
 from herder.client.hooks.gotemplate import MAX_OUTPUT, TemplateError
 from herder.context import TaskContext
 from herder.jobspec.goregexp import compile_go, replace_all
+from herder.services.native import REGION
 
 Dependency = tuple[str, str]
 """What a render read: (``kv`` | ``file`` | ``service`` | ``services`` | ``nomad.service`` | ``nomad.services`` |
@@ -111,19 +112,22 @@ class Reader:
                 raise ValueError("expected integer for <count> argument")
             if not isinstance(key, str):
                 raise ValueError("expected string for <key> argument")
-            chosen = f":{count}|{key}"
+            chosen = f"|{count}|{key}"  # after the query, which has no "|" (a tag may have a ":")
         else:
             raise ValueError("expected arguments <service> or <count> <key> <service>")
         if not isinstance(query, str):
             raise ValueError("expected string for <service> argument")
-        if not NOMAD_SERVICE_QUERY.fullmatch(query):
+        matched = NOMAD_SERVICE_QUERY.fullmatch(query)
+        if not matched:
             raise ValueError(f"nomad.service: invalid format: {query!r}")
+        _own_region("nomad.service", matched["region"])
         return list(self.read("nomad.service", query + chosen) or ())
 
     def nomad_services(self, *region: str) -> list[Any]:
         """``nomadServices``: every native service's name and tags (``"@region"``: the agent's own)."""
         if len(region) > 1 or (region and not re.fullmatch(r"@[\w.\-]+", str(region[0]), re.ASCII)):
             raise ValueError(f"nomad.services: invalid format: {''.join(map(str, region))!r}")
+        _own_region("nomad.services", region[0][1:] if region else None)
         return list(self.read("nomad.services", "") or ())
 
     def functions(self) -> dict[str, Callable[..., Any]]:
@@ -230,6 +234,13 @@ def _check_length(length: int) -> None:
     their input (``replaceAll "0" $a $a`` makes 100 MB of a 10 kB string)."""
     if length > MAX_OUTPUT:
         raise ValueError(f"the result would be longer than {MAX_OUTPUT} characters")
+
+
+def _own_region(function: str, region: str | None) -> None:
+    """Refuse another region than the agent's, as a Nomad that knows no such region: the agent's own
+    services are not another region's, whoever registered them under the same name."""
+    if region is not None and region != REGION:
+        raise ValueError(f"{function}: no path to region {region!r} (herder's is {REGION!r})")
 
 
 def _unbound(*args: Any) -> Any:

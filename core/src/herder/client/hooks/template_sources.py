@@ -14,6 +14,8 @@ Nomad's native discovery (:class:`NativeCatalog`).
 from __future__ import annotations
 
 import base64
+import hashlib
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -185,23 +187,49 @@ class ConsulCatalog(_Consul):
         return [CatalogService(Name=name, Tags=tuple(sorted(tags or ()))) for name, tags in sorted(catalog.items())]
 
 
+NATIVE_MEMO_SIZE = 4096
+"""How many answers of ``nomadService`` the native catalog keeps for the registry's current index."""
+
+
 class NativeCatalog:
-    """The native services (``provider = "nomad"``), as consul-template's Nomad functions read them."""
+    """The native services (``provider = "nomad"``), as consul-template's Nomad functions read them.
+
+    Each answer is kept until the registry changes: the template watcher asks every read of every
+    template again at each poll, and a rendezvous choice hashes each instance with its key (of any
+    length the render made), work the render's CPU bound paid for once and the watcher must not redo.
+    """
 
     description = "the native service registry"
 
     def __init__(self, native: NativeServices) -> None:
         self.native = native
+        self._lock = threading.Lock()
+        self._memo_index = -1
+        self._memo: dict[bytes, tuple[NomadService, ...]] = {}
 
     def service(self, name: str, tag: str = "", count: int = 0, key: str = "") -> list[NomadService]:
         """Every instance of ``name`` (with ``tag``), healthy or not as in Nomad; with a ``key``,
         the ``count`` instances rendezvous hashing ranks first for it."""
+        # The index first: never an answer older than it. The question by its digest: the memo holds no
+        # copy of a name or a key of any length the render made, 4096 of them.
+        index = self.native.index
+        asked = hashlib.sha256(repr((name, tag, count, key)).encode()).digest()
+        with self._lock:
+            kept = self._memo.get(asked) if self._memo_index == index else None
+        if kept is not None:
+            return list(kept)
         found = self.native.registrations(name)
         if key:
             found = choose(found, count, key)
-        return [NomadService(ID=r.ID, Name=r.ServiceName, Node=r.NodeID, Address=r.Address, Port=r.Port,
-                             Datacenter=r.Datacenter, Tags=tuple(sorted(r.Tags)), JobID=r.JobID, AllocID=r.AllocID)
-                for r in found if not tag or tag in r.Tags]
+        answer = tuple(NomadService(ID=r.ID, Name=r.ServiceName, Node=r.NodeID, Address=r.Address, Port=r.Port,
+                                    Datacenter=r.Datacenter, Tags=tuple(sorted(r.Tags)), JobID=r.JobID,
+                                    AllocID=r.AllocID)
+                       for r in found if not tag or tag in r.Tags)
+        with self._lock:
+            if self._memo_index != index or len(self._memo) >= NATIVE_MEMO_SIZE:
+                self._memo_index, self._memo = index, {}
+            self._memo[asked] = answer
+        return list(answer)
 
     def services(self) -> list[CatalogService]:
         return [CatalogService(Name=name, Tags=tags) for name, tags in self.native.names()]

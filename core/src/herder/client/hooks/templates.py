@@ -246,7 +246,7 @@ class TemplatesPlugin:
             return ()
         if kind == "nomad.services":
             return tuple(self.native.services())
-        query, _, chosen = arg.partition(":")  # the query has no ":" (checked when it was read)
+        query, _, chosen = arg.partition("|")  # the query has no "|" (checked when it was read)
         name, tag = _split_query(query)
         count, _, key = chosen.partition("|")
         return tuple(self.native.service(name, tag, int(count or 0), key))
