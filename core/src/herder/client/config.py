@@ -149,7 +149,7 @@ _KEYS: dict[str, set[str]] = {
                "gc_max_allocs", "gc_disk_usage_threshold", "job_gc_threshold"},
     "ports": {"min", "max", "reserved", "host_ip"},
     "services": {"backend"},
-    "consul": {"address", "token"},
+    "consul": {"address", "token", "grpc_address"},
     "plugins": {"disabled"},
 }
 

@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from herder import events, hookimpl
 from herder.client.health import HealthChange
 from herder.client.hooks.host import Host
+from herder.client.hooks.sidecars import sidecar_registration
 from herder.client.placement import GROUP_PORTS
 from herder.client.sessions import is_alive
 from herder.context import AllocatedPort, TaskContext
 from herder.errors import HerderError
 from herder.jobspec import interpolate_service, interpolate_task
 from herder.model import Check, CheckRestart, Service, Task
-from herder.objects import Alloc, ExitResult, TaskHandle
+from herder.objects import Alloc, AllocNetwork, ExitResult, TaskHandle
 from herder.plugins.hooks import Hooks
 from herder.services import (
     CRITICAL,
@@ -101,7 +102,8 @@ class _Running:
 
     task: Task
     ctx: TaskContext
-    handle: TaskHandle
+    handle: TaskHandle | None
+    """None while the task has not started (a Connect sidecar registering its group's services)."""
     scripts: dict[str, Check] = field(default_factory=dict)
 
 
@@ -168,9 +170,10 @@ class ServicesPlugin:
         for name in (*(task.name for task in alloc.tasks), GROUP):
             self._forget(_owner(alloc.id, name))
 
-    def _group_poststart(self, task: Task, ctx: TaskContext, handle: TaskHandle, running: _Running) -> None:
-        """A group's services are registered when its first task starts; each task that
-        starts runs the script checks that name it."""
+    def _group_poststart(self, task: Task, ctx: TaskContext, handle: TaskHandle | None, running: _Running) -> None:
+        """A group's services are registered when its first task starts (a Connect sidecar's
+        before it starts: :meth:`register_group`); each task that starts runs the script checks
+        that name it."""
         alloc = self._client.alloc(ctx.alloc_id)
         if alloc is None or not alloc.group.services:
             return
@@ -181,7 +184,32 @@ class ServicesPlugin:
         ports = alloc.placed.ports.get(GROUP_PORTS, [])
         registrations = self._registrations(owner, ctx, None, f"_herder-group-{ctx.alloc_id}-{alloc.group.name}",
                                             services, ports, running, group=True)
-        self.sync.set(owner, registrations)
+        self.sync.set(owner, registrations + self._sidecars(ctx, services, registrations, ports,
+                                                            alloc.placed.alloc.network))
+
+    def register_group(self, task: Task, ctx: TaskContext, timeout: float) -> bool:
+        """Register the group's services (and their Connect sidecars) before ``task`` starts, so
+        that a sidecar proxy finds its registration when it starts; False unless the registry
+        has them within ``timeout``."""
+        self._group_poststart(task, ctx, None, _Running(task, ctx, None))
+        return self.sync.flush(timeout)
+
+    def _sidecars(self, ctx: TaskContext, services: tuple[Service, ...], registrations: list[ServiceRegistration],
+                  ports: list[AllocatedPort], network: AllocNetwork | None) -> list[ServiceRegistration]:
+        """The registrations of the Connect sidecars of a group's ``services``, each beside its service's."""
+        by_id = {registration.id: registration for registration in registrations}
+        sidecars = []
+        for service in services:
+            parent = by_id.get(f"_herder-group-{ctx.alloc_id}-{ctx.group_name}-{service.name}-{service.port}")
+            try:
+                sidecar = sidecar_registration(service, parent, ports, network) if parent is not None else None
+            except HerderError as exc:
+                ctx.emit_event(events.TASK_HOOK_FAILED, f"the sidecar of service {service.name} is not "
+                                                        f"registered: {exc}", plugin=self.name)
+                continue
+            if sidecar is not None:
+                sidecars.append(sidecar)
+        return sidecars
 
     def refresh(self, alloc_id: str) -> None:
         """Register the services of an allocation updated in place as its new version gives them
@@ -315,6 +343,8 @@ def run_script(hooks: Hooks, running: _Running, check: Check) -> CheckStatus:
     """Run a script check inside the task: exit 0 passing, 1 warning, anything
     else (an error, a timeout) critical, with the output as the note."""
     command = [check.command, *check.args]
+    if running.handle is None:
+        return CheckStatus(CRITICAL, f"task {running.task.name} has not started")
     try:
         result = hooks.task_exec(running.task, running.ctx, running.handle, command, check.timeout)
     except Exception as exc:  # the driver's failure is the check's result
