@@ -20,6 +20,35 @@ class PortSpec:
 
 
 @dataclass(frozen=True)
+class NetworkDNS:
+    """A group network's ``dns`` block: the ``resolv.conf`` of the allocation's namespace."""
+
+    servers: tuple[str, ...] = ()
+    searches: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+
+
+HOST_NETWORK = "host"
+ISOLATED_NETWORK_MODES = ("bridge", "none")
+"""The modes that give an allocation a network namespace of its own, besides ``cni/NAME``."""
+
+
+@dataclass(frozen=True)
+class GroupNetwork:
+    """A group's ``network`` block beyond its ports: ``mode`` is ``host``, ``bridge``, ``none`` or
+    ``cni/NAME``; ``hostname`` and ``dns`` are the namespace's ("" and None: the defaults)."""
+
+    mode: str = HOST_NETWORK
+    hostname: str = ""
+    dns: NetworkDNS | None = None
+
+    @property
+    def isolated(self) -> bool:
+        """Whether the allocation gets a network namespace of its own, which its tasks share."""
+        return self.mode in ISOLATED_NETWORK_MODES or self.mode.startswith("cni/")
+
+
+@dataclass(frozen=True)
 class Resources:
     """``memory_max`` is Nomad's oversubscription limit (MB): 0 when unset, -1
     for no limit, else at least ``memory``; drivers that can make it the hard
@@ -296,6 +325,7 @@ class Group:
     tasks: list[Task]
     meta: dict[str, str] = field(default_factory=dict)
     ports: tuple[PortSpec, ...] = ()  # group-level network: shared by the group's tasks
+    network: GroupNetwork = field(default_factory=GroupNetwork)
     services: tuple[Service, ...] = ()  # Nomad 1.x group services, on the group's ports
     reschedule: ReschedulePolicy | None = None  # None: never rescheduled (system jobs)
     ephemeral_disk: EphemeralDisk = field(default_factory=EphemeralDisk)

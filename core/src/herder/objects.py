@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
-from herder.model import Task
+from herder.model import NetworkDNS, Task
 
 
 @dataclass(frozen=True)
@@ -154,15 +154,6 @@ class TaskEvent:
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     time: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-
-@dataclass(frozen=True)
-class NetworkDNS:
-    """A group network's ``dns`` block: the ``resolv.conf`` of the allocation's namespace."""
-
-    servers: tuple[str, ...] = ()
-    searches: tuple[str, ...] = ()
-    options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

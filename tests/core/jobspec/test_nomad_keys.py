@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from herder.jobspec.build import RESTART_DEFAULTS
-from herder.model import POSTSTOP, PRESTART, Lifecycle
+from herder.model import POSTSTOP, PRESTART, Lifecycle, NetworkDNS
 from tests.core.jobspec.helpers import load, problems
 
 
@@ -110,13 +110,20 @@ def test_a_key_nomad_does_not_know_is_still_an_error() -> None:
 
 
 @pytest.mark.parametrize("mode", ["bridge", "cni/mynet", "none"])
-def test_other_network_modes_run_as_host_networking_with_a_warning(mode: str) -> None:
+def test_a_group_network_mode_is_kept_without_a_warning(mode: str) -> None:
     loaded = load(f"""
         job "web" {{
           group "app" {{
             network {{
               mode = "{mode}"
+              hostname = "web-${{NOMAD_ALLOC_INDEX}}"
+              dns {{
+                servers = ["192.0.2.53"]
+                searches = ["example.com"]
+                options = ["ndots:2"]
+              }}
               port "http" {{ to = 8080 }}
+              port "same" {{ to = -1 }}
             }}
             task "server" {{
               driver = "raw_exec"
@@ -125,13 +132,23 @@ def test_other_network_modes_run_as_host_networking_with_a_warning(mode: str) ->
           }}
         }}
     """)
-    assert f"network mode {mode} runs as host networking" in " ".join(loaded.warnings)
-    assert [port.label for port in loaded.groups[0].ports] == ["http"]
+    assert loaded.warnings == []
+    network = loaded.groups[0].network
+    assert (network.mode, network.isolated, network.hostname) == (mode, True, "web-${NOMAD_ALLOC_INDEX}")
+    assert network.dns == NetworkDNS(servers=("192.0.2.53",), searches=("example.com",), options=("ndots:2",))
+    assert [(port.label, port.to) for port in loaded.groups[0].ports] == [("http", 8080), ("same", None)]
+
+
+def test_a_task_network_mode_runs_as_host_networking_with_a_warning() -> None:
+    loaded = load(job(network='mode = "bridge"'))
+    assert "task network mode bridge runs as host networking" in " ".join(loaded.warnings)
 
 
 def test_an_unknown_network_mode_is_an_error() -> None:
     errors = problems(job(network='mode = "overlay"'))
     assert any("network.mode: 'overlay' is not one of host" in error for error in errors)
+    errors = problems(job(group='network {\n mode = "overlay"\n }'))
+    assert any("groups[0].network.mode: must be host, bridge, none or cni/NAME" in error for error in errors)
 
 
 def test_memory_max_is_kept() -> None:

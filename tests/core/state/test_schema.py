@@ -13,7 +13,7 @@ from herder.state import ParentRecord, PreviousRecord, StateError, Store, schema
 from tests.core.state.factory import make_alloc, make_job
 
 TABLES = {"jobs", "allocs", "tasks", "ports", "events", "deferred", "parents", "previous", "versions",
-          "deployments"}
+          "deployments", "networks"}
 
 
 def pragma(path: Path, name: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -22,6 +23,11 @@ DEFAULT_GC_MAX_ALLOCS = 50
 DEFAULT_GC_DISK_USAGE_THRESHOLD = 80.0
 DEFAULT_JOB_GC_THRESHOLD = 4 * 3600.0
 DEFAULT_COLLECTION_INTERVAL = 1.0
+DEFAULT_BRIDGE_NAME = "nomad"
+DEFAULT_BRIDGE_SUBNET = "172.26.64.0/20"
+DEFAULT_CNI_PATH = "/opt/cni/bin:/usr/lib/cni"
+"""Nomad's default, then where Debian's containernetworking-plugins installs the plugins."""
+DEFAULT_CNI_CONFIG_DIR = "/opt/cni/config"
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,14 @@ class ClientConfig:
     """The data dir's filesystem usage (percent) above which finished allocations are collected."""
     job_gc_threshold: float = DEFAULT_JOB_GC_THRESHOLD
     """Seconds after its last allocation finished that a finished job is purged."""
+    bridge_network_name: str = DEFAULT_BRIDGE_NAME
+    """The bridge of ``network { mode = "bridge" }`` allocations (docs/networking.md)."""
+    bridge_network_subnet: str = DEFAULT_BRIDGE_SUBNET
+    """The IPv4 subnet the bridge's allocations get their addresses from."""
+    cni_path: tuple[Path, ...] = tuple(Path(p) for p in DEFAULT_CNI_PATH.split(":"))
+    """Where the CNI plugins are looked for, in order."""
+    cni_config_dir: Path = Path(DEFAULT_CNI_CONFIG_DIR)
+    """Where ``mode = "cni/NAME"`` finds the operator's configuration ``NAME``."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +160,8 @@ _KEYS: dict[str, set[str]] = {
     "telemetry": {"collection_interval"},
     "tls": {"cert_file", "key_file"},
     "client": {"max_kill_timeout", "user_denylist", "user_checked_drivers", "allow_file_outside", "gc_interval",
-               "gc_max_allocs", "gc_disk_usage_threshold", "job_gc_threshold"},
+               "gc_max_allocs", "gc_disk_usage_threshold", "job_gc_threshold", "bridge_network_name",
+               "bridge_network_subnet", "cni_path", "cni_config_dir"},
     "ports": {"min", "max", "reserved", "host_ip"},
     "services": {"backend"},
     "consul": {"address", "token", "grpc_address"},
@@ -214,7 +229,32 @@ def _client(raw: dict[str, Any]) -> ClientConfig:
                         gc_interval=gc_interval, gc_max_allocs=gc_max_allocs,
                         gc_disk_usage_threshold=float(_number(table, "gc_disk_usage_threshold",
                                                               DEFAULT_GC_DISK_USAGE_THRESHOLD, 0, 100)),
-                        job_gc_threshold=_duration(table, "job_gc_threshold", DEFAULT_JOB_GC_THRESHOLD))
+                        job_gc_threshold=_duration(table, "job_gc_threshold", DEFAULT_JOB_GC_THRESHOLD),
+                        **_networking(table))
+
+
+def _networking(table: dict[str, Any]) -> dict[str, Any]:
+    """The ``[client]`` keys of the allocations' networks, as Nomad's (checked here, not at the first
+    bridge-mode allocation)."""
+    values = {key: table.get(key, default) for key, default in (
+        ("bridge_network_name", DEFAULT_BRIDGE_NAME), ("bridge_network_subnet", DEFAULT_BRIDGE_SUBNET),
+        ("cni_path", DEFAULT_CNI_PATH), ("cni_config_dir", DEFAULT_CNI_CONFIG_DIR))}
+    for key, value in values.items():
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"[client] {key} must be a non-empty string, not {value!r}")
+    name = values["bridge_network_name"]
+    if len(name) > 15 or not all(c.isalnum() or c in "-_." for c in name):
+        raise ConfigError(f"[client] bridge_network_name {name!r} is not an interface name "
+                          "(at most 15 letters, digits, '-', '_' or '.')")
+    try:
+        subnet = ipaddress.IPv4Network(values["bridge_network_subnet"])
+    except ValueError as exc:
+        raise ConfigError(f"[client] bridge_network_subnet: {exc}") from None
+    if subnet.prefixlen > 30:
+        raise ConfigError(f"[client] bridge_network_subnet {subnet} is too small for a gateway and allocations")
+    return {"bridge_network_name": name, "bridge_network_subnet": str(subnet),
+            "cni_path": tuple(Path(p) for p in values["cni_path"].split(":") if p),
+            "cni_config_dir": Path(values["cni_config_dir"])}
 
 
 def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tuple[str, ...],

@@ -18,6 +18,7 @@ from typing import Any, overload
 
 from herder.jobspec.connect import ConnectBuilder, sidecar_ports
 from herder.jobspec.cron import CronError, load_zone, parse_cron
+from herder.jobspec.network import group_network
 from herder.jobspec.paths import Path
 from herder.jobspec.reschedule import ephemeral_disk, reschedule_policy
 from herder.model import (
@@ -220,6 +221,7 @@ class _Builder:
             tasks=tasks,
             meta=_texts(spec.get("meta")),
             ports=ports,
+            network=group_network(spec.get("network", {})),
             services=services,
             reschedule=reschedule_policy(self.spec, spec, path, self.problem),
             ephemeral_disk=ephemeral_disk(spec.get("ephemeral_disk", {})),
@@ -342,6 +344,8 @@ class _Builder:
         result: list[PortSpec] = []
         for port, path in specs:
             label, static, to = port["label"], _int(port, "static", None), _int(port, "to", None)
+            if to == -1:  # Nomad's "the same port inside as outside", which is what no ``to`` means
+                to = None
             if label.lower() in labels:
                 other = labels[label.lower()]
                 message = f"duplicate port label {label!r}" if other == label else \

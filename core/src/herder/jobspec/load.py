@@ -104,8 +104,8 @@ def _load(text: str, fmt: str, source: str, variables: Mapping[str, str] | None,
         names = ", ".join(gateways.values())
         job.warnings.append(f"herder does not run Connect gateways: group(s) {names} left out")
     if modes:
-        job.warnings.append(f"network mode {', '.join(modes)} runs as host networking "
-                            "(herder has no network namespaces outside its drivers)")
+        job.warnings.append(f"task network mode {', '.join(modes)} runs as host networking "
+                            "(a group's network block gives the allocation a namespace of its own)")
     return job, canonical
 
 

@@ -6,11 +6,12 @@ Nomad allows them and named in one warning. The same names anywhere else are
 unknown keys like any other.
 
 Values herder reads differently from Nomad are warned about here too: a
-``network.mode`` other than ``host`` (``bridge``, ``none``, ``cni/*``) runs
-as host networking, since herder has no network namespaces outside its
-drivers; a Connect gateway group (no task, a ``service`` with ``connect {
-gateway { ... } }``: Nomad runs Envoy there) is left out, since herder runs
-Connect's sidecars but not its gateways.
+task-level ``network.mode`` other than ``host`` (Nomad's legacy task network,
+which Nomad itself runs on the host's) runs as host networking; a group's
+network mode is implemented (``bridge``, ``none``, ``cni/NAME``); a Connect
+gateway group (no task, a ``service`` with ``connect { gateway { ... } }``:
+Nomad runs Envoy there) is left out, since herder runs Connect's sidecars but
+not its gateways.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ _AFFINITIES = {"constraint", "affinity", "spread"}
 _PORT = _Block(frozenset({"host_network", "ignore_collision"}), "port")
 _NETWORK = _Block(
     frozenset({"mbits", "device", "cidr", "ip", "dns", "reserved_ports", "hostname", "cni"}),
+    "network",
+    lists={"ports": _PORT},
+)
+_GROUP_NETWORK = _Block(
+    frozenset({"mbits", "device", "cidr", "ip", "reserved_ports", "cni"}),
     "network",
     lists={"ports": _PORT},
 )
@@ -107,7 +113,7 @@ _GROUP = _Block(
         "max_run_duration", "consul", "shutdown_delay",
     }),
     shown={"shutdown_delay": "group shutdown_delay"},
-    blocks={"network": _NETWORK, "restart": _Block(frozenset({"render_templates"}), "restart")},
+    blocks={"network": _GROUP_NETWORK, "restart": _Block(frozenset({"render_templates"}), "restart")},
     lists={"tasks": _TASK, "services": _SERVICE},
 )
 _JOB = _Block(
@@ -151,12 +157,12 @@ def _items(value: Any) -> Iterator[Any]:
 
 
 def host_networking(document: Any) -> list[str]:
-    """Set every ``network.mode`` Nomad knows but herder runs as host networking
-    (``bridge``, ``none``, ``cni/NAME``) to ``host``; return the modes changed."""
+    """Set every task-level ``network.mode`` other than ``host`` (``bridge``, ``none``,
+    ``cni/NAME``) to ``host``; return the modes changed. (A group's network mode is kept.)"""
     changed: list[str] = []
     job = document.get("job") if isinstance(document, dict) else None
     for group in _maps(job, "groups"):
-        networks: list[Any] = [group.get("network")]
+        networks: list[Any] = []
         for task in _maps(group, "tasks"):
             resources = task.get("resources")
             networks.append(resources.get("network") if isinstance(resources, dict) else None)

@@ -176,6 +176,27 @@ class PortRecord:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NetworkRecord:
+    """An allocation's network namespace and its attachment by CNI, from before it is made until it
+    is removed: what a herder started after a crash needs to remove it.
+
+    ``driver`` is the driver that made the namespace (``labels`` its facts), "" when herder
+    made it; ``conflist`` is the CNI configuration list it was attached with, ``port_mappings``
+    the portmap plugin's mappings, and ``result`` the CNI result: None until every plugin's ADD
+    succeeded."""
+
+    alloc_id: str
+    mode: str
+    path: str
+    driver: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    conflist: str = ""
+    port_mappings: list[dict[str, Any]] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
 class PreviousRecord:
     """The allocation ``previous`` that allocation ``alloc_id`` replaces (a reschedule of a failed
     one, or an update's), and the reschedules that led to it, oldest first: each a

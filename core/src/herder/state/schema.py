@@ -183,5 +183,24 @@ def _add_versions(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX deployments_by_job ON deployments (job, created_at)")
 
 
-MIGRATIONS: list[Migration] = [_create_schema, _add_parents, _add_previous, _add_versions]
+def _add_networks(db: sqlite3.Connection) -> None:
+    # The allocations' network namespaces and CNI attachments. No reference to the allocation:
+    # a row outlives it when a crash came between the allocation's end and the namespace's
+    # removal, and the next herder removes what the row describes.
+    db.execute("""
+        CREATE TABLE networks (
+            alloc_id      TEXT PRIMARY KEY,
+            mode          TEXT NOT NULL,
+            path          TEXT NOT NULL,
+            driver        TEXT NOT NULL,  -- the driver that made the namespace, '' for herder
+            labels        TEXT NOT NULL,  -- JSON object: the driver's facts about it
+            conflist      TEXT NOT NULL,  -- the CNI configuration list, JSON
+            port_mappings TEXT NOT NULL,  -- JSON list of portmap mappings
+            result        TEXT,           -- the CNI result, JSON; NULL until the attachment is complete
+            created_at    REAL NOT NULL
+        )
+    """)
+
+
+MIGRATIONS: list[Migration] = [_create_schema, _add_parents, _add_previous, _add_versions, _add_networks]
 """Migration ``n`` (from 0) takes the schema from version ``n`` to ``n + 1``."""

@@ -12,15 +12,17 @@ from herder.state.tables.allocs import Allocs
 from herder.state.tables.deferred import DeferredWork
 from herder.state.tables.events import Events
 from herder.state.tables.jobs import Jobs, Parents
+from herder.state.tables.networks import Networks
 from herder.state.tables.ports import Ports
 from herder.state.tables.previous import Previous
 from herder.state.tables.tasks import Tasks
 from herder.state.tables.versions import Deployments, Versions
 
 
-class Store(Jobs, Parents, Versions, Deployments, Allocs, Tasks, Ports, Events, DeferredWork, Previous):
+class Store(Jobs, Parents, Versions, Deployments, Allocs, Tasks, Ports, Events, DeferredWork, Previous, Networks):
     """The client's state: jobs, their versions and deployments, allocations, task states, ports,
-    events, deferred work and what each allocation replaces, in the SQLite database at ``path``
+    events, deferred work, what each allocation replaces and the allocations' network namespaces,
+    in the SQLite database at ``path``
     (created if missing).
 
     Each family's methods are its table's (:mod:`herder.state.tables`); every
