@@ -128,28 +128,28 @@ def test_an_exposed_check_gets_a_port_and_a_path_of_the_proxy() -> None:
 
 def test_connect_problems_name_their_path() -> None:
     assert problems(group(SIDECAR, mode="host")) == [
-        'job.hcl:11: job.groups[0].services[0].connect: a Connect sidecar needs the group network mode "bridge" '
+        'job.hcl:12: job.groups[0].services[0].connect: a Connect sidecar needs the group network mode "bridge" '
         "or \"cni/NAME\" (group 'api' has 'host')"]
     assert problems(group(SIDECAR.replace("count-api", "Count-API"))) == [
-        "job.hcl:9: job.groups[0].services[0].name: a Connect service's name must not contain uppercase letters "
+        "job.hcl:10: job.groups[0].services[0].name: a Connect service's name must not contain uppercase letters "
         "(Consul assumes it)"]
     assert problems(group(SIDECAR.replace("6379", "5432"))) == [
         "job.hcl:21: job.groups[0].services[0].connect.sidecar_service.proxy.upstreams[1].local_bind_port: "
         "127.0.0.1:5432 is the listener of another upstream of the group (of service 'count-api')"]
     assert problems(group(SIDECAR.replace("sidecar_service {", "native = true\n sidecar_service {"))) == [
-        "job.hcl:11: job.groups[0].services[0].connect: a Connect service is native or has a sidecar_service, "
+        "job.hcl:12: job.groups[0].services[0].connect: a Connect service is native or has a sidecar_service, "
         "not both"]
     assert problems(group("", tasks='task "connect-proxy-count-api" {\n driver = "raw_exec"\n'
                                    ' config { command = "/bin/true" }\n }').replace(
         "    task", SIDECAR + "    task", 1)) == [
-        "job.hcl:11: job.groups[0].services[0].connect.sidecar_task.name: the sidecar task "
+        "job.hcl:13: job.groups[0].services[0].connect.sidecar_task.name: the sidecar task "
         "'connect-proxy-count-api' has the name of another task of the group"]
 
 
 def test_connect_is_only_for_group_services() -> None:
     text = group("", tasks='task "x" {\n driver = "raw_exec"\n config { command = "/bin/true" }\n'
                            ' service {\n name = "x"\n connect { native = true }\n }\n }')
-    assert problems(text) == ["job.hcl:20: job.groups[0].tasks[1].services[0].connect: is only for the services "
+    assert problems(text) == ["job.hcl:18: job.groups[0].tasks[1].services[0].connect: is only for the services "
                               "of a group (as in Nomad)"]
 
 
