@@ -7,8 +7,8 @@ socket is bound through a descriptor of that directory (which a task can
 write), so a link a task planted on the way is never followed; whatever a task
 left under the socket's name is removed first.
 
-One thread per relay accepts and moves bytes with a selector; each connection
-ends when either side closes it.
+One thread per relay accepts and moves bytes with a selector; a side's end of
+input is passed on to the other, and a connection is closed once both ended.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ class UnixRelay:
             raise
         self._wake_r, self._wake_w = os.pipe()
         self._peers: dict[socket.socket, socket.socket] = {}
+        self._ended: set[socket.socket] = set()
+        """Sockets whose input ended (no longer watched), while their peer still sends."""
         self._thread = threading.Thread(target=self._run, name=f"relay-{name}", daemon=True)
         self._thread.start()
 
@@ -105,7 +107,8 @@ class UnixRelay:
         selector.register(upstream, selectors.EVENT_READ)
 
     def _move(self, selector: selectors.BaseSelector, source: socket.socket) -> None:
-        """Move what ``source`` has to its peer; close both when either side ends."""
+        """Move what ``source`` has to its peer. Its end of input is passed on (the peer's
+        writing half is shut); once both sides ended, or on an error, both are closed."""
         peer = self._peers.get(source)
         if peer is None:
             return
@@ -114,10 +117,17 @@ class UnixRelay:
             if data:
                 peer.sendall(data)
                 return
+            selector.unregister(source)
+            self._ended.add(source)
+            peer.shutdown(socket.SHUT_WR)
+            if peer not in self._ended:
+                return
         except OSError:
             pass
         for sock in (source, peer):
-            selector.unregister(sock)
+            if sock not in self._ended:
+                selector.unregister(sock)
+            self._ended.discard(sock)
             self._peers.pop(sock, None)
             sock.close()
 
