@@ -89,7 +89,7 @@ job "countdash" {
         data        = <<EOF
 #!/bin/sh
 printf 'Content-Type: application/json\r\n\r\n'
-exec busybox wget -q -T 5 -O - "$COUNTING_SERVICE_URL/"
+exec busybox wget -q -O - "$COUNTING_SERVICE_URL/"
 EOF
       }
     }
