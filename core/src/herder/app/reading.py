@@ -11,6 +11,7 @@ from herder.client.client import JobSource
 from herder.errors import JobError
 from herder.jobspec import JobFiles, evaluate_job_text, load_job_text, validate_task_configs
 from herder.jobspec.formats import format_of, read_text, read_var_file
+from herder.jobspec.task_config import network_problems
 from herder.model import Job
 from herder.plugins.hooks import Hooks
 from herder.state import JobRecord
@@ -72,8 +73,11 @@ def load_submitted(source: JobSource, hooks: Hooks, lines: Mapping[str, int] | N
 
 
 def check_task_configs(job: Job, hooks: Hooks) -> None:
-    """Every task's driver is there and its config is valid; :class:`JobError` otherwise."""
+    """Every task's driver is there, its config is valid and it can run the task in its group's
+    network; :class:`JobError` otherwise."""
     errors = validate_task_configs(job, hooks.task_schemas(), hooks.plugins.unavailable())
+    if not errors:
+        errors = network_problems(job, lambda driver: hooks.capabilities(driver).network_isolation)
     if errors:
         raise JobError(errors)
 

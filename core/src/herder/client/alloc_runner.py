@@ -37,10 +37,13 @@ from typing import Any
 
 from herder import events
 from herder.client.alloc_hooks import AllocHooks
+from herder.client.env import isolated_port_environment
+from herder.client.network import AllocNetworks
 from herder.client.placement import PlacedAlloc, PlacedTask
 from herder.client.restarts import RestartTracker
 from herder.client.task_runner import TaskRunner, TaskStatus
 from herder.context import AllocatedPort
+from herder.jobspec.interpolate import interpolate
 from herder.model import POSTSTART, POSTSTOP, PRESTART, Group, Job, Task
 from herder.objects import TaskEvent
 from herder.plugins.hooks import Hooks, Participants
@@ -117,13 +120,15 @@ class AllocRunner:
     ``kill_timeout`` and ``shutdown_delay``. ``finished`` is the stored status
     of an allocation that finished under an earlier herder: the runner is then
     only its record (done, never started, nothing of it to stop).
+    ``networks`` makes the namespace of a group whose network mode asks for one, before
+    the first task starts, and removes it once every task is dead.
     """
 
     def __init__(self, placed: PlacedAlloc, job_id: str, hooks: Hooks, store: Store, *,
                  on_event: Callable[[EventRecord], None], on_done: Callable[[AllocRunner], None],
                  defer_cleanup: Callable[[str, str, Participants, float], None],
                  restored: Mapping[str, TaskRecord] | None = None, max_kill_timeout: float | None = None,
-                 finished: AllocStatus | None = None) -> None:
+                 finished: AllocStatus | None = None, networks: AllocNetworks | None = None) -> None:
         self.placed = placed
         self.job_id = job_id
         self.alloc = placed.alloc
@@ -132,6 +137,7 @@ class AllocRunner:
         self.hooks = hooks
         self.store = store
         self.restored = restored is not None
+        self.networks = networks
         self.alloc_hooks = AllocHooks(self.alloc, prerun_done=self.restored)
         self._on_event = on_event
         self._on_done = on_done
@@ -238,6 +244,17 @@ class AllocRunner:
         """Start the tasks in their lifecycle order (returns at once; :meth:`wait` tells
         when all are dead and cleaned up)."""
         _written(lambda: self.store.update_alloc(self.alloc.id, status="running", wait=False))
+        try:
+            self._join_network()
+        except Exception as exc:
+            message = f"the allocation's network cannot be set up: {exc}"
+            if self.restored:  # its tasks may run: they are killed before it ends
+                self.fail_restore(message)
+                return
+            for runner in self.tasks:
+                runner.fail_setup(message)
+            self._finish()
+            return
         if not self.restored:
             try:
                 self.alloc_hooks.prerun(self.hooks)
@@ -265,6 +282,29 @@ class AllocRunner:
             finished = self._remaining == 0
         if finished:
             self._finish()
+
+    def _join_network(self) -> None:
+        """Give the allocation its namespace (a restored one its namespace again), and its tasks
+        the namespace and the port variables of a task inside it."""
+        network = self.group.network
+        if not network.isolated or self.networks is None:
+            return
+        first = self.placed.tasks[0]
+        hostname = str(interpolate(network.hostname, first.make_lookup(dict(first.ctx.env))))
+        joined = self.networks.attach(self.alloc, network, self.placed.all_ports, hostname)
+        self.alloc.network = joined
+        for runner in self.tasks:
+            runner.join_network(joined, isolated_port_environment(runner.ctx.ports, joined))
+
+    def _leave_network(self) -> None:
+        """Remove the allocation's namespace, its tasks all dead; a failure is told to each task."""
+        if self.networks is None or not self.group.network.isolated:
+            return
+        try:
+            self.networks.detach(self.alloc)
+        except Exception as exc:
+            for runner in self.tasks:
+                runner.emit(events.TASK_HOOK_FAILED, f"the allocation's network was not removed: {exc}")
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every task is dead and cleaned up; False on timeout."""
@@ -416,6 +456,7 @@ class AllocRunner:
         except Exception as exc:
             for runner in self.tasks:
                 runner.emit(events.TASK_HOOK_FAILED, self.hooks.describe_failure("herder_alloc_postrun", exc))
+        self._leave_network()
         _written(lambda: self.store.update_alloc(self.alloc.id, status=self._final_status(), wait=False))
         self._on_done(self)
         self._done.set()

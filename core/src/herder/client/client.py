@@ -28,6 +28,7 @@ from herder.client.fingerprints import FINGERPRINT_INTERVAL, Fingerprints
 from herder.client.health import HealthChange
 from herder.client.hooks import builtin_plugins
 from herder.client.hooks.services import ServicesPlugin
+from herder.client.network import AllocNetworks
 from herder.client.node import Node, host_attributes
 from herder.client.placement import PlacedAlloc, Placement
 from herder.client.ports import PortAllocator
@@ -122,6 +123,8 @@ class Client:
             # containers must still have its on_lost run if this process dies.
             self.supervisor.connect()
         self.placement = Placement(self.data_dir, self.ports, self.supervisor)
+        self.networks = AllocNetworks(config.client, self.store, hooks)
+        """The allocations' network namespaces (group ``network { mode = "bridge" }``)."""
         self.fingerprints = Fingerprints(hooks, fingerprint_interval)
         self.deferred = DeferredCleanups(self.store, hooks, self._rebuild_task)
         """The cleanup steps to finish later, of this herder's tasks and of earlier ones' on the data dir."""
@@ -413,7 +416,8 @@ class Client:
                finished: AllocStatus | None = None) -> AllocRunner:
         runner = AllocRunner(placed, job, self.hooks, self.store, on_event=self._event,
                              on_done=self._alloc_done, defer_cleanup=self.deferred.add, restored=restored,
-                             max_kill_timeout=self.config.client.max_kill_timeout, finished=finished)
+                             max_kill_timeout=self.config.client.max_kill_timeout, finished=finished,
+                             networks=self.networks)
         with self._lock:
             self._allocs[placed.alloc.id] = runner
         return runner
@@ -523,6 +527,8 @@ class Client:
         """Begin the background work: periodic fingerprints, and the cleanup steps
         left to finish later (by this herder or an earlier one)."""
         self.fingerprints.start()
+        for alloc_id in self.networks.remove_stale():
+            log.info("removed the network namespace that allocation %s, which is over, left", alloc_id)
         self.deferred.start()
         for plugin in self.builtins:
             plugin.start()

@@ -6,12 +6,40 @@ from collections.abc import Sequence
 
 from herder.context import AllocatedPort, TaskDir
 from herder.model import Group, Job, Task
+from herder.objects import AllocNetwork
 from herder.sdk.env import PREFIXES, clean_env_var, set_port_vars, set_task_dirs, set_var
+
+ALLOC_INTERFACE = "eth0"
+"""The allocation's interface in its namespace."""
 
 
 def host_address(ip: str, port: int) -> str:
     """``ip:port``, with an IPv6 address in brackets."""
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def isolated_port_environment(ports: Sequence[AllocatedPort], network: AllocNetwork) -> dict[str, str]:
+    """The port variables of a task in its allocation's namespace, as Nomad sets them there.
+
+    ``NOMAD_PORT_<l>`` and ``NOMAD_ALLOC_PORT_<l>`` are the port inside (``to``, else the host
+    port); ``NOMAD_HOST_PORT_<l>``, ``NOMAD_IP_<l>`` and ``NOMAD_ADDR_<l>`` (and ``NOMAD_HOST_IP_``,
+    ``NOMAD_HOST_ADDR_``) the host's, which reach it from outside; ``NOMAD_ALLOC_IP_<l>``,
+    ``NOMAD_ALLOC_ADDR_<l>`` and ``NOMAD_ALLOC_INTERFACE_<l>`` the allocation's own address.
+    """
+    env: dict[str, str] = {}
+    for port in ports:
+        label, inside = port.label, port.to or port.value
+        set_port_vars(env, label, inside)
+        set_var(env, f"ALLOC_PORT_{label}", str(inside))
+        set_var(env, f"HOST_PORT_{label}", str(port.value))
+        for prefix in ("", "HOST_"):
+            set_var(env, f"{prefix}IP_{label}", port.host_ip)
+            set_var(env, f"{prefix}ADDR_{label}", host_address(port.host_ip, port.value))
+        if network.ip:
+            set_var(env, f"ALLOC_IP_{label}", network.ip)
+            set_var(env, f"ALLOC_ADDR_{label}", host_address(network.ip, inside))
+            set_var(env, f"ALLOC_INTERFACE_{label}", ALLOC_INTERFACE)
+    return env
 
 
 def task_environment(

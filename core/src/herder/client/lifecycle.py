@@ -141,6 +141,12 @@ class TaskLifecycle:
         self._env_task = spec
         self._kill_details = dict(kill_details or {})
 
+    def add_environment(self, env: Mapping[str, str]) -> None:
+        """Variables of herder's own that are known only once the allocation is set up (its network's),
+        for every run from now on."""
+        self._base_env.update(env)
+        self.ctx.env.update(env)
+
     # -- starting -------------------------------------------------------------------
 
     def prepare(self) -> Task:

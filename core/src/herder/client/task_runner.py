@@ -27,7 +27,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict, Unpack
 
@@ -52,7 +52,7 @@ from herder.client.script import (
 )
 from herder.client.script import Outcome as RunOutcome
 from herder.model import Task
-from herder.objects import ExecResult, ExecSession, TaskEvent, TaskHandle
+from herder.objects import AllocNetwork, ExecResult, ExecSession, TaskEvent, TaskHandle
 from herder.plugins.hooks import Hooks, Participants
 from herder.sdk.durations import format_duration
 from herder.state import EVENTS_KEPT, TaskState
@@ -190,6 +190,12 @@ class TaskRunner:
 
     def emit(self, type: str, message: str = "", **details: Any) -> None:
         self.ctx.emit_event(type, message, **details)
+
+    def join_network(self, network: AllocNetwork, env: Mapping[str, str]) -> None:
+        """Before the task starts: it runs in ``network`` (its allocation's namespace), with the
+        variables ``env`` (the ports as seen from inside it) over herder's own."""
+        self.ctx.network = network
+        self._lifecycle.add_environment(env)
 
     def _set(self, **changes: Unpack[StatusChanges]) -> None:
         """Change the task's state, here and in the store."""

@@ -7,7 +7,7 @@ the interpolated config again before starting the task.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jsonschema import SchemaError, ValidationError
@@ -56,6 +56,24 @@ def validate_task_configs(job: Job, schemas: Mapping[str, dict[str, Any] | None]
             ]
             found.sort(key=lambda problem: locator.line_of(problem[0]) or 0)
             errors.extend(locator.format(where, message) for where, message in found)
+    return errors
+
+
+def network_problems(job: Job, isolation: Callable[[str], frozenset[str]]) -> list[str]:
+    """A task of a group with a network namespace whose driver cannot join it (``isolation``: a
+    driver's network isolation modes, its capabilities' ``network_isolation``)."""
+    locator = Locator(job.source, job.lines)
+    errors: list[str] = []
+    for group_index, group in enumerate(job.groups):
+        if not group.network.isolated:
+            continue
+        for task_index, task in enumerate(group.tasks):
+            modes = isolation(task.driver)
+            if "group" not in modes:
+                path: Path = ("job", "groups", group_index, "tasks", task_index, "driver")
+                errors.append(locator.format(path, (
+                    f"driver {task.driver!r} cannot join the allocation's network namespace (the group's "
+                    f"network mode is {group.network.mode!r}); it runs tasks in: {', '.join(sorted(modes))}")))
     return errors
 
 

@@ -250,11 +250,12 @@ class ServicesPlugin:
     def _registration(self, owner: str, ctx: TaskContext, handle: TaskHandle | None, prefix: str,
                       service: Service, ports: list[AllocatedPort], running: _Running,
                       group: bool) -> ServiceRegistration:
-        address, port = _address(service.address_mode, service.port, ports, handle)
+        isolated = ctx.network is not None
+        address, port = _address(service.address_mode, service.port, ports, handle, isolated)
         service_id = f"{prefix}-{service.name}-{service.port}"
         checks = []
         for check in service.checks:
-            registration = _check_registration(service_id, check, service.port, ports, handle)
+            registration = _check_registration(service_id, check, service.port, ports, handle, isolated)
             checks.append(registration)
             # Shown with, and restarted with, the task it runs in: for a group's check
             # the task it names, else the first of the group's tasks to start.
@@ -361,12 +362,14 @@ def _find_port(label: str, ports: list[AllocatedPort]) -> AllocatedPort | None:
     return next((port for port in ports if port.label == label), None)
 
 
-def _address(mode: str, port: str, ports: list[AllocatedPort], handle: TaskHandle | None) -> tuple[str, int]:
+def _address(mode: str, port: str, ports: list[AllocatedPort], handle: TaskHandle | None,
+             isolated: bool = False) -> tuple[str, int]:
     """The address and port to advertise for ``port`` (a label or a number) in ``mode``;
-    ``handle`` is None for a group service, which has the host's network."""
+    ``handle`` is None for a group service, which has the host's network. In an allocation's
+    namespace (``isolated``) ``auto`` is the host's address and port, which reach it from outside."""
     network = handle.network if handle is not None else None
     if mode == "auto":
-        mode = "driver" if network is not None and network.auto_advertise else "host"
+        mode = "driver" if network is not None and network.auto_advertise and not isolated else "host"
     allocated = _find_port(port, ports) if port and not port.isdigit() else None
     if mode == "driver":
         if network is None:
@@ -385,12 +388,12 @@ def _address(mode: str, port: str, ports: list[AllocatedPort], handle: TaskHandl
 
 
 def _check_registration(service_id: str, check: Check, service_port: str, ports: list[AllocatedPort],
-                        handle: TaskHandle | None) -> CheckRegistration:
+                        handle: TaskHandle | None, isolated: bool = False) -> CheckRegistration:
     cid = check_id(service_id, check)
     if check.type == "script":
         return CheckRegistration(id=cid, name=check.name, kind="ttl", ttl=check.interval + SCRIPT_TTL_GRACE,
                                  initial_status=check.initial_status)
-    address, port = _address(check.address_mode, check.port or service_port, ports, handle)
+    address, port = _address(check.address_mode, check.port or service_port, ports, handle, isolated)
     host = f"[{address}]" if ":" in address else address
     if check.type == "http":
         target = f"{check.protocol}://{host}:{port}{check.path}"
