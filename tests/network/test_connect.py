@@ -136,3 +136,30 @@ def _host_refused(url: str) -> bool:
     except httpx.HTTPError:
         return True
     return False
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "countdash.nomad"
+
+
+def test_the_countdash_example_runs_unchanged(data_dir: Path, consul: ConsulAgent) -> None:
+    """Nomad's demo as the example gives it: the dashboard's page, on its static host port, is the API's
+    answer fetched through the mesh."""
+    require("busybox", shutil.which("busybox") is not None, "busybox is not installed")
+    config = dataclasses.replace(make_config(data_dir), services_backend="consul", consul={"address": consul.address})
+    run, wait = start_job(EXAMPLE.read_text(), data_dir, config=config)
+    try:
+        run.wait_for("Started", "dashboard")
+        api = _alloc(run, "api")
+
+        def page() -> str | None:
+            try:
+                answer = httpx.get("http://127.0.0.1:9002/cgi-bin/count", timeout=5)
+            except httpx.HTTPError:
+                return None
+            return answer.text if answer.status_code == 200 and answer.text else None
+
+        assert wait_for(page, what="the dashboard's page") == f'{{"count": 1, "hostname": "{api.placed.alloc.id}"}}\n'
+    finally:
+        run.runner.stop()
+        assert wait() == "stopped"
+    assert wait_until_gone(data_dir) == {}
