@@ -13,6 +13,7 @@ input is passed on to the other, and a connection is closed once both ended.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import selectors
@@ -133,7 +134,5 @@ class UnixRelay:
 
 
 def _unlink(dir_fd: int, name: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(name, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass

@@ -223,7 +223,7 @@ class ServicesPlugin:
         self._forget(_owner(alloc_id, GROUP), deregister=False)
         for owner, was in running:
             placed = next((t for t in alloc.placed.tasks if t.task.name == was.task.name), None)
-            if placed is None:
+            if placed is None or was.handle is None:  # only started tasks are kept as running
                 continue
             self._forget(owner, deregister=False)
             task = interpolate_task(placed.task, placed.make_lookup(dict(was.ctx.env)))
