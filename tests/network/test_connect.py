@@ -4,12 +4,15 @@ real Consul. The dashboard reaches the API only through its upstream, and Consul
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 
 from herder.client.alloc_runner import AllocRunner
 from tests.support.consul import ConsulAgent
@@ -159,6 +162,57 @@ def test_the_countdash_example_runs_unchanged(data_dir: Path, consul: ConsulAgen
             return answer.text if answer.status_code == 200 and answer.text else None
 
         assert wait_for(page, what="the dashboard's page") == f'{{"count": 1, "hostname": "{api.placed.alloc.id}"}}\n'
+    finally:
+        run.runner.stop()
+        assert wait() == "stopped"
+    assert wait_until_gone(data_dir) == {}
+
+
+FAKE_ENVOY = """#!/bin/sh
+# Answers Consul's version probe as Envoy 1.18 does; run, keeps the bootstrap Consul hands it.
+if [ "$1" = "--version" ]; then
+  echo "envoy  version: 98c1c9e9a40804b93b074badad1cdf284b47d58b/1.18.3/Clean/RELEASE/BoringSSL"
+  exit 0
+fi
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--config-path" ]; then cat "$2" > "$NOMAD_ALLOC_DIR/bootstrap.json"; fi
+  shift
+done
+exec sleep 3600
+"""
+
+
+def test_where_envoy_is_installed_the_sidecar_is_envoy_bootstrapped_by_consul(
+        data_dir: Path, consul: ConsulAgent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``consul connect envoy`` bootstraps Envoy from the agent, reached through the allocation's sockets."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "envoy").write_text(FAKE_ENVOY)
+    (bin_dir / "envoy").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    config = dataclasses.replace(make_config(data_dir), services_backend="consul", consul={
+        "address": consul.address, "grpc_address": f"127.0.0.1:{consul.ports['grpc']}"})
+    text = COUNTDASH[:COUNTDASH.index('  group "dashboard"')] + "}\n"
+    run, wait = start_job(text, data_dir, config=config)
+    try:
+        run.wait_for("Started", "connect-proxy-count-api")
+        api = _alloc(run, "api")
+        shared = api.placed.alloc.dir / "alloc"
+        bootstrap = json.loads(wait_for(lambda: (shared / "bootstrap.json").exists() and
+                                        (shared / "bootstrap.json").read_text(), what="Envoy's bootstrap"))
+        # Envoy takes its configuration over gRPC from the agent, through the allocation's socket.
+        [cluster] = [c for c in bootstrap["static_resources"]["clusters"] if c["name"] == "local_agent"]
+        assert "alloc/tmp/consul_grpc.sock" in json.dumps(cluster)
+        assert bootstrap["node"]["id"] == f"_herder-group-{api.placed.alloc.id}-api-count-api-9001-sidecar-proxy"
+        with socket.create_connection(("127.0.0.1", consul.ports["grpc"]), timeout=5):
+            pass  # the agent's gRPC port the relay reaches is open
+        tmp_fd = os.open(shared / "tmp", os.O_RDONLY | os.O_DIRECTORY)
+        try:  # a socket's path is at most 107 bytes: reached through the directory's descriptor
+            with socket.socket(socket.AF_UNIX) as relayed:
+                relayed.settimeout(5)
+                relayed.connect(f"/proc/self/fd/{tmp_fd}/consul_grpc.sock")
+        finally:
+            os.close(tmp_fd)
     finally:
         run.runner.stop()
         assert wait() == "stopped"
