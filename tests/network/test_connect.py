@@ -16,6 +16,7 @@ import pytest
 
 from herder.client.alloc_runner import AllocRunner
 from tests.support.consul import ConsulAgent
+from tests.support.foreground import HerderRun, task_dirs
 from tests.support.network import require_networking
 from tests.support.processes import wait_until_gone
 from tests.support.require import require
@@ -217,3 +218,39 @@ def test_where_envoy_is_installed_the_sidecar_is_envoy_bootstrapped_by_consul(
         run.runner.stop()
         assert wait() == "stopped"
     assert wait_until_gone(data_dir) == {}
+
+
+def _reach_in(alloc_id: str, url: str) -> bool:
+    """Whether ``url`` answers from inside allocation ``alloc_id``'s namespace."""
+    done = subprocess.run(["ip", "netns", "exec", f"herder-{alloc_id}", "busybox", "wget", "-q", "-O", "-", url],
+                          capture_output=True, timeout=30, check=False)
+    return done.returncode == 0 and done.stdout.startswith(b"count from ")
+
+
+def test_sidecars_reattached_after_a_kill_reach_consul_again(tmp_path: Path, consul: ConsulAgent) -> None:
+    """herder killed with SIGKILL and started again: the running proxies get their socket to Consul
+    back (without it the API's proxy cannot authorize a call), and nothing is started twice."""
+    require("busybox", shutil.which("busybox") is not None, "busybox is not installed")
+    data_dir, job, config = tmp_path / "data", tmp_path / "countdash.hcl", tmp_path / "herder.toml"
+    job.write_text(COUNTDASH)
+    config.write_text(f'[ports]\nmin = 2000\nmax = 12000\n[services]\nbackend = "consul"\n'
+                      f'[consul]\naddress = "{consul.address}"\n')
+    first = HerderRun(job, data_dir, "--keep", config=config)
+    second: HerderRun | None = None
+    try:
+        first.wait_for("Started", 4)
+        [dashboard] = task_dirs(data_dir, "dashboard")
+        alloc_id = dashboard.parent.name
+        assert poll(lambda: _reach_in(alloc_id, "http://127.0.0.1:8080/")), "no answer through the upstream"
+        first.kill()
+        second = HerderRun(job, data_dir, "--keep", config=config)
+        second.wait_for("Reattached", 4)
+        assert second.of("Started") == [], "a task was started twice"
+        assert poll(lambda: _reach_in(alloc_id, "http://127.0.0.1:8080/")), "no answer after the restart"
+        assert second.interrupt() == 0, second.stderr
+    finally:  # a run still alive stops its tasks (kept tasks would outlive a kill)
+        for run in (first, second):
+            if run is not None and run.proc.poll() is None:
+                run.interrupt()
+    assert wait_until_gone(data_dir) == {}
+    assert [sid for sid in consul.services() if sid.startswith("_herder-")] == []

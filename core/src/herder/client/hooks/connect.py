@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from herder import hookimpl
+from herder import events, hookimpl
 from herder.client.hooks.host import Host
 from herder.client.hooks.services import ServicesPlugin
 from herder.client.unix_relay import UnixRelay
@@ -27,7 +27,7 @@ from herder.context import TaskContext
 from herder.errors import HerderError, RecoverableError
 from herder.jobspec.connect import PROXY_MODE_VAR, PROXY_PREFIX
 from herder.model import Group, Task
-from herder.objects import Alloc
+from herder.objects import Alloc, TaskEvent
 from herder.sdk.env import get_var
 
 HTTP_SOCKET, GRPC_SOCKET = "consul_http.sock", "consul_grpc.sock"
@@ -107,6 +107,14 @@ class ConnectPlugin:
         if not self._services.register_group(task, ctx, REGISTER_WAIT):
             raise RecoverableError(f"the Connect services of group {ctx.group_name} are not in Consul yet "
                                    f"(at {self._services.backend.name})")
+
+    @hookimpl
+    def herder_task_event(self, task: Task, ctx: TaskContext, event: TaskEvent) -> None:
+        """A sidecar an earlier herder started, reattached: its allocation's sockets are made again
+        (a restored allocation's prerun is not run again), or the proxy, still running, could not
+        reach Consul to authorize a connection or renew its certificate."""
+        if event.type == events.REATTACHED and is_proxy(task):
+            self._ensure_relays(ctx.alloc_id, ctx.task_dir.alloc_dir.parent)
 
     def _ensure_relays(self, alloc_id: str, alloc_dir: Path) -> bool:
         """The allocation's sockets to Consul, made once; whether they include Envoy's gRPC one."""
