@@ -93,3 +93,43 @@ def test_tasks_share_a_namespace_and_only_the_mapped_port_reaches_it(tmp_path: P
     finally:
         assert run.interrupt() == 0, run.stderr
     assert leftovers(alloc_id, [veth]) == []
+
+
+def test_a_killed_herder_leaves_nothing_once_started_again(tmp_path: Path, config_file: Path) -> None:
+    [inside] = free_ports(1)
+    data_dir, job = tmp_path / "data", write_job(tmp_path, inside)
+    first = HerderRun(job, data_dir, config=config_file)
+    first.wait_for("Started", count=2, timeout=60)
+    [alloc_id] = alloc_ids(data_dir)
+    veth = wait_for(lambda: host_veth(alloc_id), what="the allocation's veth")
+    first.kill()
+    assert leftovers(alloc_id), "nothing removed the killed herder's namespace"
+    second = HerderRun(job, data_dir, config=config_file)
+    try:
+        second.wait_for("Started", count=2, timeout=60)  # the job anew, beside the orphan it reaped
+        wait_for(lambda: leftovers(alloc_id, [veth]) == [],
+                 what=lambda: f"the orphan's network removed; left: {leftovers(alloc_id, [veth])}")
+    finally:
+        assert second.interrupt() == 0, second.stderr
+
+
+def test_a_reattached_allocation_keeps_its_namespace(tmp_path: Path, config_file: Path) -> None:
+    [inside] = free_ports(1)
+    data_dir, job = tmp_path / "data", write_job(tmp_path, inside)
+    first = HerderRun(job, data_dir, "--keep", config=config_file)
+    first.wait_for("Started", count=2, timeout=60)
+    [alloc_id] = alloc_ids(data_dir)
+    address, port = host_port(first)
+    before = json.loads(read_url(f"http://{address}:{port}/"))
+    veth = host_veth(alloc_id)
+    first.kill()
+    second = HerderRun(job, data_dir, "--keep", config=config_file)
+    try:
+        second.wait_for("Reattached", count=2, timeout=60)
+        assert second.of("Started") == []
+        assert json.loads(read_url(f"http://{address}:{port}/")) == before
+        assert host_veth(alloc_id) == veth
+    finally:
+        assert second.interrupt() == 0, second.stderr
+    assert leftovers(alloc_id, [veth]) == []
+

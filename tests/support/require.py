@@ -1,6 +1,7 @@
 """HERDER_REQUIRE: turn "skipped, X is not available" into a failure where X must be there.
 
 A fixture that needs something the machine may lack (a Docker daemon, runc,
+the CNI plugins and root for network namespaces (``cni``),
 a JVM, QEMU) calls :func:`require`. Without it the tests that need it are
 skipped, which is right on a laptop; CI lists in ``HERDER_REQUIRE`` (comma
 separated) the components its machine provides, so that a daemon that did

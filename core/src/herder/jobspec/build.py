@@ -344,7 +344,7 @@ class _Builder:
         result: list[PortSpec] = []
         for port, path in specs:
             label, static, to = port["label"], _int(port, "static", None), _int(port, "to", None)
-            if to == -1:  # Nomad's "the same port inside as outside", which is what no ``to`` means
+            if to is not None and to <= 0:  # Nomad's -1 ("the same port inside as outside") and 0 (unset)
                 to = None
             if label.lower() in labels:
                 other = labels[label.lower()]

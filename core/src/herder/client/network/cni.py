@@ -222,7 +222,8 @@ def first_address(result: Mapping[str, Any]) -> str:
     """The allocation's address in a result: the first IPv4 address of an interface inside the
     namespace (one with a ``sandbox``), else the first address at all; "" when it has none.
     (Nomad reads a result so.)"""
-    interfaces = result.get("interfaces") if isinstance(result.get("interfaces"), list) else []
+    listed = result.get("interfaces")
+    interfaces: list[Any] = listed if isinstance(listed, list) else []
     ips = [ip for ip in result.get("ips") or [] if isinstance(ip, dict) and isinstance(ip.get("address"), str)]
 
     def in_sandbox(ip: Mapping[str, Any]) -> bool:
