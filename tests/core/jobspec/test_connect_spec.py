@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 from herder.jobspec import load_job, load_job_text
 from herder.jobspec.connect import PROXY_MODE_VAR
 from herder.model import ExposePath, Lifecycle, PortSpec, Upstream
 from tests.core.jobspec.helpers import load, problems
+from tests.support.require import require
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "countdash.nomad"
 
@@ -177,3 +180,16 @@ def test_nomad_json_connect_reads_as_hcl() -> None:
     loaded = load_job_text(json.dumps(job), "json", "job.json")
     assert loaded.groups[0].services == hcl.groups[1].services
     assert [task.name for task in loaded.groups[0].tasks] == ["dashboard", "connect-proxy-count-dashboard"]
+
+
+def test_the_json_nomads_command_line_sends_for_the_example_is_the_same_job() -> None:
+    """``nomad job run`` parses the file itself and sends Nomad's API structs, every field filled."""
+    nomad = shutil.which("nomad")
+    require("nomad", nomad is not None, "no nomad on PATH")
+    assert nomad is not None
+    sent = subprocess.run([nomad, "job", "run", "-output", str(EXAMPLE)], capture_output=True, text=True,
+                          check=True, timeout=60).stdout
+    from_json, from_hcl = load_job_text(sent, "json", "job.json"), load_job(EXAMPLE)
+    assert [group.services for group in from_json.groups] == [group.services for group in from_hcl.groups]
+    assert [[task.name for task in group.tasks] for group in from_json.groups] == \
+        [["web", "connect-proxy-count-api"], ["dashboard", "connect-proxy-count-dashboard"]]
