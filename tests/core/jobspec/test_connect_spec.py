@@ -9,6 +9,7 @@ from pathlib import Path
 
 from herder.jobspec import load_job, load_job_text
 from herder.jobspec.connect import PROXY_MODE_VAR
+from herder.jobspec.task_config import validate_task_configs
 from herder.model import ExposePath, Lifecycle, PortSpec, Upstream
 from tests.core.jobspec.helpers import load, problems
 from tests.support.require import require
@@ -193,3 +194,11 @@ def test_the_json_nomads_command_line_sends_for_the_example_is_the_same_job() ->
     assert [group.services for group in from_json.groups] == [group.services for group in from_hcl.groups]
     assert [[task.name for task in group.tasks] for group in from_json.groups] == \
         [["web", "connect-proxy-count-api"], ["dashboard", "connect-proxy-count-dashboard"]]
+
+
+def test_a_sidecar_whose_driver_is_disabled_is_named_by_its_service() -> None:
+    """In the agent raw_exec is off unless enabled: the sidecar herder adds is named where the file has it."""
+    job = load_job(EXAMPLE)
+    found = validate_task_configs(job, {}, {"raw_exec": "disabled"})
+    assert found[1] == f"{EXAMPLE}:27: job.groups[0].services[0].connect.sidecar_task.driver: " \
+                       "driver 'raw_exec' is disabled"

@@ -27,6 +27,7 @@ from herder.model import (
     Connect,
     ConnectProxy,
     ExposePath,
+    Group,
     PortSpec,
     Service,
     SidecarService,
@@ -121,6 +122,17 @@ def _injected_labels(service: dict[str, Any]) -> list[str]:
 def exposed_check_label(service: str, index: int) -> str:
     """The group port on which a service's exposed check is reached (Nomad: ``svc_<service>_ck_<id>``)."""
     return f"svc_{service}_ck_{index}"
+
+
+def task_path(group: Group, group_index: int, task_index: int) -> Path:
+    """Where the job file gives task ``task_index`` of a group: a sidecar herder added is its
+    service's ``connect.sidecar_task`` (what the file has of it), any other task its own place."""
+    task = group.tasks[task_index]
+    for service_index, service in enumerate(group.services):
+        connect = service.connect
+        if task.kind and connect is not None and connect.sidecar is not None and connect.sidecar_task == task.name:
+            return ("job", "groups", group_index, "services", service_index, "connect", "sidecar_task")
+    return ("job", "groups", group_index, "tasks", task_index)
 
 
 class ConnectBuilder:
