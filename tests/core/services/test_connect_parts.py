@@ -16,7 +16,7 @@ from herder.client.env import set_upstream_vars
 from herder.client.hooks.sidecars import sidecar_registration
 from herder.client.unix_relay import UnixRelay
 from herder.context import AllocatedPort
-from herder.jobspec import load_job
+from herder.jobspec import load_job, load_job_text
 from herder.objects import AllocNetwork
 from herder.sdk.safefs import UnsafePathError
 from herder.services import Owner, ServiceRegistration
@@ -130,6 +130,65 @@ def test_a_sidecar_is_registered_as_a_connect_proxy_of_its_service(consul: Consu
             ["Connect Sidecar Listening"]
         # An unchanged sidecar needs no update; the view sees it as registered.
         assert backend.read().services[sidecar.id].fingerprint == sidecar.fingerprint()
+    finally:
+        backend.deregister(sidecar.id)
+        backend.deregister(parent.id)
+        backend.close()
+
+
+EXPOSED = """
+job "demo" {
+  group "api" {
+    network {
+      mode = "bridge"
+      port "http" { to = 9001 }
+    }
+    service {
+      name = "api"
+      port = "http"
+      check {
+        type     = "http"
+        path     = "/health"
+        interval = "10s"
+        timeout  = "2s"
+        expose   = true
+      }
+      connect {
+        sidecar_service {
+          disable_default_tcp_check = true
+          proxy {
+            config { protocol = "http" }
+          }
+        }
+      }
+    }
+    task "web" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"""
+
+
+def test_an_exposed_check_is_a_path_of_the_sidecars_registration(consul: ConsulAgent) -> None:
+    [service] = load_job_text(EXPOSED, "hcl", "job.hcl").groups[0].services
+    parent = ServiceRegistration(id="_herder-group-a2-api-api-http", name="api", address="127.0.0.1", port=25000)
+    ports = [AllocatedPort("http", 25000, 9001), AllocatedPort("connect-proxy-api", 25001),
+             AllocatedPort("svc_api_ck_0", 25002)]
+    sidecar = sidecar_registration(service, parent, ports, None)
+    assert sidecar is not None and sidecar.checks == ()
+    backend = ConsulBackend({"address": consul.address}, Owner("scope", "session"))
+    try:
+        backend.register(parent)
+        backend.register(sidecar)
+        proxy = httpx.get(f"{consul.url}/v1/agent/service/{sidecar.id}", timeout=5).json()["Proxy"]
+        # The check's path, served in the clear on its own port by the proxy, from the service's port inside.
+        assert proxy["Expose"]["Paths"] == [{"ListenerPort": 25002, "Path": "/health", "LocalPathPort": 9001,
+                                             "Protocol": "http", "ParsedFromCheck": False}]
+        assert proxy["Config"] == {"bind_address": "0.0.0.0", "protocol": "http", "bind_port": 25001}
+        # Without a namespace it is advertised where its port is on the host.
+        assert httpx.get(f"{consul.url}/v1/agent/service/{sidecar.id}", timeout=5).json()["Address"] == "127.0.0.1"
     finally:
         backend.deregister(sidecar.id)
         backend.deregister(parent.id)
