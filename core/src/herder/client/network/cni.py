@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from herder.errors import HerderError
+from herder.model import NetworkDNS
 
 PLUGIN_TIMEOUT = 60.0
 """How long one plugin may take for one command (the bridge plugin waits for the link's address)."""
@@ -236,6 +237,19 @@ def first_address(result: Mapping[str, Any]) -> str:
         for address in [a for a in addresses if ":" not in a] + addresses:
             return address
     return ""
+
+
+def result_dns(result: Mapping[str, Any]) -> NetworkDNS | None:
+    """The DNS settings a result gives (an operator's plugin may), None when it gives no server."""
+    dns = result.get("dns")
+    if not isinstance(dns, dict) or not isinstance(dns.get("nameservers"), list) or not dns["nameservers"]:
+        return None
+
+    def strings(key: str) -> tuple[str, ...]:
+        value = dns.get(key)
+        return tuple(str(item) for item in value) if isinstance(value, list) else ()
+
+    return NetworkDNS(servers=strings("nameservers"), searches=strings("search"), options=strings("options"))
 
 
 def _execute(argv: list[str], env: dict[str, str], stdin: bytes) -> tuple[int, bytes, bytes]:

@@ -26,7 +26,16 @@ from herder.client.config import ClientConfig
 from herder.client.env import ALLOC_INTERFACE as IFNAME
 from herder.client.network import namespace
 from herder.client.network.bridge import bridge_conflist, ensure_forwarding, none_conflist
-from herder.client.network.cni import Attachment, Cni, CniError, ConfList, PortMapping, first_address, mappings_for
+from herder.client.network.cni import (
+    Attachment,
+    Cni,
+    CniError,
+    ConfList,
+    PortMapping,
+    first_address,
+    mappings_for,
+    result_dns,
+)
 from herder.context import AllocatedPort
 from herder.model import GroupNetwork
 from herder.objects import Alloc, AllocNetwork, NetworkIsolation
@@ -45,6 +54,7 @@ class AllocNetworks:
         self.hooks = hooks
         self.cni = Cni(config.cni_path)
         self._forwarding = threading.Lock()  # one admin chain rule, however many allocations start at once
+        self._forwarding_ready = False  # checked once a process: three iptables runs an allocation cost ~0.1 s
 
     def conflist(self, mode: str) -> ConfList:
         """The CNI configuration list of a network mode.
@@ -86,7 +96,9 @@ class AllocNetworks:
                 namespace.create(alloc.id)
             if network.mode == "bridge":
                 with self._forwarding:
-                    ensure_forwarding(self.config.bridge_network_name, self.config.bridge_network_subnet)
+                    if not self._forwarding_ready:
+                        ensure_forwarding(self.config.bridge_network_name, self.config.bridge_network_subnet)
+                        self._forwarding_ready = True
             result = self.cni.add(conflist, Attachment(alloc.id, Path(path), IFNAME, mappings))
         except BaseException:
             try:
@@ -146,8 +158,10 @@ class AllocNetworks:
         self.store.remove_network(record.alloc_id)
 
     def _alloc_network(self, record: NetworkRecord, network: GroupNetwork, hostname: str) -> AllocNetwork:
+        # The job's dns block wins over what the plugins say, as in Nomad.
+        dns = network.dns or result_dns(record.result or {})
         return AllocNetwork(mode=record.mode, path=Path(record.path), ip=first_address(record.result or {}),
-                            hostname=hostname, dns=network.dns, labels=dict(record.labels))
+                            hostname=hostname, dns=dns, labels=dict(record.labels))
 
     def _alloc_of(self, record: NetworkRecord) -> Alloc:
         """The allocation of a stale network, as far as the state database still knows it (a driver
