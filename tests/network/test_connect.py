@@ -254,3 +254,11 @@ def test_sidecars_reattached_after_a_kill_reach_consul_again(tmp_path: Path, con
                 run.interrupt()
     assert wait_until_gone(data_dir) == {}
     assert [sid for sid in consul.services() if sid.startswith("_herder-")] == []
+
+
+def test_a_sidecar_without_consul_fails_saying_why(data_dir: Path) -> None:
+    run, wait = start_job(COUNTDASH, data_dir, config=make_config(data_dir))
+    assert wait() == "failed"
+    messages = [record.event.message for record in run.events if record.task == "connect-proxy-count-api"]
+    assert any('it needs services.backend = "consul"' in message for message in messages), messages
+    assert wait_until_gone(data_dir) == {}
