@@ -3,6 +3,7 @@ registration in a real Consul."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import threading
@@ -22,6 +23,8 @@ from herder.sdk.safefs import UnsafePathError
 from herder.services import Owner, ServiceRegistration
 from herder.services.consul import ConsulBackend
 from tests.support.consul import ConsulAgent, free_ports
+from tests.support.running import make_config, start_job
+from tests.support.waiting import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "countdash.nomad"
 
@@ -193,3 +196,42 @@ def test_an_exposed_check_is_a_path_of_the_sidecars_registration(consul: ConsulA
         backend.deregister(sidecar.id)
         backend.deregister(parent.id)
         backend.close()
+
+
+NATIVE = """
+job "native" {
+  group "app" {
+    network {
+      port "http" {}
+    }
+    service {
+      name = "native-api"
+      port = "http"
+      connect { native = true }
+    }
+    task "server" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "exec sleep 3600"]
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_native_service_is_registered_as_one_and_starts_no_proxy(data_dir: Path, consul: ConsulAgent) -> None:
+    config = dataclasses.replace(make_config(data_dir), services_backend="consul", consul={"address": consul.address})
+    run, wait = start_job(NATIVE, data_dir, config=config)
+    try:
+        run.wait_for("Started", "server")
+        alloc = run.runner.allocs[0]
+        service_id = f"_herder-group-{alloc.alloc.id}-app-native-api-http"
+        registered = wait_for(lambda: consul.services().get(service_id), what=f"{service_id} registered")
+        assert registered["Connect"] == {"Native": True}
+        assert [task.name for task in alloc.tasks] == ["server"]
+    finally:
+        run.runner.stop()
+        assert wait() == "stopped"
+    assert consul.services() == {}

@@ -267,7 +267,8 @@ class ServicesPlugin:
             self._watch(_Watched(owner, ctx.alloc_id, ctx.alloc_name, runs_in, service.name, check,
                                  registration, CheckStatus(check.initial_status or CRITICAL)))
         return ServiceRegistration(id=service_id, name=service.name, address=address, port=port,
-                                   tags=service.tags, meta=service.meta, checks=tuple(checks))
+                                   tags=service.tags, meta=service.meta, checks=tuple(checks),
+                                   connect_native=service.connect is not None and service.connect.native)
 
     # -- what is shown ---------------------------------------------------------
 
