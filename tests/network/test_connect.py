@@ -176,16 +176,17 @@ if [ "$1" = "--version" ]; then
   exit 0
 fi
 while [ $# -gt 0 ]; do
-  if [ "$1" = "--config-path" ]; then cat "$2" > "$NOMAD_ALLOC_DIR/bootstrap.json"; fi
+  if [ "$1" = "--config-path" ]; then cat "$2" > "$NOMAD_ALLOC_DIR/$NOMAD_TASK_NAME.json"; fi
   shift
 done
 exec sleep 3600
 """
 
 
-def test_where_envoy_is_installed_the_sidecar_is_envoy_bootstrapped_by_consul(
+def test_where_envoy_is_installed_the_sidecars_are_envoy_bootstrapped_by_consul(
         data_dir: Path, consul: ConsulAgent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``consul connect envoy`` bootstraps Envoy from the agent, reached through the allocation's sockets."""
+    """``consul connect envoy`` bootstraps Envoy from the agent, reached through the allocation's sockets;
+    two sidecars of a group have admin listeners of their own."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "envoy").write_text(FAKE_ENVOY)
@@ -193,20 +194,23 @@ def test_where_envoy_is_installed_the_sidecar_is_envoy_bootstrapped_by_consul(
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     config = dataclasses.replace(make_config(data_dir), services_backend="consul", consul={
         "address": consul.address, "grpc_address": f"127.0.0.1:{consul.ports['grpc']}"})
-    text = COUNTDASH[:COUNTDASH.index('  group "dashboard"')] + "}\n"
+    second = '    service {\n      name = "count-admin"\n      port = "9003"\n      connect {\n' \
+             '        sidecar_service {}\n      }\n    }\n'
+    api_group = COUNTDASH[:COUNTDASH.index('  group "dashboard"')]
+    text = api_group.replace('    task "web"', second + '    task "web"') + "}\n"
     run, wait = start_job(text, data_dir, config=config)
     try:
-        run.wait_for("Started", "connect-proxy-count-api")
         api = _alloc(run, "api")
         shared = api.placed.alloc.dir / "alloc"
-        bootstrap = json.loads(wait_for(lambda: (shared / "bootstrap.json").exists() and
-                                        (shared / "bootstrap.json").read_text(), what="Envoy's bootstrap"))
-        # Envoy takes its configuration over gRPC from the agent, through the allocation's socket.
-        [cluster] = [c for c in bootstrap["static_resources"]["clusters"] if c["name"] == "local_agent"]
-        assert "alloc/tmp/consul_grpc.sock" in json.dumps(cluster)
-        assert bootstrap["node"]["id"] == f"_herder-group-{api.placed.alloc.id}-api-count-api-9001-sidecar-proxy"
-        with socket.create_connection(("127.0.0.1", consul.ports["grpc"]), timeout=5):
-            pass  # the agent's gRPC port the relay reaches is open
+        for service, port, admin_port in (("count-api", 9001, 19000), ("count-admin", 9003, 19001)):
+            path = shared / f"connect-proxy-{service}.json"
+            bootstrap = json.loads(wait_for(lambda p=path: p.exists() and p.read_text(), what=f"{path.name}"))
+            # Envoy takes its configuration over gRPC from the agent, through the allocation's socket.
+            [cluster] = [c for c in bootstrap["static_resources"]["clusters"] if c["name"] == "local_agent"]
+            assert "alloc/tmp/consul_grpc.sock" in json.dumps(cluster)
+            assert bootstrap["node"]["id"] == \
+                f"_herder-group-{api.placed.alloc.id}-api-{service}-{port}-sidecar-proxy"
+            assert bootstrap["admin"]["address"]["socket_address"]["port_value"] == admin_port
         tmp_fd = os.open(shared / "tmp", os.O_RDONLY | os.O_DIRECTORY)
         try:  # a socket's path is at most 107 bytes: reached through the directory's descriptor
             with socket.socket(socket.AF_UNIX) as relayed:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from herder.jobspec import load_job, load_job_text
-from herder.jobspec.connect import PROXY_MODE_VAR
+from herder.jobspec.connect import PROXY_MODE_VAR, PROXY_OPTION_VAR
 from herder.jobspec.task_config import validate_task_configs
 from herder.model import ExposePath, Lifecycle, PortSpec, Upstream
 from tests.core.jobspec.helpers import load, problems
@@ -69,7 +69,8 @@ def test_the_countdash_example_gets_a_sidecar_task_and_port_per_service() -> Non
     assert proxy.lifecycle == Lifecycle(hook="prestart", sidecar=True)
     assert proxy.driver == "raw_exec"
     assert proxy.config == {"command": "consul", "args": [
-        "connect", f"${{{PROXY_MODE_VAR}}}", "-sidecar-for", "_herder-group-${NOMAD_ALLOC_ID}-api-count-api-9001"]}
+        "connect", f"${{{PROXY_MODE_VAR}}}", "-sidecar-for", "_herder-group-${NOMAD_ALLOC_ID}-api-count-api-9001",
+        f"${{{PROXY_OPTION_VAR}}}"]}
     assert (proxy.resources.cpu, proxy.resources.memory, proxy.shutdown_delay) == (250, 128, 5.0)
     assert (proxy.logs.max_files, proxy.logs.max_file_size) == (2, 2)
     assert PortSpec(label="connect-proxy-count-api") in api.ports

@@ -12,7 +12,8 @@ loopback, shared by every task of the allocation.
 herder's default proxy is a ``raw_exec`` task running ``consul connect proxy`` (Consul's
 built-in proxy) or, where ``envoy`` is installed, ``consul connect envoy``, which bootstraps
 Envoy from the local agent and runs it: which one is decided on the node when the task
-starts (``HERDER_CONNECT_PROXY``). Both find their registration with ``-sidecar-for`` and
+starts (``HERDER_CONNECT_PROXY``, and ``HERDER_CONNECT_PROXY_OPTION``: Envoy's admin listener,
+or the built-in proxy's log level). Both find their registration with ``-sidecar-for`` and
 reach the agent through the socket herder serves in the allocation's ``alloc/tmp``.
 """
 
@@ -39,6 +40,9 @@ PROXY_PREFIX = "connect-proxy"
 """Nomad's prefix of a sidecar's task name, port label and ``Kind``."""
 PROXY_MODE_VAR = "HERDER_CONNECT_PROXY"
 """Set by herder in a sidecar's environment: ``proxy`` (Consul's built-in proxy) or ``envoy``."""
+PROXY_OPTION_VAR = "HERDER_CONNECT_PROXY_OPTION"
+"""Set by herder in a sidecar's environment: the one option the proxy needs of its own, as one
+argument (Envoy's admin listener, distinct for each sidecar of the allocation)."""
 NAMESPACE_MODES = ("bridge",)
 """Network modes that give an allocation a namespace of its own (besides ``cni/NAME``)."""
 
@@ -68,7 +72,8 @@ def default_sidecar(service_name: str, group_name: str, service_port: str) -> di
     return {
         "name": f"{PROXY_PREFIX}-{service_name}",
         "driver": "raw_exec",
-        "config": {"command": "consul", "args": ["connect", f"${{{PROXY_MODE_VAR}}}", "-sidecar-for", parent]},
+        "config": {"command": "consul", "args": ["connect", f"${{{PROXY_MODE_VAR}}}", "-sidecar-for", parent,
+                                                 f"${{{PROXY_OPTION_VAR}}}"]},
         "resources": {"cpu": 250, "memory": 128},
         "shutdown_delay": "5s",
         "logs": {"max_files": 2, "max_file_size": 2},

@@ -25,7 +25,7 @@ from herder.client.hooks.services import ServicesPlugin
 from herder.client.unix_relay import UnixRelay
 from herder.context import TaskContext
 from herder.errors import HerderError, RecoverableError
-from herder.jobspec.connect import PROXY_MODE_VAR, PROXY_PREFIX
+from herder.jobspec.connect import PROXY_MODE_VAR, PROXY_OPTION_VAR, PROXY_PREFIX
 from herder.model import Group, Task
 from herder.objects import Alloc, TaskEvent
 from herder.sdk.env import get_var
@@ -35,6 +35,8 @@ DEFAULT_GRPC_ADDRESS = "127.0.0.1:8502"
 """Consul's gRPC port, as Nomad's ``consul.grpc_address`` default."""
 REGISTER_WAIT = 30.0
 """How long a sidecar's start waits for its registration to reach Consul before it is retried."""
+ENVOY_ADMIN_PORT = 19000
+"""The first sidecar's Envoy admin port in the namespace (Nomad's and Consul's default); the next +1."""
 MAX_SOCKET_PATH = 107
 """The longest path a Unix socket address holds (``sun_path`` less its terminating NUL)."""
 
@@ -101,12 +103,20 @@ class ConnectPlugin:
         alloc_dir = ctx.task_dir.alloc_dir.parent
         envoy = self._ensure_relays(ctx.alloc_id, alloc_dir)
         ctx.env[PROXY_MODE_VAR] = "envoy" if envoy else "proxy"
+        ctx.env[PROXY_OPTION_VAR] = f"-admin-bind=127.0.0.1:{ENVOY_ADMIN_PORT + self._index(task, ctx)}" \
+            if envoy else "-log-level=info"
         ctx.env["CONSUL_HTTP_ADDR"] = "unix://" + _socket_address(ctx, HTTP_SOCKET)
         if envoy:
             ctx.env["CONSUL_GRPC_ADDR"] = "unix://" + _socket_address(ctx, GRPC_SOCKET)
         if not self._services.register_group(task, ctx, REGISTER_WAIT):
             raise RecoverableError(f"the Connect services of group {ctx.group_name} are not in Consul yet "
                                    f"(at {self._services.backend.name})")
+
+    def _index(self, task: Task, ctx: TaskContext) -> int:
+        """The sidecar's place among its group's: each Envoy's admin listener is on a port of its own."""
+        runner = self._client.alloc(ctx.alloc_id)
+        proxies = [t.name for t in runner.group.tasks if is_proxy(t)] if runner is not None else []
+        return proxies.index(task.name) if task.name in proxies else 0
 
     @hookimpl
     def herder_task_event(self, task: Task, ctx: TaskContext, event: TaskEvent) -> None:
