@@ -35,3 +35,5 @@ def test_each_port_is_mapped_for_tcp_and_udp() -> None:
     assert (tcp.protocol, udp.protocol) == ("tcp", "udp")
     assert tcp.as_runtime_config() == {"hostPort": 2000, "containerPort": 8080, "protocol": "tcp",
                                        "hostIP": "127.0.0.1"}
+    [every, _] = mappings_for([(2000, 8080, "0.0.0.0")])
+    assert "hostIP" not in every.as_runtime_config()  # every address of the host

@@ -323,5 +323,7 @@ def _excerpt(data: bytes, limit: int = 500) -> str:
 def mappings_for(ports: Iterable[tuple[int, int, str]]) -> tuple[PortMapping, ...]:
     """A port mapping per protocol, TCP and UDP, of each (host port, port inside, host address): as Nomad
     maps a group port, since a job does not say which protocol a port speaks."""
-    return tuple(PortMapping(host_port=host, container_port=inside, protocol=protocol, host_ip=host_ip)
+    # The unspecified address (host_ip = "0.0.0.0") is every address: a mapping without one.
+    return tuple(PortMapping(host_port=host, container_port=inside, protocol=protocol,
+                             host_ip="" if host_ip in ("0.0.0.0", "::") else host_ip)
                  for host, inside, host_ip in ports for protocol in ("tcp", "udp"))
