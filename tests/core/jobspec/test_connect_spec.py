@@ -203,3 +203,11 @@ def test_a_sidecar_whose_driver_is_disabled_is_named_by_its_service() -> None:
     found = validate_task_configs(job, {}, {"raw_exec": "disabled"})
     assert found[1] == f"{EXAMPLE}:27: job.groups[0].services[0].connect.sidecar_task.driver: " \
                        "driver 'raw_exec' is disabled"
+
+
+def test_a_connect_service_without_a_name_gets_its_port_by_its_default_name() -> None:
+    job = load(group(SIDECAR.replace('      name = "count-api"\n', "")))
+    [service] = job.groups[0].services
+    assert service.name == "demo-api"
+    assert [port.label for port in job.groups[0].ports] == ["http", "connect-proxy-demo-api"]
+    assert job.groups[0].tasks[-1].name == "connect-proxy-demo-api"

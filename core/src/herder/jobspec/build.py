@@ -197,7 +197,7 @@ class _Builder:
         ports = self.ports(
             [(port, (*ports_path, index)) for index, port in enumerate(spec.get("network", {}).get("ports", []))]
         )
-        ports += sidecar_ports(spec.get("services", []), ports)
+        ports += sidecar_ports(spec.get("services", []), ports, f"{self.spec['name']}-{spec['name']}")
         context = _GroupContext(spec["name"], restart, ports)
         tasks = [self.task(task, (*path, "tasks", index), context) for index, task in enumerate(spec["tasks"])]
         self.unique([task.name for task in tasks], (*path, "tasks"), "name", "task name")

@@ -98,28 +98,28 @@ def sidecar_spec(service_name: str, group_name: str, service_port: str,
     return spec
 
 
-def sidecar_ports(services: list[Any], taken: tuple[PortSpec, ...]) -> tuple[PortSpec, ...]:
-    """The group ports Nomad injects for the sidecars of ``services`` (canonical specs) and the
-    listeners of their exposed checks: each label not declared yet, dynamic, mapped to the same
-    port inside."""
+def sidecar_ports(services: list[Any], taken: tuple[PortSpec, ...], default_name: str) -> tuple[PortSpec, ...]:
+    """The group ports Nomad injects for the sidecars of ``services`` (canonical specs; a service
+    without a name is ``default_name``) and the listeners of their exposed checks: each label not
+    declared yet, dynamic, mapped to the same port inside."""
     labels = {port.label for port in taken}
     added: list[PortSpec] = []
     for service in services:
         if not isinstance(service, dict):
             continue
-        for label in _injected_labels(service):
+        for label in _injected_labels(str(service.get("name", default_name)), service):
             if label not in labels:
                 labels.add(label)
                 added.append(PortSpec(label=label))
     return tuple(added)
 
 
-def _injected_labels(service: dict[str, Any]) -> list[str]:
+def _injected_labels(name: str, service: dict[str, Any]) -> list[str]:
     sidecar = (service.get("connect") or {}).get("sidecar_service")
-    if not isinstance(sidecar, dict) or "name" not in service:
+    if not isinstance(sidecar, dict):
         return []
-    labels = [str(sidecar.get("port") or f"{PROXY_PREFIX}-{service['name']}")]
-    labels += [exposed_check_label(service["name"], index)
+    labels = [str(sidecar.get("port") or f"{PROXY_PREFIX}-{name}")]
+    labels += [exposed_check_label(name, index)
                for index, check in enumerate(service.get("checks", [])) if check.get("expose")]
     return labels
 
