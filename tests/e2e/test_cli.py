@@ -32,7 +32,8 @@ def test_validate_rejects_each_malformed_file_naming_the_path(name: str, herder:
         assert f"{path}:" in result.stderr
 
 
-@pytest.mark.parametrize("example", ["hello.hcl", "web.hcl", "sidecar.hcl", "counter.yaml"])
+@pytest.mark.parametrize("example", ["hello.hcl", "web.hcl", "sidecar.hcl", "counter.yaml", "bridge-web.hcl",
+                                     "countdash.nomad"])
 def test_the_examples_are_valid(example: str, herder: Herder) -> None:
     result = herder("validate", str(EXAMPLES / example))
     assert result.returncode == 0, result.stderr

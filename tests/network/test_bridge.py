@@ -133,3 +133,21 @@ def test_a_reattached_allocation_keeps_its_namespace(tmp_path: Path, config_file
         assert second.interrupt() == 0, second.stderr
     assert leftovers(alloc_id, [veth]) == []
 
+
+
+def test_mode_none_has_a_loopback_and_nothing_else(tmp_path: Path, config_file: Path) -> None:
+    [inside] = free_ports(1)
+    data_dir = tmp_path / "data"
+    run = HerderRun(write_job(tmp_path, inside, mode="none"), data_dir, config=config_file)
+    try:
+        run.wait_for("Started", count=2, timeout=60)
+        [alloc_id] = alloc_ids(data_dir)
+        log = data_dir / "allocs" / alloc_id / "alloc" / "logs" / "client.stdout.0"
+        said = wait_for(lambda: log.exists() and log.read_text(), what="the client's answer")
+        env = json.loads(said.removeprefix("sibling said "))
+        assert env["NOMAD_PORT_http"] == str(inside) and "NOMAD_ALLOC_IP_http" not in env
+        assert host_veth(alloc_id) is None  # no interface but its loopback
+        _, port = host_port(run)
+        assert refused(port) and refused(inside)
+    finally:
+        assert run.interrupt() == 0, run.stderr

@@ -109,6 +109,65 @@ class Check:
     check_restart: CheckRestart | None = None
     task: str = ""
     """The task a group service's script check runs in."""
+    expose: bool = False
+    """Connect: the sidecar proxy exposes the check's path on a port of its own (``check { expose = true }``),
+    so that Consul reaches an HTTP or gRPC check of a service that listens only inside its namespace."""
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """A service of the mesh the sidecar proxy listens for inside the namespace, on
+    ``local_bind_address:local_bind_port``."""
+
+    destination_name: str
+    local_bind_port: int
+    local_bind_address: str = "127.0.0.1"
+    datacenter: str = ""
+
+
+@dataclass(frozen=True)
+class ExposePath:
+    """A path of the service the sidecar proxy serves without mutual TLS on ``listener_port`` (a port label
+    of the group), for checks and metrics scrapers outside the mesh."""
+
+    path: str
+    local_path_port: int
+    """0: the port the service listens on inside the namespace (known once its ports are allocated)."""
+    listener_port: str
+    protocol: str = "http"
+
+
+@dataclass(frozen=True)
+class ConnectProxy:
+    """A sidecar service's ``proxy`` block; ``local_service_port`` 0 is the service's own port inside
+    the namespace. ``config`` is handed to the proxy as it is (Consul's ``Proxy.Config``)."""
+
+    local_service_address: str = "127.0.0.1"
+    local_service_port: int = 0
+    upstreams: tuple[Upstream, ...] = ()
+    expose: tuple[ExposePath, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SidecarService:
+    """A ``sidecar_service`` block: the proxy's own service, on the group port ``port``."""
+
+    port: str
+    tags: tuple[str, ...] = ()
+    proxy: ConnectProxy = field(default_factory=ConnectProxy)
+    disable_default_tcp_check: bool = False
+
+
+@dataclass(frozen=True)
+class Connect:
+    """A group service's ``connect`` block: a sidecar proxy (``sidecar``, run by the task named
+    ``sidecar_task``), or a service that speaks Connect itself (``native``)."""
+
+    native: bool = False
+    sidecar: SidecarService | None = None
+    sidecar_task: str = ""
+    """The name of the group's task that runs the sidecar proxy ("" for a native service)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +181,7 @@ class Service:
     provider: str = ""
     """Where the service is registered: ``nomad`` (the embedded registry), ``consul``, or ""
     (the agent's ``services.backend``)."""
+    connect: Connect | None = None
 
 
 @dataclass(frozen=True)
@@ -329,6 +389,10 @@ class Task:
     constraints: tuple[Constraint, ...] = ()
     volume_mounts: tuple[VolumeMount, ...] = ()
     identities: tuple[Identity, ...] = ()
+    kind: str = ""
+    """What the task is to herder besides a task of the job, as Nomad's ``Kind``: ``connect-proxy:SERVICE``
+    for the sidecar proxy of a Connect service (the task herder adds, or its ``sidecar_task``), ""
+    for an ordinary task."""
 
     @property
     def is_main(self) -> bool:
@@ -361,6 +425,13 @@ class Group:
     max_run_duration: float = 0.0
     """Seconds an allocation may run from its creation before its tasks are killed; 0 for no limit."""
     scaling: Scaling | None = None
+
+    @property
+    def upstreams(self) -> tuple[Upstream, ...]:
+        """The Connect upstreams of every sidecar of the group: every task of it reaches them."""
+        return tuple(upstream for service in self.services
+                     if service.connect is not None and service.connect.sidecar is not None
+                     for upstream in service.connect.sidecar.proxy.upstreams)
 
 
 @dataclass(frozen=True)

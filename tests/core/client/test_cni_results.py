@@ -20,6 +20,9 @@ def test_the_address_is_the_first_ipv4_one_inside_the_namespace() -> None:
     assert first_address({**RESULT, "ips": RESULT["ips"][:2]}) == "fd00::5"
     assert first_address({"ips": [{"address": "10.1.0.2/16"}]}) == "10.1.0.2"  # no interface said: any
     assert first_address({}) == ""
+    loopback = {"interfaces": [{"name": "lo", "sandbox": "/var/run/netns/x"}],
+                "ips": [{"interface": 0, "address": "127.0.0.1/8"}, {"interface": 0, "address": "::1/128"}]}
+    assert first_address(loopback) == ""
 
 
 def test_dns_only_when_a_server_is_given() -> None:
@@ -32,3 +35,5 @@ def test_each_port_is_mapped_for_tcp_and_udp() -> None:
     assert (tcp.protocol, udp.protocol) == ("tcp", "udp")
     assert tcp.as_runtime_config() == {"hostPort": 2000, "containerPort": 8080, "protocol": "tcp",
                                        "hostIP": "127.0.0.1"}
+    [every, _] = mappings_for([(2000, 8080, "0.0.0.0")])
+    assert "hostIP" not in every.as_runtime_config()  # every address of the host

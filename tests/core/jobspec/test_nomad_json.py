@@ -25,7 +25,8 @@ CORPUS = Path(__file__).parent / "corpus"  # `nomad job init`'s files are there
 
 
 @pytest.mark.parametrize("path", [VALID / "web.hcl", VALID / "lifecycle.nomad", CORPUS / "init-long.nomad.hcl",
-                                  CORPUS / "batch-periodic.nomad.hcl", CORPUS / "parameterized-dispatch.nomad.hcl"],
+                                  CORPUS / "batch-periodic.nomad.hcl", CORPUS / "parameterized-dispatch.nomad.hcl",
+                                  VALID.parents[3] / "examples" / "countdash.nomad"],
                          ids=lambda path: path.name)
 def test_hcl_to_canonical_to_nomad_json_and_back_is_the_same_job(path: Path) -> None:
     canonical = as_text(parse_text(path.read_text(), "hcl", path.name)[0])

@@ -74,7 +74,6 @@ KEYS = [
     ("network", "hostname = \"web\"", "network.hostname"),
     ("network", "dns {\n servers = [\"1.1.1.1\"]\n }", "network.dns"),
     ("network", "mbits = 10", "network.mbits"),
-    ("service", "connect {\n native = true\n }", "service.connect"),
     ("check", "success_before_passing = 2", "check.success_before_passing"),
     ("template", "change_script {\n command = \"/bin/true\"\n }", "template.change_script"),
     ("artifact", "insecure = true", "artifact.insecure"),

@@ -307,6 +307,8 @@ class AllocRunner:
         network = self.group.network
         if not network.isolated or self.networks is None:
             return
+        if all(runner.done for runner in self.tasks):  # restored with nothing left to run: it only ends
+            return
         first = self.placed.tasks[0]
         hostname = str(interpolate(network.hostname, first.make_lookup(dict(first.ctx.env))))
         joined = self.networks.attach(self.alloc, network, self.placed.all_ports, hostname)

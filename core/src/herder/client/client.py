@@ -302,7 +302,8 @@ class Client:
         reattached when :meth:`run` starts them; an allocation that cannot be
         restored (its job no longer loads, its ports are held, a task left a
         link where its directories were) is failed, and what of it still runs
-        is stopped before this returns (see :meth:`_fail_restore`).
+        is stopped before this returns (see :meth:`_fail_restore`). The network
+        namespaces of allocations that are over are removed.
 
         With ``history``, the finished allocations are taken too, as read-only
         records of what happened (see :meth:`_recall`), so that an agent started
@@ -334,6 +335,10 @@ class Client:
                 continue
             tasks = {task.name: task for task in self.store.tasks(record.id)}
             restored.append(self._adopt(placed, record.job_id, tasks))
+        # Now that what could not be restored is over: the networks of allocations that are over
+        # (a herder killed before it removed them, or one failed above without its job).
+        for alloc_id in self.networks.remove_stale():
+            log.info("removed the network namespace that allocation %s, which is over, left", alloc_id)
         return restored
 
     def _recall(self, record: AllocRecord, node: Node) -> None:
@@ -532,8 +537,6 @@ class Client:
         """Begin the background work: periodic fingerprints, and the cleanup steps
         left to finish later (by this herder or an earlier one)."""
         self.fingerprints.start()
-        for alloc_id in self.networks.remove_stale():
-            log.info("removed the network namespace that allocation %s, which is over, left", alloc_id)
         self.deferred.start()
         for plugin in self.builtins:
             plugin.start()

@@ -182,7 +182,7 @@ _KEYS: dict[str, set[str]] = {
                "bridge_network_subnet", "cni_path", "cni_config_dir", "node_class", "meta", "host_volume"},
     "ports": {"min", "max", "reserved", "host_ip"},
     "services": {"backend"},
-    "consul": {"address", "token"},
+    "consul": {"address", "token", "grpc_address"},
     "plugins": {"disabled"},
 }
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from herder.context import AllocatedPort, TaskDir
 from herder.model import Group, Job, Task
 from herder.objects import AllocNetwork
-from herder.sdk.env import clean_env_var, set_port_vars, set_task_dirs, set_var
+from herder.sdk.env import PREFIXES, clean_env_var, set_port_vars, set_task_dirs, set_var
 
 ALLOC_INTERFACE = "eth0"
 """The allocation's interface in its namespace."""
@@ -79,8 +79,22 @@ def task_environment(
         set_var(env, f"HOST_PORT_{port.label}", str(port.value))
         set_var(env, f"ADDR_{port.label}", host_address(port.host_ip, port.value))
         set_port_vars(env, port.label, port.value)
+    set_upstream_vars(env, group)
     for key, value in {**job.meta, **group.meta, **task.meta}.items():
         # As Nomad: upper-cased, and as written for job files that use that.
         set_var(env, f"META_{key}", value)
         set_var(env, f"META_{clean_env_var(key).upper()}", value)
     return env
+
+
+def set_upstream_vars(env: dict[str, str], group: Group) -> None:
+    """``{HERDER,NOMAD}_UPSTREAM_{ADDR,IP,PORT}_<name>`` of each Connect upstream of the group, where
+    its sidecar listens in the allocation's namespace; ``<name>`` is the destination's name as written
+    (``count-api``, as Nomad sets it too) and sanitised (``count_api``)."""
+    for upstream in group.upstreams:
+        values = {"IP": upstream.local_bind_address, "PORT": str(upstream.local_bind_port),
+                  "ADDR": host_address(upstream.local_bind_address, upstream.local_bind_port)}
+        for name in dict.fromkeys((upstream.destination_name, clean_env_var(upstream.destination_name))):
+            for prefix in PREFIXES:
+                for kind, value in values.items():
+                    env[f"{prefix}UPSTREAM_{kind}_{name}"] = value

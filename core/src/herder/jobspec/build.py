@@ -10,12 +10,14 @@ and shared by every task of the group, beside each task's own ports.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import posixpath
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, overload
 
 from herder.jobspec import group_keys
+from herder.jobspec.connect import ConnectBuilder, sidecar_ports
 from herder.jobspec.constraint_blocks import build_constraints
 from herder.jobspec.cron import CronError, load_zone, parse_cron
 from herder.jobspec.network import group_network
@@ -204,6 +206,7 @@ class _Builder:
             [(port, (*ports_path, index)) for index, port in enumerate(spec.get("network", {}).get("ports", []))]
         )
         volumes = group_volumes(spec.get("volumes", []), (*path, "volumes"), self.problem)
+        ports += sidecar_ports(spec.get("services", []), ports, f"{self.spec['name']}-{spec['name']}")
         context = _GroupContext(spec["name"], restart, ports, frozenset(volume.name for volume in volumes))
         tasks = [self.task(task, (*path, "tasks", index), context) for index, task in enumerate(spec["tasks"])]
         self.unique([task.name for task in tasks], (*path, "tasks"), "name", "task name")
@@ -212,14 +215,17 @@ class _Builder:
             self.problem((*path, "tasks", index, "leader"), "only one task of a group may be the leader")
         if not any(task.is_main for task in tasks):
             self.problem((*path, "tasks"), "needs at least one main task (one without a lifecycle block)")
+        connect = ConnectBuilder(self.problem, lambda task, where: self.task(task, where, context), spec, path, ports)
         services = tuple(
             self.service(service, (*path, "services", index), {port.label for port in ports},
-                         f"{self.spec['name']}-{spec['name']}", tasks={task.name for task in tasks})
+                         f"{self.spec['name']}-{spec['name']}", tasks={task.name for task in tasks},
+                         connect=connect)
             for index, service in enumerate(spec.get("services", []))
         )
         self.one_provider(spec, path)
         # Nomad's TaskGroup.Canonicalize: without a count, a scaling block's min, else 1.
         count = _int(spec, "count", _int(spec.get("scaling", {}), "min", 1))
+        tasks += connect.sidecars
         return Group(
             name=spec["name"],
             count=count,
@@ -404,9 +410,9 @@ class _Builder:
                 return
 
     def service(self, spec: dict[str, Any], path: Path, labels: set[str], default_name: str,
-                tasks: set[str] | None = None) -> Service:
+                tasks: set[str] | None = None, connect: ConnectBuilder | None = None) -> Service:
         """A service of a task, or of a group (``tasks``: the group's task names,
-        which its script checks must name one of)."""
+        which its script checks must name one of; ``connect``: what makes its Connect parts)."""
         name = spec.get("name", default_name)
         port = self.port_ref(spec.get("port", ""), labels, (*path, "port"), "task" if tasks is None else "group")
         # A service's check_restart applies to each of its checks that has none (Nomad's merge).
@@ -416,7 +422,7 @@ class _Builder:
                        (*path, "checks", index), labels, name, port, tasks)
             for index, check in enumerate(spec.get("checks", []))
         )
-        return Service(
+        service = Service(
             name=name,
             port=port,
             tags=tuple(spec.get("tags", [])),
@@ -425,6 +431,18 @@ class _Builder:
             checks=checks,
             provider=spec.get("provider", ""),
         )
+        if connect is None:
+            if "connect" in spec:
+                self.problem((*path, "connect"), "is only for the services of a group (as in Nomad)")
+            for index, check in enumerate(checks):
+                if check.expose:
+                    self.problem((*path, "checks", index, "expose"), "is only for the checks of a group service "
+                                                                     "with a Connect sidecar_service")
+            return service
+        if "connect" in spec:
+            service = dataclasses.replace(service, connect=connect.connect(spec["connect"], (*path, "connect"), name,
+                                                                           port, tasks or set()))
+        return connect.exposed_checks(service, path)
 
     def check(self, spec: dict[str, Any], path: Path, labels: set[str], service: str, service_port: str,
               tasks: set[str] | None) -> Check:
@@ -461,6 +479,7 @@ class _Builder:
             grpc_use_tls=spec.get("grpc_use_tls", False),
             check_restart=self.check_restart(spec["check_restart"]) if "check_restart" in spec else None,
             task=task,
+            expose=spec.get("expose", False),
         )
 
     def check_restart(self, spec: dict[str, Any]) -> CheckRestart:

@@ -7,7 +7,8 @@ holding that one task. Repeated ``service``, ``check``, ``artifact`` and
 ``template`` blocks become ``services[]``, ``checks[]``, ``artifacts[]`` and
 ``templates[]``, a task's ``identity`` blocks the list ``identity``; ``port
 "LABEL" {}`` blocks inside ``network`` become ``ports[]`` with the label as
-``label``. Any other block is a map (``config``,
+``label``; a Connect proxy's ``upstreams`` blocks become ``upstreams[]`` and
+its ``expose { path {} }`` blocks ``expose.paths[]``. Any other block is a map (``config``,
 ``env``, ``meta``, ``resources``, ``restart``, ``logs``, and blocks inside
 ``config`` such as ``port_map`` or ``labels``); a block that appears more than
 once becomes a list of maps. Top-level ``variable "NAME" {}`` blocks (and the
@@ -117,7 +118,10 @@ class DynamicBlock:
 
 _MAP = _Context()
 _NETWORK = _Context(lists={"port": _ListOf("ports", "label", _MAP)})
-_SERVICE = _Context(lists={"check": _ListOf("checks", None, _MAP)})
+_PROXY = _Context(lists={"upstreams": _ListOf("upstreams", None, _MAP)},
+                  blocks={"expose": _Context(lists={"path": _ListOf("paths", None, _MAP)})})
+_CONNECT = _Context(blocks={"sidecar_service": _Context(blocks={"proxy": _PROXY})})
+_SERVICE = _Context(lists={"check": _ListOf("checks", None, _MAP)}, blocks={"connect": _CONNECT})
 _CONSTRAINT = _ListOf("constraints", None, _MAP)
 _TASK = _Context(
     lists={

@@ -47,6 +47,7 @@ _RENAMED = {
     "EmbeddedTmpl": "data", "LeftDelim": "left_delimiter", "RightDelim": "right_delimiter",
     "VaultGrace": "vault_grace", "Wait": "wait", "ErrMissingKey": "error_on_missing_key",
     "EphemeralDisk": "ephemeral_disk", "Envvars": "env", "SizeMB": "size", "Spec": "cron", "Specs": "crons",
+    "DisableDefaultTCPCheck": "disable_default_tcp_check",
 }
 # Maps whose keys are the user's own (driver config, env, meta, ...): copied as they are.
 _VERBATIM = {"Config", "Env", "Meta", "Header", "GetterOptions", "GetterHeaders", "CanaryMeta", "TaggedAddresses",

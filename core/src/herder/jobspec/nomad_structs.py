@@ -109,7 +109,28 @@ RESOURCES = Struct({"CPU": VALUE, "Cores": 0, "MemoryMB": VALUE, "MemoryMaxMB": 
 
 CHECK_RESTART = Struct({"Limit": 0, "Grace": VALUE, "IgnoreWarnings": False})
 """A ``Limit`` of 0 restarts nothing: with nothing else set, no check_restart at all."""
-CONSUL_CONNECT = Struct({"Native": False, "Gateway": VALUE, "SidecarService": VALUE, "SidecarTask": VALUE})
+UPSTREAM = Struct({
+    "DestinationName": "", "DestinationNamespace": "", "DestinationPeer": "", "DestinationPartition": "",
+    "DestinationType": "", "LocalBindPort": 0, "Datacenter": "", "LocalBindAddress": "", "LocalBindSocketPath": "",
+    "LocalBindSocketMode": "", "MeshGateway": Struct({"Mode": ""}), "Config": {},
+})
+EXPOSE_PATH = Struct({"Path": "", "Protocol": "", "LocalPathPort": 0, "ListenerPort": ""})
+EXPOSE = Struct({"Paths": ListOf(EXPOSE_PATH), "Path": ListOf(EXPOSE_PATH)}, names={"Path": "paths"})
+"""Nomad 1.1 writes ``Path``, later versions ``Paths``: either is the list of paths."""
+CONSUL_PROXY = Struct({
+    "LocalServiceAddress": "", "LocalServicePort": 0, "Expose": EXPOSE, "ExposeConfig": EXPOSE,
+    "Upstreams": ListOf(UPSTREAM), "TransparentProxy": VALUE, "Config": {},
+}, names={"ExposeConfig": "expose"})
+SIDECAR_SERVICE = Struct({"Tags": [], "Port": "", "Proxy": CONSUL_PROXY, "DisableDefaultTCPCheck": False,
+                          "Meta": {}}, keep_empty=True)
+"""``sidecar_service {}`` asks for a sidecar, with nothing set in it."""
+SIDECAR_TASK = Struct({
+    "Name": "", "Driver": "", "User": "", "Config": {}, "Env": {}, "Resources": RESOURCES, "Meta": {},
+    "KillTimeout": VALUE, "LogConfig": LOG_CONFIG, "ShutdownDelay": VALUE, "KillSignal": "",
+    "VolumeMounts": ListOf(VOLUME_MOUNT),
+})
+CONSUL_CONNECT = Struct({"Native": False, "Gateway": VALUE, "SidecarService": SIDECAR_SERVICE,
+                         "SidecarTask": SIDECAR_TASK})
 SERVICE_CHECK = Struct({
     "Id": "", "Name": "", "Type": "", "Command": "", "Args": [], "Path": "", "Protocol": "", "PortLabel": "",
     "Expose": False, "AddressMode": "", "Interval": 0, "Timeout": 0, "InitialStatus": "", "TLSSkipVerify": False,

@@ -11,8 +11,8 @@ task-level ``network.mode`` other than ``host`` (Nomad's legacy task network,
 which Nomad itself runs on the host's) runs as host networking; a group's
 network mode is implemented (``bridge``, ``none``, ``cni/NAME``); a Connect
 gateway group (no task, a ``service`` with ``connect { gateway { ... } }``:
-Nomad runs Envoy there) is left out, since herder does
-not run Connect.
+Nomad runs Envoy there) is left out, since herder runs Connect's sidecars but
+not its gateways.
 """
 
 from __future__ import annotations
@@ -60,17 +60,35 @@ _GROUP_NETWORK = _Block(
 )
 _CHECK = _Block(
     frozenset({
-        "id", "expose", "advertise", "notes", "tls_server_name", "success_before_passing",
+        "id", "advertise", "notes", "tls_server_name", "success_before_passing",
         "failures_before_critical", "failures_before_warning", "body", "on_update",
     }),
     "check",
 )
+_UPSTREAM = _Block(
+    frozenset({
+        "destination_namespace", "destination_peer", "destination_partition", "destination_type",
+        "local_bind_socket_path", "local_bind_socket_mode", "mesh_gateway", "config",
+    }),
+    "upstreams",
+)
+_CONNECT = _Block(
+    frozenset({"gateway"}), "connect",
+    blocks={
+        "sidecar_service": _Block(
+            frozenset({"meta"}), "sidecar_service",
+            blocks={"proxy": _Block(frozenset({"transparent_proxy"}), "proxy", lists={"upstreams": _UPSTREAM})},
+        ),
+        "sidecar_task": _Block(frozenset({"volume_mount", "identity"}), "sidecar_task"),
+    },
+)
 _SERVICE = _Block(
     frozenset({
-        "id", "canary_tags", "enable_tag_override", "address", "connect", "canary_meta",
+        "id", "canary_tags", "enable_tag_override", "address", "canary_meta",
         "tagged_addresses", "task", "on_update", "identity", "weights", "cluster", "kind",
     }),
     "service",
+    blocks={"connect": _CONNECT},
     lists={"checks": _CHECK},
 )
 _TASK = _Block(

@@ -14,7 +14,8 @@ from jsonschema import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
-from herder.jobspec.paths import Locator, Path, render_path
+from herder.jobspec.connect import task_path
+from herder.jobspec.paths import Locator, render_path
 from herder.jobspec.validate import Problem, schema_problems
 from herder.model import Job
 
@@ -43,7 +44,7 @@ def validate_task_configs(job: Job, schemas: Mapping[str, dict[str, Any] | None]
     errors: list[str] = []
     for group_index, group in enumerate(job.groups):
         for task_index, task in enumerate(group.tasks):
-            path: Path = ("job", "groups", group_index, "tasks", task_index)
+            path = task_path(group, group_index, task_index)
             if task.driver not in schemas:
                 if task.driver in unavailable:
                     message = f"driver {task.driver!r} is {unavailable[task.driver]}"
@@ -70,7 +71,7 @@ def network_problems(job: Job, isolation: Callable[[str], frozenset[str]]) -> li
         for task_index, task in enumerate(group.tasks):
             modes = isolation(task.driver)
             if "group" not in modes:
-                path: Path = ("job", "groups", group_index, "tasks", task_index, "driver")
+                path = (*task_path(group, group_index, task_index), "driver")
                 errors.append(locator.format(path, (
                     f"driver {task.driver!r} cannot join the allocation's network namespace (the group's "
                     f"network mode is {group.network.mode!r}); it runs tasks in: {', '.join(sorted(modes))}")))

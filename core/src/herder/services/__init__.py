@@ -20,11 +20,14 @@ from herder.services.model import (
     Backend,
     CheckRegistration,
     CheckStatus,
+    ExposedPath,
     Owner,
+    ProxyRegistration,
     RegisteredService,
     RegistryUnavailable,
     RegistryView,
     ServiceRegistration,
+    UpstreamRegistration,
     check_id,
 )
 from herder.services.sync import ServiceSync
@@ -33,8 +36,9 @@ ENTRY_POINT_GROUP = "herder.service_backends"
 
 __all__ = [
     "CRITICAL", "ENTRY_POINT_GROUP", "PASSING", "SCRIPT_TTL_GRACE", "SERVICE_PREFIX", "WARNING",
-    "Backend", "CheckRegistration", "CheckStatus", "Owner", "RegisteredService", "RegistryUnavailable",
-    "RegistryView", "ServiceRegistration", "ServiceSync", "check_backend", "check_id", "open_backend",
+    "Backend", "CheckRegistration", "CheckStatus", "ExposedPath", "Owner", "ProxyRegistration", "RegisteredService",
+    "RegistryUnavailable", "RegistryView", "ServiceRegistration", "ServiceSync", "UpstreamRegistration",
+    "check_backend", "check_id", "open_backend",
 ]
 
 

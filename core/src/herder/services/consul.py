@@ -27,6 +27,7 @@ from herder.services.model import (
     CheckRegistration,
     CheckStatus,
     Owner,
+    ProxyRegistration,
     RegisteredService,
     RegistryUnavailable,
     RegistryView,
@@ -80,10 +81,12 @@ class ConsulBackend:
         checks = [_check(check) for check in service.checks]
         meta = {**service.meta, META_FINGERPRINT: service.fingerprint(), META_SCOPE: self.owner.scope,
                 META_SESSION: self.owner.session}
+        connect = {"Native": True} if service.connect_native else None
         self._call(lambda: self._client.agent.service.register(
             service.name, service_id=service.id, address=service.address, port=service.port,
             tags=list(service.tags), meta=meta, check=checks[0] if checks else None, extra_checks=checks[1:],
-            replace_existing_checks=True))
+            replace_existing_checks=True, connect=connect, kind="connect-proxy" if service.proxy else None,
+            proxy=_proxy(service.proxy) if service.proxy else None))
 
     def deregister(self, service_id: str) -> None:
         self._call(lambda: self._client.agent.service.deregister(service_id))
@@ -95,6 +98,23 @@ class ConsulBackend:
 
     def close(self) -> None:
         self._client.http.session.close()
+
+
+def _proxy(proxy: ProxyRegistration) -> dict[str, Any]:
+    """A sidecar's ``Proxy`` as the agent's register endpoint takes it."""
+    fields: dict[str, Any] = {
+        "DestinationServiceName": proxy.destination_name, "DestinationServiceID": proxy.destination_id,
+        "LocalServiceAddress": proxy.local_service_address, "LocalServicePort": proxy.local_service_port,
+        "Config": dict(proxy.config),
+        "Upstreams": [{"DestinationName": up.destination_name, "LocalBindPort": up.local_bind_port,
+                       "LocalBindAddress": up.local_bind_address, "Datacenter": up.datacenter}
+                      for up in proxy.upstreams],
+    }
+    if proxy.expose:
+        fields["Expose"] = {"Paths": [{"Path": path.path, "Protocol": path.protocol,
+                                       "LocalPathPort": path.local_path_port, "ListenerPort": path.listener_port}
+                                      for path in proxy.expose]}
+    return fields
 
 
 def _check(check: CheckRegistration) -> dict[str, Any]:

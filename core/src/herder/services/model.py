@@ -53,8 +53,43 @@ class CheckRegistration:
 
 
 @dataclass(frozen=True)
+class UpstreamRegistration:
+    """A service of the mesh a proxy listens for on ``local_bind_address:local_bind_port``."""
+
+    destination_name: str
+    local_bind_port: int
+    local_bind_address: str = "127.0.0.1"
+    datacenter: str = ""
+
+
+@dataclass(frozen=True)
+class ExposedPath:
+    """A path of the proxied service the proxy serves in the clear on ``listener_port``."""
+
+    path: str
+    protocol: str
+    local_path_port: int
+    listener_port: int
+
+
+@dataclass(frozen=True)
+class ProxyRegistration:
+    """What makes a registration a Connect sidecar proxy (Consul's ``Kind: connect-proxy``):
+    the service instance it fronts and where that listens, and its upstreams."""
+
+    destination_name: str
+    destination_id: str
+    local_service_address: str
+    local_service_port: int
+    upstreams: tuple[UpstreamRegistration, ...] = ()
+    expose: tuple[ExposedPath, ...] = ()
+    config: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ServiceRegistration:
-    """One service instance, as registered."""
+    """One service instance, as registered: a plain service, a Connect sidecar proxy
+    (``proxy``), or a service that speaks Connect itself (``connect_native``)."""
 
     id: str
     name: str
@@ -67,11 +102,17 @@ class ServiceRegistration:
     alloc_id: str = ""
     """The job and allocation that registered it (empty for the agent's own service): what
     the embedded registry shows, as Nomad's native registrations do. Implied by ``id``."""
+    proxy: ProxyRegistration | None = None
+    connect_native: bool = False
 
     def fingerprint(self) -> str:
         """What must match in the registry for this service to need no update."""
-        return _digest({"name": self.name, "address": self.address, "port": self.port, "tags": list(self.tags),
-                        "meta": dict(self.meta), "checks": sorted(check.id for check in self.checks)})
+        fields: dict[str, object] = {
+            "name": self.name, "address": self.address, "port": self.port, "tags": list(self.tags),
+            "meta": dict(self.meta), "checks": sorted(check.id for check in self.checks)}
+        if self.proxy is not None or self.connect_native:  # a plain service's fingerprint stays as it was
+            fields |= {"proxy": asdict(self.proxy) if self.proxy else None, "native": self.connect_native}
+        return _digest(fields)
 
 
 @dataclass(frozen=True)

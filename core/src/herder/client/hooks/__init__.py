@@ -1,6 +1,7 @@
 """herder's own lifecycle plugins: what a task needs around its driver.
 
-Each concern (the dispatch payload, workload identities, artifacts, templates, services) is a plugin of its own module,
+Each concern (the dispatch payload, workload identities, artifacts, templates, services, Connect's sidecars) is a
+plugin of its own module,
 implementing the same hooks third-party plugins do. The client creates them
 for itself and registers them in the built-in phase, so in
 ``herder_task_prestart`` they run before every third-party plugin, and in
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from herder.client.hooks.artifacts import ArtifactsConfig, ArtifactsPlugin
+from herder.client.hooks.connect import ConnectPlugin
 from herder.client.hooks.host import Host
 from herder.client.hooks.identity import IdentityPlugin
 from herder.client.hooks.payload import PayloadPlugin
@@ -45,4 +47,5 @@ def builtin_plugins(client: Host) -> list[BuiltinPlugin]:
         TemplatesPlugin(TemplatesConfig.from_table(client.config.plugin.get("templates", {})), kv=kv,
                         catalog=catalog, native=native, runners=client.task_runner),
         services,
+        ConnectPlugin(client, services),
     ]

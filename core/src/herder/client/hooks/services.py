@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from herder import events, hookimpl
 from herder.client.health import HealthChange
 from herder.client.hooks.host import Host
+from herder.client.hooks.sidecars import sidecar_registration
 from herder.client.node import node_id
 from herder.client.placement import GROUP_PORTS
 from herder.client.sessions import is_alive
@@ -39,7 +40,7 @@ from herder.context import AllocatedPort, TaskContext
 from herder.errors import HerderError
 from herder.jobspec import interpolate_service, interpolate_task
 from herder.model import Check, CheckRestart, Service, Task
-from herder.objects import Alloc, ExitResult, TaskHandle
+from herder.objects import Alloc, AllocNetwork, ExitResult, TaskHandle
 from herder.plugins.hooks import Hooks
 from herder.services import (
     CRITICAL,
@@ -118,7 +119,8 @@ class _Running:
 
     task: Task
     ctx: TaskContext
-    handle: TaskHandle
+    handle: TaskHandle | None
+    """None while the task has not started (a Connect sidecar registering its group's services)."""
     scripts: dict[str, Check] = field(default_factory=dict)
 
 
@@ -194,10 +196,10 @@ class ServicesPlugin:
         for name, sync in self._all_syncs().items():
             sync.set(owner, wanted.get(name, []))
 
-    def _flush(self, timeout: float) -> None:
+    def _flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for every registry to hold what is wanted of it; whether they all do."""
         deadline = time.monotonic() + timeout
-        for sync in self._all_syncs().values():
-            sync.flush(max(0.0, deadline - time.monotonic()))
+        return all([sync.flush(max(0.0, deadline - time.monotonic())) for sync in self._all_syncs().values()])
 
     def _removable(self, session: str) -> bool:
         """A service no task wants goes if this herder, or a herder that died, registered it."""
@@ -234,9 +236,10 @@ class ServicesPlugin:
         for name in (*(task.name for task in alloc.tasks), GROUP):
             self._forget(_owner(alloc.id, name))
 
-    def _group_poststart(self, task: Task, ctx: TaskContext, handle: TaskHandle, running: _Running) -> None:
-        """A group's services are registered when its first task starts; each task that
-        starts runs the script checks that name it."""
+    def _group_poststart(self, task: Task, ctx: TaskContext, handle: TaskHandle | None, running: _Running) -> None:
+        """A group's services are registered when its first task starts (a Connect sidecar's
+        before it starts: :meth:`register_group`); each task that starts runs the script checks
+        that name it."""
         alloc = self._client.alloc(ctx.alloc_id)
         if alloc is None or not alloc.group.services:
             return
@@ -247,7 +250,33 @@ class ServicesPlugin:
         ports = alloc.placed.ports.get(GROUP_PORTS, [])
         registrations = self._registrations(owner, ctx, None, f"_herder-group-{ctx.alloc_id}-{alloc.group.name}",
                                             services, ports, running, group=True)
+        for registered in registrations.values():
+            registered += self._sidecars(ctx, services, registered, ports, alloc.placed.alloc.network)
         self._set(owner, registrations)
+
+    def register_group(self, task: Task, ctx: TaskContext, timeout: float) -> bool:
+        """Register the group's services (and their Connect sidecars) before ``task`` starts, so
+        that a sidecar proxy finds its registration when it starts; False unless the registry
+        has them within ``timeout``."""
+        self._group_poststart(task, ctx, None, _Running(task, ctx, None))
+        return self._flush(timeout)
+
+    def _sidecars(self, ctx: TaskContext, services: tuple[Service, ...], registrations: list[ServiceRegistration],
+                  ports: list[AllocatedPort], network: AllocNetwork | None) -> list[ServiceRegistration]:
+        """The registrations of the Connect sidecars of a group's ``services``, each beside its service's."""
+        by_id = {registration.id: registration for registration in registrations}
+        sidecars = []
+        for service in services:
+            parent = by_id.get(f"_herder-group-{ctx.alloc_id}-{ctx.group_name}-{service.name}-{service.port}")
+            try:
+                sidecar = sidecar_registration(service, parent, ports, network) if parent is not None else None
+            except HerderError as exc:
+                ctx.emit_event(events.TASK_HOOK_FAILED, f"the sidecar of service {service.name} is not "
+                                                        f"registered: {exc}", plugin=self.name)
+                continue
+            if sidecar is not None:
+                sidecars.append(sidecar)
+        return sidecars
 
     def refresh(self, alloc_id: str) -> None:
         """Register the services of an allocation updated in place as its new version gives them
@@ -261,7 +290,7 @@ class ServicesPlugin:
         self._forget(_owner(alloc_id, GROUP), deregister=False)
         for owner, was in running:
             placed = next((t for t in alloc.placed.tasks if t.task.name == was.task.name), None)
-            if placed is None:
+            if placed is None or was.handle is None:  # only started tasks are kept as running
                 continue
             self._forget(owner, deregister=False)
             task = interpolate_task(placed.task, placed.make_lookup(dict(was.ctx.env)))
@@ -312,7 +341,8 @@ class ServicesPlugin:
                                  registration, CheckStatus(check.initial_status or CRITICAL)))
         return ServiceRegistration(id=service_id, name=service.name, address=address, port=port,
                                    tags=service.tags, meta=service.meta, checks=tuple(checks),
-                                   job_id=ctx.job_name, alloc_id=ctx.alloc_id)
+                                   job_id=ctx.job_name, alloc_id=ctx.alloc_id,
+                                   connect_native=service.connect is not None and service.connect.native)
 
     # -- what is shown ---------------------------------------------------------
 
@@ -394,6 +424,8 @@ def run_script(hooks: Hooks, running: _Running, check: Check) -> CheckStatus:
     """Run a script check inside the task: exit 0 passing, 1 warning, anything
     else (an error, a timeout) critical, with the output as the note."""
     command = [check.command, *check.args]
+    if running.handle is None:
+        return CheckStatus(CRITICAL, f"task {running.task.name} has not started")
     try:
         result = hooks.task_exec(running.task, running.ctx, running.handle, command, check.timeout)
     except Exception as exc:  # the driver's failure is the check's result

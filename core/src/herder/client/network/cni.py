@@ -15,6 +15,7 @@ runtime needs (no CHECK, no GC, no result cache: the caller stores results).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
@@ -222,7 +223,8 @@ class Cni:
 def first_address(result: Mapping[str, Any]) -> str:
     """The allocation's address in a result: the first IPv4 address of an interface inside the
     namespace (one with a ``sandbox``), else the first address at all; "" when it has none.
-    (Nomad reads a result so.)"""
+    (Nomad reads a result so.) A loopback address is none: the loopback plugin's alone (mode
+    ``none``) gives the allocation no address another host reaches."""
     listed = result.get("interfaces")
     interfaces: list[Any] = listed if isinstance(listed, list) else []
     ips = [ip for ip in result.get("ips") or [] if isinstance(ip, dict) and isinstance(ip.get("address"), str)]
@@ -233,10 +235,17 @@ def first_address(result: Mapping[str, Any]) -> str:
                 and isinstance(interfaces[index], dict) and bool(interfaces[index].get("sandbox")))
 
     for candidates in ([ip for ip in ips if in_sandbox(ip)], ips):
-        addresses = [str(ip["address"]).split("/")[0] for ip in candidates]
+        addresses = [address for ip in candidates if not _loopback(address := str(ip["address"]).split("/")[0])]
         for address in [a for a in addresses if ":" not in a] + addresses:
             return address
     return ""
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return True  # not an address at all: none to give the allocation
 
 
 def result_dns(result: Mapping[str, Any]) -> NetworkDNS | None:
@@ -314,5 +323,7 @@ def _excerpt(data: bytes, limit: int = 500) -> str:
 def mappings_for(ports: Iterable[tuple[int, int, str]]) -> tuple[PortMapping, ...]:
     """A port mapping per protocol, TCP and UDP, of each (host port, port inside, host address): as Nomad
     maps a group port, since a job does not say which protocol a port speaks."""
-    return tuple(PortMapping(host_port=host, container_port=inside, protocol=protocol, host_ip=host_ip)
+    # The unspecified address (host_ip = "0.0.0.0") is every address: a mapping without one.
+    return tuple(PortMapping(host_port=host, container_port=inside, protocol=protocol,
+                             host_ip="" if host_ip in ("0.0.0.0", "::") else host_ip)
                  for host, inside, host_ip in ports for protocol in ("tcp", "udp"))
