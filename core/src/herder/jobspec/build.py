@@ -1,7 +1,8 @@
 """The validated canonical document -> :class:`Job`, with Nomad's defaults.
 
-Also the checks a schema cannot express: unique names, restart policies,
-service and check ports that must name one of the task's ports.
+Also the checks a schema cannot express: unique names, restart policies (and,
+in :mod:`herder.jobspec.service_blocks`, service and check ports that must name
+one of the task's ports).
 
 Ports of a group-level ``network`` belong to the allocation: allocated once
 and shared by every task of the group, beside each task's own ports.
@@ -10,25 +11,24 @@ and shared by every task of the group, beside each task's own ports.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import posixpath
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, overload
+from typing import Any
 
 from herder.jobspec import group_keys
 from herder.jobspec.connect import ConnectBuilder, sidecar_ports
 from herder.jobspec.constraint_blocks import build_constraints
 from herder.jobspec.cron import CronError, load_zone, parse_cron
+from herder.jobspec.fields import duration, integer, texts
 from herder.jobspec.network import group_network
-from herder.jobspec.paths import Path, render_path
+from herder.jobspec.paths import Path
 from herder.jobspec.reschedule import ephemeral_disk, reschedule_policy
+from herder.jobspec.service_blocks import ServiceBlocks
 from herder.jobspec.volumes import group_volumes, task_mounts
 from herder.model import (
     PAYLOAD_OPTIONAL,
     Artifact,
-    Check,
-    CheckRestart,
     Group,
     Job,
     Lifecycle,
@@ -38,7 +38,6 @@ from herder.model import (
     PortSpec,
     Resources,
     RestartPolicy,
-    Service,
     Task,
     Template,
     Update,
@@ -62,7 +61,6 @@ PARENT_TYPES = ("batch", "sysbatch")
 UPDATED_TYPES = ("service", "system")
 """The job types that may have an ``update`` block (Nomad's rule); only a service job's updates are deployments."""
 RESERVED_TASK_NAME = "alloc"  # its directory would be the allocation's shared one
-_PORTED_CHECKS = {"http", "tcp", "grpc"}
 _UPDATE_DURATIONS = {"min_healthy_time", "healthy_deadline", "progress_deadline", "stagger"}
 
 
@@ -72,33 +70,6 @@ def build_job(document: dict[str, Any]) -> tuple[Job, list[tuple[Path, str]]]:
     job = builder.job()
     job.warnings.extend(builder.warnings)
     return job, builder.problems
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _texts(mapping: dict[str, Any] | None) -> dict[str, str]:
-    return {key: _text(value) for key, value in (mapping or {}).items()}
-
-
-@overload
-def _int(spec: dict[str, Any], key: str, default: int) -> int: ...
-
-
-@overload
-def _int(spec: dict[str, Any], key: str, default: None) -> int | None: ...
-
-
-def _int(spec: dict[str, Any], key: str, default: int | None) -> int | None:
-    """An integer field; JSON Schema lets ``2.0`` pass as an integer."""
-    return int(spec[key]) if key in spec else default
-
-
-def _duration(spec: dict[str, Any], key: str, default: float) -> float:
-    return parse_duration(spec[key]) if key in spec else default
 
 
 @dataclass(frozen=True)
@@ -116,6 +87,7 @@ class _Builder:
         self.spec = spec
         self.problems: list[tuple[Path, str]] = []
         self.warnings: list[str] = []
+        self.services = ServiceBlocks(self.problem, self.warnings)
 
     def problem(self, path: Path, message: str) -> None:
         self.problems.append((path, message))
@@ -139,7 +111,7 @@ class _Builder:
             groups=groups,
             datacenters=list(spec.get("datacenters", ["dc1"])),
             region=spec.get("region", "global"),
-            meta=_texts(spec.get("meta")),
+            meta=texts(spec.get("meta")),
             periodic=self.periodic(spec["periodic"], job_type) if "periodic" in spec else None,
             parameterized=self.parameterized(spec["parameterized"], job_type) if "parameterized" in spec else None,
             parent_id=spec.get("parent_id", ""),
@@ -217,21 +189,21 @@ class _Builder:
             self.problem((*path, "tasks"), "needs at least one main task (one without a lifecycle block)")
         connect = ConnectBuilder(self.problem, lambda task, where: self.task(task, where, context), spec, path, ports)
         services = tuple(
-            self.service(service, (*path, "services", index), {port.label for port in ports},
+            self.services.service(service, (*path, "services", index), {port.label for port in ports},
                          f"{self.spec['name']}-{spec['name']}", tasks={task.name for task in tasks},
                          connect=connect)
             for index, service in enumerate(spec.get("services", []))
         )
-        self.one_provider(spec, path)
+        self.services.one_provider(spec, path)
         # Nomad's TaskGroup.Canonicalize: without a count, a scaling block's min, else 1.
-        count = _int(spec, "count", _int(spec.get("scaling", {}), "min", 1))
+        count = integer(spec, "count", integer(spec.get("scaling", {}), "min", 1))
         tasks += connect.sidecars
         return Group(
             name=spec["name"],
             count=count,
             restart=policy,
             tasks=tasks,
-            meta=_texts(spec.get("meta")),
+            meta=texts(spec.get("meta")),
             ports=ports,
             network=group_network(spec.get("network", {})),
             services=services,
@@ -297,7 +269,7 @@ class _Builder:
         if spec["name"] == RESERVED_TASK_NAME:
             self.problem((*path, "name"), f"{RESERVED_TASK_NAME!r} is the allocation's shared directory")
         resources = spec.get("resources", {})
-        memory, memory_max = _int(resources, "memory", 300), _int(resources, "memory_max", 0)
+        memory, memory_max = integer(resources, "memory", 300), integer(resources, "memory_max", 0)
         if memory_max > 0 and memory_max < memory:
             self.problem((*path, "resources", "memory_max"), f"{memory_max} is below memory ({memory})")
         if "cpu" in resources and resources.get("cores", 0) > 0:
@@ -314,7 +286,7 @@ class _Builder:
             restart = self.restart_policy(group.restart | self.restart_fields(spec["restart"]), (*path, "restart"))
         default_name = f"{self.spec['name']}-{group.name}-{spec['name']}"
         services = tuple(
-            self.service(service, (*path, "services", index), labels, default_name)
+            self.services.service(service, (*path, "services", index), labels, default_name)
             for index, service in enumerate(spec.get("services", []))
         )
         templates = tuple(
@@ -328,15 +300,15 @@ class _Builder:
             name=spec["name"],
             driver=spec["driver"],
             config=spec.get("config", {}),
-            env=_texts(spec.get("env")),
+            env=texts(spec.get("env")),
             user=spec.get("user", ""),
             leader=spec.get("leader", False),
-            kill_timeout=_duration(spec, "kill_timeout", 5.0),
+            kill_timeout=duration(spec, "kill_timeout", 5.0),
             kill_signal=spec.get("kill_signal", ""),
-            shutdown_delay=_duration(spec, "shutdown_delay", 0.0),
-            meta=_texts(spec.get("meta")),
-            resources=Resources(cpu=_int(resources, "cpu", 100), memory=memory, ports=ports, memory_max=memory_max,
-                                disk=_int(resources, "disk", 0), cores=_int(resources, "cores", 0)),
+            shutdown_delay=duration(spec, "shutdown_delay", 0.0),
+            meta=texts(spec.get("meta")),
+            resources=Resources(cpu=integer(resources, "cpu", 100), memory=memory, ports=ports, memory_max=memory_max,
+                                disk=integer(resources, "disk", 0), cores=integer(resources, "cores", 0)),
             constraints=build_constraints(spec.get("constraints", []), (*path, "constraints"), self.problem),
             services=services,
             artifacts=tuple(
@@ -344,7 +316,7 @@ class _Builder:
                 for index, artifact in enumerate(spec.get("artifacts", []))
             ),
             templates=templates,
-            logs=LogConfig(max_files=_int(logs, "max_files", 10), max_file_size=_int(logs, "max_file_size", 10)),
+            logs=LogConfig(max_files=integer(logs, "max_files", 10), max_file_size=integer(logs, "max_file_size", 10)),
             restart=restart,
             lifecycle=self.lifecycle(spec["lifecycle"]) if "lifecycle" in spec else None,
             dispatch_payload=payload_file,
@@ -366,7 +338,7 @@ class _Builder:
         by_static = {port.static: port.label for port in taken if port.static is not None}
         result: list[PortSpec] = []
         for port, path in specs:
-            label, static, to = port["label"], _int(port, "static", None), _int(port, "to", None)
+            label, static, to = port["label"], integer(port, "static", None), integer(port, "to", None)
             if to is not None and to <= 0:  # Nomad's -1 ("the same port inside as outside") and 0 (unset)
                 to = None
             if label.lower() in labels:
@@ -382,112 +354,6 @@ class _Builder:
                 by_static.setdefault(static, label)
             result.append(PortSpec(label=label, static=static, to=to))
         return tuple(result)
-
-    def port_ref(self, value: Any, labels: set[str], path: Path, owner: str) -> str:
-        """A service or check port: a label of the ports of its ``owner`` (task or group), or a number."""
-        text = str(value)
-        if text and not text.isdigit() and "${" not in text and text not in labels:
-            known = ", ".join(sorted(labels)) or "none"
-            self.problem(path, f"port {text!r} is not a port label of the {owner} (labels: {known})")
-        return text
-
-    def one_provider(self, spec: dict[str, Any], path: Path) -> None:
-        """Every service of a group, its own and its tasks', in one registry (Nomad 1.3's rule);
-        an unset provider is Nomad's default, ``consul``."""
-        first: tuple[str, Path] | None = None
-        where = [((*path, "services", index), service) for index, service in enumerate(spec.get("services", []))]
-        for task_index, task in enumerate(spec["tasks"]):
-            where += [((*path, "tasks", task_index, "services", index), service)
-                      for index, service in enumerate(task.get("services", []))]
-        for service_path, service in where:
-            provider = service.get("provider") or "consul"
-            if first is None:
-                first = (provider, service_path)
-            elif provider != first[0]:
-                self.problem((*service_path, "provider"),
-                             f"Multiple service providers used: task group services must use the same provider "
-                             f"({provider} here, {first[0]} at {render_path(first[1])})")
-                return
-
-    def service(self, spec: dict[str, Any], path: Path, labels: set[str], default_name: str,
-                tasks: set[str] | None = None, connect: ConnectBuilder | None = None) -> Service:
-        """A service of a task, or of a group (``tasks``: the group's task names,
-        which its script checks must name one of; ``connect``: what makes its Connect parts)."""
-        name = spec.get("name", default_name)
-        port = self.port_ref(spec.get("port", ""), labels, (*path, "port"), "task" if tasks is None else "group")
-        # A service's check_restart applies to each of its checks that has none (Nomad's merge).
-        restart = spec.get("check_restart")
-        checks = tuple(
-            self.check({"check_restart": restart, **check} if restart and "check_restart" not in check else check,
-                       (*path, "checks", index), labels, name, port, tasks)
-            for index, check in enumerate(spec.get("checks", []))
-        )
-        service = Service(
-            name=name,
-            port=port,
-            tags=tuple(spec.get("tags", [])),
-            address_mode=spec.get("address_mode", "auto"),
-            meta=_texts(spec.get("meta")),
-            checks=checks,
-            provider=spec.get("provider", ""),
-        )
-        if connect is None:
-            if "connect" in spec:
-                self.problem((*path, "connect"), "is only for the services of a group (as in Nomad)")
-            for index, check in enumerate(checks):
-                if check.expose:
-                    self.problem((*path, "checks", index, "expose"), "is only for the checks of a group service "
-                                                                     "with a Connect sidecar_service")
-            return service
-        if "connect" in spec:
-            service = dataclasses.replace(service, connect=connect.connect(spec["connect"], (*path, "connect"), name,
-                                                                           port, tasks or set()))
-        return connect.exposed_checks(service, path)
-
-    def check(self, spec: dict[str, Any], path: Path, labels: set[str], service: str, service_port: str,
-              tasks: set[str] | None) -> Check:
-        port = self.port_ref(spec.get("port", ""), labels, (*path, "port"), "task" if tasks is None else "group")
-        if spec["type"] in _PORTED_CHECKS and not (port or service_port):
-            self.problem((*path, "port"), f"is required for {spec['type']} checks when the service has no port")
-        task = spec.get("task", "")
-        if tasks is None and task:
-            # Nomad ignores it: a task's checks run in their task.
-            self.warnings.append(f"{render_path((*path, 'task'))} is ignored: a task service's checks run in "
-                                 f"its task")
-            task = ""
-        elif tasks is not None and spec["type"] == "script" and task not in tasks:
-            known = ", ".join(sorted(tasks))
-            self.problem((*path, "task"), f"a group service's script check must name the task it runs in "
-                                          f"(one of: {known})" if not task else
-                         f"names no task of the group (tasks: {known})")
-        return Check(
-            type=spec["type"],
-            name=spec.get("name", f'service: "{service}" check'),
-            interval=parse_duration(spec["interval"]),
-            timeout=parse_duration(spec["timeout"]),
-            path=spec.get("path", ""),
-            method=spec.get("method", "GET"),
-            protocol=spec.get("protocol", "http"),
-            port=port,
-            command=spec.get("command", ""),
-            args=tuple(spec.get("args", [])),
-            address_mode=spec.get("address_mode", "host"),
-            header={key: tuple(values) for key, values in spec.get("header", {}).items()},
-            tls_skip_verify=spec.get("tls_skip_verify", False),
-            initial_status=spec.get("initial_status", ""),
-            grpc_service=spec.get("grpc_service", ""),
-            grpc_use_tls=spec.get("grpc_use_tls", False),
-            check_restart=self.check_restart(spec["check_restart"]) if "check_restart" in spec else None,
-            task=task,
-            expose=spec.get("expose", False),
-        )
-
-    def check_restart(self, spec: dict[str, Any]) -> CheckRestart:
-        return CheckRestart(
-            limit=_int(spec, "limit", 0),
-            grace=_duration(spec, "grace", 1.0),
-            ignore_warnings=spec.get("ignore_warnings", False),
-        )
 
     def confined(self, value: str, path: Path) -> None:
         """A path inside the task directory (or the allocation's shared one, as
@@ -510,7 +376,7 @@ class _Builder:
             self.problem(path, problem)
 
     def artifact(self, spec: dict[str, Any], path: Path) -> Artifact:
-        options = _texts(spec.get("options"))
+        options = texts(spec.get("options"))
         source = spec["source"]
         getter, _, url = source.partition("::") if "::" in source.split("://", 1)[0] else ("", "", source)
         if getter.lower() == "git":
@@ -537,7 +403,7 @@ class _Builder:
             destination=spec.get("destination", "local/"),
             mode=spec.get("mode", "any"),
             options=options,
-            headers=_texts(spec.get("headers")),
+            headers=texts(spec.get("headers")),
         )
         self.confined(artifact.destination, (*path, "destination"))
         return artifact
@@ -578,7 +444,7 @@ class _Builder:
             perms=spec.get("perms", "0640"),
             left_delimiter=spec.get("left_delimiter", "{{"),
             right_delimiter=spec.get("right_delimiter", "}}"),
-            splay=_duration(spec, "splay", 5.0),
+            splay=duration(spec, "splay", 5.0),
             env=spec.get("env", False),
         )
         self.confined(template.destination, (*path, "destination"))
