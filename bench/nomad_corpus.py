@@ -77,14 +77,15 @@ def problems_of(path: Path, hooks: Hooks) -> list[str]:
 
 def warned_keys(warnings: list[str]) -> list[str]:
     """What each warning of a job leaves out: the keys of "ignoring stanzas ...", each other warning
-    by its text up to its first colon or parenthesis."""
+    by its text up to its first colon or parenthesis, the indexes of a path in it left out (so that
+    ``job.groups[0].tasks[1].x is ignored`` counts as one key whichever task it names)."""
     keys: list[str] = []
     for warning in warnings:
         if warning.startswith(IGNORING):
             keys += warning[len(IGNORING):].split(", ")
         else:
-            keys.append(re.split(r"[:(]", warning, maxsplit=1)[0].strip())
-    return keys
+            keys.append(re.sub(r"\[\d+\]", "[]", re.split(r"[:(]", warning, maxsplit=1)[0].strip()))
+    return sorted(set(keys))
 
 
 def local_corpus(hooks: Hooks) -> None:

@@ -54,13 +54,8 @@ KEYS = [
     ("job", "node_pool = \"default\"", "node_pool"),
     ("job", "ui {\n description = \"d\"\n link {\n label = \"l\"\n url = \"u\"\n }\n }", "ui"),
     ("job", "multiregion {\n strategy {\n max_parallel = 1\n }\n }", "multiregion"),
-    ("job", "priority = 70", "priority"),
     ("job", "namespace = \"ops\"", "namespace"),
     ("job", "consul_token = \"x\"", "consul_token"),
-    ("group", "max_client_disconnect = \"1h\"", "max_client_disconnect"),
-    ("group", "disconnect {\n lost_after = \"1h\"\n }", "disconnect"),
-    ("group", "stop_after_client_disconnect = \"5m\"", "stop_after_client_disconnect"),
-    ("group", "prevent_reschedule_on_lost = true", "prevent_reschedule_on_lost"),
     ("group", "shutdown_delay = \"5s\"", "group shutdown_delay"),
     ("task", "vault {\n policies = [\"p\"]\n }", "vault"),
     ("task", "consul {\n cluster = \"default\"\n }", "consul"),
@@ -88,10 +83,29 @@ def test_a_nomad_key_is_accepted_with_one_warning_naming_it(where: str, snippet:
 
 
 def test_several_keys_are_named_in_one_warning_each_once() -> None:
-    loaded = load(job(job='node_pool = "x"', group='disconnect {\n lost_after = "1h"\n }', task="action \"a\" {\n"
+    loaded = load(job(job='node_pool = "x"', group='vault {\n policies = ["p"]\n }', task="action \"a\" {\n"
                       ' command = "/bin/true"\n }', resources="numa {\n affinity = \"prefer\"\n }"))
     ignoring = [w for w in loaded.warnings if w.startswith("ignoring")]
-    assert ignoring == ["ignoring stanzas herder does not implement: node_pool, disconnect, action, resources.numa"]
+    assert ignoring == ["ignoring stanzas herder does not implement: node_pool, vault, action, resources.numa"]
+
+
+# Keys that mean nothing on one node (among nodes, or between a client and its servers)
+ONE_NODE = [
+    ("job", "priority = 70"),
+    ("job", "all_at_once = true"),
+    ("job", "migrate {\n max_parallel = 2\n }"),
+    ("group", "migrate {\n max_parallel = 2\n }"),
+    ("group", "max_client_disconnect = \"1h\""),
+    ("group", "disconnect {\n lost_after = \"1h\"\n }"),
+    ("group", "stop_after_client_disconnect = \"5m\""),
+    ("group", "prevent_reschedule_on_lost = true"),
+    ("task", "affinity {\n attribute = \"${node.class}\"\n value = \"x\"\n }"),
+]
+
+
+@pytest.mark.parametrize(("where", "snippet"), ONE_NODE, ids=[snippet.split()[0] for _, snippet in ONE_NODE])
+def test_a_key_without_effect_on_one_node_is_accepted_without_a_warning(where: str, snippet: str) -> None:
+    assert load(job(**{where: snippet})).warnings == []
 
 
 def test_a_key_nomad_does_not_know_is_still_an_error() -> None:

@@ -41,7 +41,7 @@ def test_unimplemented_stanzas_are_dropped_with_one_warning() -> None:
           }
         }
     """)
-    names = ["priority", "all_at_once", "vault", "network.mbits"]
+    names = ["vault", "network.mbits"]  # priority, all_at_once: no effect on one node, silently
     assert job.warnings == [f"ignoring stanzas herder does not implement: {', '.join(names)}"]
 
 
@@ -65,6 +65,7 @@ def test_yaml_jobs_may_carry_them_too() -> None:
         """
         job:
           name: web
+          vault: {policies: [read]}
           migrate: {max_parallel: 1}
           groups:
             - name: app
@@ -73,7 +74,7 @@ def test_yaml_jobs_may_carry_them_too() -> None:
     """,
         "yaml",
     )
-    assert job.warnings == ["ignoring stanzas herder does not implement: migrate"]  # affinity: silently
+    assert job.warnings == ["ignoring stanzas herder does not implement: vault"]  # migrate, affinity: silently
 
 
 def test_a_job_without_them_has_no_warning() -> None:

@@ -3,8 +3,17 @@
 Every key Nomad's jobspec knows (its ``api`` structs' ``hcl`` tags) is either
 implemented, in the job schema, or listed here: listed keys are dropped where
 Nomad allows them and named in one warning. The same names anywhere else are
-unknown keys like any other. ``affinity`` and ``spread`` are dropped without
-a warning: they choose among nodes, and herder's is the only one.
+unknown keys like any other. Keys that only mean something among several
+nodes, or between a client and its servers, are dropped without a warning
+(``_ONE_NODE``): ``affinity`` and ``spread`` choose among nodes, and herder's
+is the only one; ``migrate`` paces moving allocations off a draining node to
+others; ``disconnect``, ``max_client_disconnect``,
+``stop_after_client_disconnect`` and ``prevent_reschedule_on_lost`` say what
+happens while a client has lost its servers, and herder's client is its own
+server; ``all_at_once`` asks the scheduler to place all or nothing, which
+herder always does; ``priority`` orders evaluations and preemption between
+jobs competing for nodes, and herder evaluates each job as it comes and
+preempts nothing.
 
 Values herder reads differently from Nomad are warned about here too: a
 task-level ``network.mode`` other than ``host`` (Nomad's legacy task network,
@@ -45,7 +54,12 @@ class _Block:
     """Keys dropped without a warning: they mean nothing on one node (``affinity``, ``spread``)."""
 
 
-_PLACEMENT_PREFERENCES = frozenset({"affinity", "spread"})
+_ONE_NODE = frozenset({"affinity", "spread"})
+"""Keys without effect on one node, dropped without a warning (see above), at every level; the
+group's and job's own below."""
+_GROUP_ONE_NODE = _ONE_NODE | {"migrate", "disconnect", "max_client_disconnect", "stop_after_client_disconnect",
+                               "prevent_reschedule_on_lost"}
+_JOB_ONE_NODE = _ONE_NODE | {"migrate", "all_at_once", "priority"}
 """Preferences among nodes: with one node there is nothing to prefer."""
 _PORT = _Block(frozenset({"host_network", "ignore_collision"}), "port")
 _NETWORK = _Block(
@@ -96,7 +110,7 @@ _TASK = _Block(
         "vault", "consul", "csi_plugin", "scaling",
         "action", "secret", "schedule", "kind",
     }),
-    silent=_PLACEMENT_PREFERENCES,
+    silent=_ONE_NODE,
     blocks={
         "resources": _Block(frozenset({"device", "numa", "secrets", "iops"}), "resources",
                             blocks={"network": _NETWORK}),
@@ -113,23 +127,18 @@ _TASK = _Block(
     },
 )
 _GROUP = _Block(
-    frozenset({
-        "migrate", "vault",
-        "disconnect", "max_client_disconnect", "stop_after_client_disconnect", "prevent_reschedule_on_lost",
-        "shutdown_delay",
-    }),
-    silent=_PLACEMENT_PREFERENCES,
+    frozenset({"vault", "shutdown_delay"}),
+    silent=_GROUP_ONE_NODE,
     shown={"shutdown_delay": "group shutdown_delay"},
     blocks={"network": _GROUP_NETWORK, "restart": _Block(frozenset({"render_templates"}), "restart")},
     lists={"tasks": _TASK, "services": _SERVICE},
 )
 _JOB = _Block(
     frozenset({
-        "migrate", "vault", "vault_token", "vault_namespace",
-        "consul_token", "consul_namespace", "priority", "all_at_once", "id",
+        "vault", "vault_token", "vault_namespace", "consul_token", "consul_namespace", "id",
         "namespace", "node_pool", "multiregion", "ui",
     }),
-    silent=_PLACEMENT_PREFERENCES,
+    silent=_JOB_ONE_NODE,
     lists={"groups": _GROUP},
 )
 
