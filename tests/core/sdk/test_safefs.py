@@ -20,7 +20,7 @@ from herder.sdk import (
     set_mode,
     write_atomic,
 )
-from herder.sdk.safefs import REMOVE_DEPTH, make_dir, remove_tree
+from herder.sdk.safefs import REMOVE_DEPTH, make_dir, publish_once, remove_tree
 
 
 @pytest.fixture
@@ -118,6 +118,19 @@ def test_write_atomic_replaces_a_planted_link_instead_of_following_it(base: Path
     assert (base / "host" / "secret").read_text() == "host data"
     assert not target.is_symlink()
     assert target.read_text() == "rendered"
+
+
+def test_publish_once_keeps_the_first_file_and_follows_no_link(base: Path) -> None:
+    conf = base / "root" / "local" / "conf"
+    (conf / "planted").symlink_to(base / "host" / "secret")
+    with safe_root(base / "root") as root, open_beneath(root, "local/conf") as fd:
+        assert publish_once(fd, "key", b"first", mode=0o600)
+        assert not publish_once(fd, "key", b"second")
+        assert not publish_once(fd, "planted", b"through the link")
+    assert (conf / "key").read_bytes() == b"first"
+    assert stat.S_IMODE((conf / "key").stat().st_mode) == 0o600
+    assert (base / "host" / "secret").read_text() == "host data"
+    assert sorted(os.listdir(conf)) == ["key", "planted"]  # no temporary file left
 
 
 def test_write_atomic_over_a_directory_is_refused_and_leaves_no_temp(base: Path) -> None:

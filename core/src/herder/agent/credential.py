@@ -23,7 +23,7 @@ from herder.client.config import Config
 from herder.client.taskdir import make_data_dir
 from herder.credential import TOKEN_FILE, token_of
 from herder.errors import ConfigError
-from herder.sdk.safefs import UnsafePathError, open_file, safe_root
+from herder.sdk.safefs import UnsafePathError, open_file, publish_once, safe_root
 
 log = logging.getLogger("herder.agent")
 
@@ -71,21 +71,8 @@ def agent_token(data_dir: Path) -> str:
         except FileNotFoundError:
             pass
         token = secrets.token_urlsafe(TOKEN_BYTES)
-        temp = f".{TOKEN_FILE}.{secrets.token_hex(6)}.tmp"
-        file = open_file(fd, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            try:
-                os.fchmod(file, 0o600)
-                os.write(file, token.encode() + b"\n")
-                os.fsync(file)
-            finally:
-                os.close(file)
-            os.link(temp, TOKEN_FILE, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
-        except FileExistsError:
+        if not publish_once(fd, TOKEN_FILE, token.encode() + b"\n"):
             return _read(fd)  # another start made one meanwhile
-        finally:
-            os.unlink(temp, dir_fd=fd)
-        os.fsync(fd)
         log.info("made the agent's token: %s", data_dir / TOKEN_FILE)
         return token
 

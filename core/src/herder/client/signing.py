@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import secrets
 import threading
 import time
 import uuid
@@ -29,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from herder.client.taskdir import make_data_dir
 from herder.errors import HerderError
-from herder.sdk.safefs import UnsafePathError, open_file, read_file, safe_root
+from herder.sdk.safefs import UnsafePathError, open_file, publish_once, read_file, safe_root
 
 log = logging.getLogger(__name__)
 
@@ -126,21 +125,8 @@ def _load_or_make(data_dir: Path) -> rsa.RSAPrivateKey:
             key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
             pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
-            temp = f".{KEY_FILE}.{secrets.token_hex(6)}.tmp"
-            file = open_file(fd, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                try:
-                    os.fchmod(file, 0o600)
-                    os.write(file, pem)
-                    os.fsync(file)
-                finally:
-                    os.close(file)
-                os.link(temp, KEY_FILE, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
-            except FileExistsError:
+            if not publish_once(fd, KEY_FILE, pem):
                 return _read(fd)  # another start made one meanwhile
-            finally:
-                os.unlink(temp, dir_fd=fd)
-            os.fsync(fd)
     except UnsafePathError as exc:
         raise SigningKeyError(f"{where}: {exc.reason}") from None
     except OSError as exc:

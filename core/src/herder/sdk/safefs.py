@@ -340,6 +340,36 @@ def write_atomic(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600,
     os.fsync(dir_fd)
 
 
+def publish_once(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> bool:
+    """Create the file ``name`` in ``dir_fd`` with ``data``, unless it exists: False then.
+
+    As :func:`write_atomic`, the data is written and synced under a random name first, but then
+    hard-linked into place, which fails where ``name`` exists (a file, a link, anything): so a
+    reader never sees a part of the file, and of two processes making it at once, the first
+    one's stays and the second learns it lost (it reads the file then).
+    """
+    if name in ("", ".", "..") or "/" in name:
+        raise UnsafePathError(name, "not a file name (a single path component is needed)")
+    temp = f".{name}.{secrets.token_hex(6)}.tmp"
+    fd = open_file(dir_fd, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        try:
+            set_mode(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    finally:
+        _unlink_quietly(dir_fd, temp)
+    os.fsync(dir_fd)
+    return True
+
+
 def _unlink_quietly(dir_fd: int, name: str) -> None:
     """Remove a temporary file this module made, if it is still there."""
     with suppress(OSError):
