@@ -13,8 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from herder.client.alloc_runner import MAX_RUN_DURATION_EXCEEDED
+from herder.client.signing import KEY_FILE, IdentitySigner, SigningKeyError
 from tests.support.agent import AgentProcess
 
 TIMED = """
@@ -55,3 +58,19 @@ def test_a_deadline_of_a_million_years_stops_no_other_allocations_timer(own_agen
     (killing,) = [e for e in own_agent.alloc(near)["tasks"]["t"]["events"] if e["type"] == "Killing"]
     assert killing["message"] == MAX_RUN_DURATION_EXCEEDED
     assert own_agent.alloc(far)["tasks"]["t"]["state"] == "running"
+
+
+def _pem(key: rsa.RSAPrivateKey, encryption: serialization.KeySerializationEncryption) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+
+
+@pytest.mark.parametrize("case", ["encrypted", "short"])
+def test_a_key_file_that_cannot_sign_is_refused_naming_why(data_dir: Path, case: str) -> None:
+    """An operator's own key, kept under a passphrase, or one of 1,024 bits, which tokens would trust."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048 if case == "encrypted" else 1024)
+    encryption = (serialization.BestAvailableEncryption(b"passphrase") if case == "encrypted"
+                  else serialization.NoEncryption())
+    (data_dir / KEY_FILE).write_bytes(_pem(key, encryption))
+    (data_dir / KEY_FILE).chmod(0o600)
+    with pytest.raises(SigningKeyError, match=f"{KEY_FILE}: holds no RSA private key of 2048 bits or more"):
+        IdentitySigner(data_dir).jwks()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import jwt
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -160,8 +161,10 @@ def _read(dir_fd: int) -> rsa.RSAPrivateKey:
                               "and herder makes a new key (tokens signed with the old one no longer verify)")
     try:
         key = serialization.load_pem_private_key(read_file(dir_fd, KEY_FILE, limit=MAX_KEY_FILE), password=None)
-    except ValueError:  # over the limit, or no PEM key
+    except (ValueError, TypeError, UnsupportedAlgorithm):  # over the limit, no PEM key, under a passphrase
         key = None
-    if not isinstance(key, rsa.RSAPrivateKey):
-        raise SigningKeyError(f"{KEY_FILE}: holds no RSA private key; remove it, and herder makes a new one")
+    # A shorter key than herder makes would sign tokens that whoever factors it could forge.
+    if not isinstance(key, rsa.RSAPrivateKey) or key.key_size < KEY_BITS:
+        raise SigningKeyError(f"{KEY_FILE}: holds no RSA private key of {KEY_BITS} bits or more (unencrypted); "
+                              "remove it, and herder makes a new one")
     return key
