@@ -18,6 +18,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from herder.client.alloc_runner import MAX_RUN_DURATION_EXCEEDED
 from herder.client.signing import KEY_FILE, IdentitySigner, SigningKeyError
+from herder.errors import JobError
+from herder.jobspec import load_job_text
+from herder.jobspec.group_keys import MAX_IDENTITIES
 from tests.support.agent import AgentProcess
 
 TIMED = """
@@ -74,3 +77,13 @@ def test_a_key_file_that_cannot_sign_is_refused_naming_why(data_dir: Path, case:
     (data_dir / KEY_FILE).chmod(0o600)
     with pytest.raises(SigningKeyError, match=f"{KEY_FILE}: holds no RSA private key of 2048 bits or more"):
         IdentitySigner(data_dir).jwks()
+
+
+def test_a_task_of_thousands_of_identities_is_refused() -> None:
+    """5,000 blocks in 170 kB (a job the reader takes has room for 16,000): each start of the task was a
+    signature each, 5 s of the agent's CPU (18 s), and an environment no process can start with."""
+    blocks = "".join(f'identity {{\n name = "i{index}"\n env = true\n }}\n' for index in range(5000))
+    text = f'job "many" {{\n task "t" {{\n driver = "raw_exec"\n {blocks} config {{\n command = "true"\n }}\n }}\n}}\n'
+    with pytest.raises(JobError, match=r"job\.groups\[0\]\.tasks\[0\]\.identity: 5000 identities, more than "
+                                       rf"the {MAX_IDENTITIES} a task may have"):
+        load_job_text(text, "hcl", "many.hcl")
