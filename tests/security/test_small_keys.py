@@ -3,7 +3,7 @@
 
 A group's ``max_run_duration`` is a deadline on the one timer thread every allocation of the agent shares
 (restart delays, kill timeouts, replacements, deadlines): a duration of a million years must not stop it
-for everybody else. A job of many ``identity`` blocks must not make the agent sign for minutes at each
+for everybody else. A job of many ``identity`` blocks must not make the agent sign for many seconds at each
 start of its task. A key file the agent cannot use is refused with a clear error, never a traceback.
 """
 
