@@ -9,6 +9,8 @@ start of its task. A key file the agent cannot use is refused with a clear error
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,3 +89,34 @@ def test_a_task_of_thousands_of_identities_is_refused() -> None:
     with pytest.raises(JobError, match=r"job\.groups\[0\]\.tasks\[0\]\.identity: 5000 identities, more than "
                                        rf"the {MAX_IDENTITIES} a task may have"):
         load_job_text(text, "hcl", "many.hcl")
+
+
+FULL_DISK = """
+import resource, sys
+from pathlib import Path
+from herder.client import signing
+
+made = []
+generate = signing.rsa.generate_private_key
+signing.rsa.generate_private_key = lambda **options: made.append(1) or generate(**options)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))  # a PEM is 1.7 kB: as a full disk
+signer = signing.IdentitySigner(Path(sys.argv[1]))
+refused = 0
+for _ in range(20):
+    try:
+        signer.jwks()
+    except signing.SigningKeyError:
+        refused += 1
+print(len(made), refused)
+"""
+
+
+def test_a_key_that_cannot_be_written_is_not_made_again_for_each_request(data_dir: Path) -> None:
+    """The key set is served without the token, to tasks, users and web pages alike: while the data dir
+    takes no key (a disk a task filled), each request made a key (77 ms of CPU, a thread of the agent's
+    held), and the first of them left a key cut short in its place for good."""
+    ran = subprocess.run([sys.executable, "-c", FULL_DISK, str(data_dir)], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert ran.stdout.split() == ["1", "20"], ran.stderr
+    assert not (data_dir / KEY_FILE).exists()
+    assert IdentitySigner(data_dir).jwks()["keys"]  # once the disk has room, by another agent's start

@@ -39,6 +39,9 @@ ALGORITHM = "RS256"
 KEY_BITS = 2048
 MAX_KEY_FILE = 16 * 1024
 """A PEM of a 2048-bit key is under 2 KiB: a larger file is not one herder made."""
+RETRY_AFTER = 10.0
+"""Seconds a key that could not be made or read is not tried again: the key set is served without the
+token, and each try may make a key (tens of milliseconds of CPU) that the data dir cannot take."""
 
 
 class SigningKeyError(HerderError):
@@ -64,11 +67,18 @@ class IdentitySigner:
         self.data_dir = data_dir
         self._lock = threading.Lock()
         self._key: rsa.RSAPrivateKey | None = None
+        self._failed: tuple[float, str] | None = None  # until when the last failure stands, and why
 
     def _private(self) -> rsa.RSAPrivateKey:
         with self._lock:
             if self._key is None:
-                self._key = _load_or_make(self.data_dir)
+                if self._failed is not None and time.monotonic() < self._failed[0]:
+                    raise SigningKeyError(self._failed[1])
+                try:
+                    self._key = _load_or_make(self.data_dir)
+                except SigningKeyError as exc:
+                    self._failed = time.monotonic() + RETRY_AFTER, str(exc)
+                    raise
             return self._key
 
     def key_id(self) -> str:
@@ -132,7 +142,9 @@ def _load_or_make(data_dir: Path) -> rsa.RSAPrivateKey:
             try:
                 try:
                     os.fchmod(file, 0o600)
-                    os.write(file, pem)
+                    view = memoryview(pem)
+                    while view:  # a write cut short (a full disk) goes on, and then fails: never a part linked
+                        view = view[os.write(file, view):]
                     os.fsync(file)
                 finally:
                     os.close(file)
