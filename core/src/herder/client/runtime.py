@@ -42,6 +42,11 @@ STARVED_AFTER = 2.0
 IDLE_EXIT = 30.0
 """How long a worker beyond :data:`POOL_SIZE` waits for work before it leaves."""
 
+MAX_WAIT = 3600.0
+"""The longest the timer thread waits at once: a call due later (a job's ``max_run_duration`` of a
+million years) is waited for in steps, as a longer wait than ``threading.TIMEOUT_MAX`` raises, and the
+thread that every allocation's delays share would end."""
+
 
 @dataclass(order=True)
 class _Entry:
@@ -84,7 +89,7 @@ class Timer:
         while True:
             with self._cond:
                 while not self._heap or self._heap[0].due > (now := time.monotonic()):
-                    self._cond.wait(self._heap[0].due - now if self._heap else None)
+                    self._cond.wait(min(self._heap[0].due - now, MAX_WAIT) if self._heap else None)
                 entry = heapq.heappop(self._heap)
             if not entry.cancelled:
                 try:

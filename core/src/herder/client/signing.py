@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import jwt
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -37,6 +38,9 @@ ALGORITHM = "RS256"
 KEY_BITS = 2048
 MAX_KEY_FILE = 16 * 1024
 """A PEM of a 2048-bit key is under 2 KiB: a larger file is not one herder made."""
+RETRY_AFTER = 10.0
+"""Seconds a key that could not be made or read is not tried again: the key set is served without the
+token, and each try may make a key (tens of milliseconds of CPU) that the data dir cannot take."""
 
 
 class SigningKeyError(HerderError):
@@ -62,11 +66,18 @@ class IdentitySigner:
         self.data_dir = data_dir
         self._lock = threading.Lock()
         self._key: rsa.RSAPrivateKey | None = None
+        self._failed: tuple[float, str] | None = None  # until when the last failure stands, and why
 
     def _private(self) -> rsa.RSAPrivateKey:
         with self._lock:
             if self._key is None:
-                self._key = _load_or_make(self.data_dir)
+                if self._failed is not None and time.monotonic() < self._failed[0]:
+                    raise SigningKeyError(self._failed[1])
+                try:
+                    self._key = _load_or_make(self.data_dir)
+                except SigningKeyError as exc:
+                    self._failed = time.monotonic() + RETRY_AFTER, str(exc)
+                    raise
             return self._key
 
     def key_id(self) -> str:
@@ -146,8 +157,10 @@ def _read(dir_fd: int) -> rsa.RSAPrivateKey:
                               "and herder makes a new key (tokens signed with the old one no longer verify)")
     try:
         key = serialization.load_pem_private_key(read_file(dir_fd, KEY_FILE, limit=MAX_KEY_FILE), password=None)
-    except ValueError:  # over the limit, or no PEM key
+    except (ValueError, TypeError, UnsupportedAlgorithm):  # over the limit, no PEM key, under a passphrase
         key = None
-    if not isinstance(key, rsa.RSAPrivateKey):
-        raise SigningKeyError(f"{KEY_FILE}: holds no RSA private key; remove it, and herder makes a new one")
+    # A shorter key than herder makes would sign tokens that whoever factors it could forge.
+    if not isinstance(key, rsa.RSAPrivateKey) or key.key_size < KEY_BITS:
+        raise SigningKeyError(f"{KEY_FILE}: holds no RSA private key of {KEY_BITS} bits or more (unencrypted); "
+                              "remove it, and herder makes a new one")
     return key

@@ -21,6 +21,9 @@ Problem = Callable[[Path, str], None]
 TIMED_TYPES = ("batch", "sysbatch")
 """The job types whose groups may have a ``max_run_duration`` (Nomad's ``TaskGroup.Validate``)."""
 _IDENTITY_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+MAX_IDENTITIES = 100
+"""How many ``identity`` blocks a task may have: each is an RSA signature at every start of the task
+(a millisecond of the agent's CPU) and a token of most of a kilobyte in its environment or its files."""
 DEFAULT_AUDIENCE = "nomadproject.io"
 """The audience of a task's default identity, whatever its block says (Nomad's ``IdentityDefaultAud``)."""
 
@@ -72,6 +75,9 @@ def identities(specs: list[dict[str, Any]], path: Path, problem: Problem) -> tup
     one (no name, or ``default``) has Nomad's own audience and no expiry."""
     found: list[Identity] = []
     names: set[str] = set()
+    if len(specs) > MAX_IDENTITIES:
+        problem(path, f"{len(specs)} identities, more than the {MAX_IDENTITIES} a task may have")
+        return ()
     for index, spec in enumerate(specs):
         here = (*path, index)
         name = spec.get("name") or DEFAULT_IDENTITY
