@@ -1,0 +1,79 @@
+"""A host volume gives a task what the operator declared, no more.
+
+The attack: the operator declares a directory read-only (``[client.host_volume.NAME] read_only =
+true``), and something is mounted inside it on the host (a disk, a tmpfs, an NFS share: the
+operator's own layout). A bind mount is recursive, so the task sees that mount too; a plain
+``ro`` flag only covers the top of the bind, so the task wrote into the inner mount, read-only
+volume or not. runc makes the whole tree read-only (``rro``); Docker (before API 1.44) cannot,
+so a read-only volume is bound without what is mounted inside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from herder.client.config import ClientConfig, HostVolumeConfig
+from tests.docker.conftest import busybox_image, docker_client, docker_driver, jobs  # noqa: F401 (fixtures)
+from tests.docker.helpers import DockerJobs, docker_job, events_of, job_name, sh
+from tests.exec.helpers import containers_under
+from tests.exec.helpers import job as exec_job
+from tests.exec.helpers import sh as exec_sh
+from tests.support.require import require_driver
+from tests.support.running import make_config, run_job
+
+# Exits 3 when the write into the inner mount got through, 0 when it was refused.
+WRITE_INSIDE = "if echo x > /data/inner/planted; then exit 3; fi; test -d /data"
+
+
+@pytest.fixture
+def volume(tmp_path: Path) -> Iterator[Path]:
+    """A directory anyone may write, with a tmpfs anyone may write mounted at ``inner``: only the
+    mounts may refuse the task's write. Unmounted at the end."""
+    path = tmp_path / "shared"
+    inner = path / "inner"
+    inner.mkdir(parents=True)
+    os.chmod(path, 0o777)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", str(inner)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(inner)], check=True)
+
+
+def read_only_volume(volume: Path) -> ClientConfig:
+    return ClientConfig(host_volumes={"shared": HostVolumeConfig(volume, read_only=True)})
+
+
+def with_volume(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with the read-only host volume ``shared`` mounted at ``/data``."""
+    group = document["job"]["groups"][0]
+    group["volumes"] = [{"name": "data", "type": "host", "source": "shared", "read_only": True}]
+    group["tasks"][0]["volume_mounts"] = [{"volume": "data", "destination": "/data"}]
+    return document
+
+
+def test_exec_a_read_only_volume_is_read_only_inside_its_mounts(volume: Path, data_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    require_driver("exec")
+    config = dataclasses.replace(make_config(data_dir, plugin={"exec": {}}), client=read_only_volume(volume))
+    try:
+        run = run_job(json.dumps(with_volume(exec_job(exec_sh(WRITE_INSIDE)))), data_dir, fmt="json", config=config)
+    finally:
+        assert not containers_under(tmp_path), "containers left behind"
+    assert not (volume / "inner" / "planted").exists(), "the task wrote inside a read-only volume"
+    assert run.status == "complete", [(r.event.type, r.event.message) for r in run.events]
+
+
+def test_docker_a_read_only_volume_is_read_only_inside_its_mounts(jobs: DockerJobs, volume: Path) -> None:  # noqa: F811
+    run = jobs.run(with_volume(docker_job(job_name("ro-inner"), sh(WRITE_INSIDE), type="batch")),
+                   client=read_only_volume(volume))
+    assert not (volume / "inner" / "planted").exists(), "the task wrote inside a read-only volume"
+    assert run.status == "complete", [(e.type, e.message) for e in events_of(run, "Terminated")]
