@@ -6,6 +6,11 @@ operator's own layout). A bind mount is recursive, so the task sees that mount t
 ``ro`` flag only covers the top of the bind, so the task wrote into the inner mount, read-only
 volume or not. runc makes the whole tree read-only (``rro``); Docker (before API 1.44) cannot,
 so a read-only volume is bound without what is mounted inside it.
+
+And: the operator declares ``/srv/vols`` and ``/srv/vols/pg`` as two volumes. A container of one job,
+root in it, mounts the outer one and leaves a link at ``pg`` to ``/``; the next task mounting ``pg``
+got the host's root, read-write, as Docker and runc follow the link. A host volume inside another
+that tasks may write is refused when the configuration is read.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from herder.client.config import ClientConfig, HostVolumeConfig
+from herder.client.config import ClientConfig, HostVolumeConfig, load_config
+from herder.errors import ConfigError
 from tests.docker.conftest import busybox_image, docker_client, docker_driver, jobs  # noqa: F401 (fixtures)
 from tests.docker.helpers import DockerJobs, docker_job, events_of, job_name, sh
 from tests.exec.helpers import containers_under
@@ -77,3 +83,24 @@ def test_docker_a_read_only_volume_is_read_only_inside_its_mounts(jobs: DockerJo
                    client=read_only_volume(volume))
     assert not (volume / "inner" / "planted").exists(), "the task wrote inside a read-only volume"
     assert run.status == "complete", [(e.type, e.message) for e in events_of(run, "Terminated")]
+
+
+def test_a_volume_inside_one_tasks_may_write_is_refused(tmp_path: Path) -> None:
+    outer = tmp_path / "vols"
+    (outer / "elsewhere").mkdir(parents=True)
+    (tmp_path / "pg").symlink_to(outer / "elsewhere")  # the operator's link: inside by its resolved path
+    for inner in (outer / "pg", tmp_path / "pg"):
+        path = tmp_path / "herder.toml"
+        path.write_text(f'[client.host_volume.vols]\npath = "{outer}"\n\n'
+                        f'[client.host_volume.pg]\npath = "{inner}"\ncreate = true\n')
+        with pytest.raises(ConfigError, match=r"\[client\.host_volume\.pg\] .* inside host volume 'vols'"):
+            load_config(path, data_dir=tmp_path / "data")
+    with pytest.raises(ConfigError, match="inside host volume 'vols'"):
+        ClientConfig(host_volumes={"vols": HostVolumeConfig(outer), "pg": HostVolumeConfig(outer / "pg")})
+
+
+def test_a_volume_inside_a_read_only_one_or_the_same_path_twice_is_accepted(tmp_path: Path) -> None:
+    outer = tmp_path / "vols"
+    volumes = {"vols": HostVolumeConfig(outer, read_only=True), "pg": HostVolumeConfig(outer / "pg"),
+               "again": HostVolumeConfig(outer / "pg")}
+    assert ClientConfig(host_volumes=volumes).host_volumes == volumes
