@@ -11,6 +11,10 @@ And: the operator declares ``/srv/vols`` and ``/srv/vols/pg`` as two volumes. A 
 root in it, mounts the outer one and leaves a link at ``pg`` to ``/``; the next task mounting ``pg``
 got the host's root, read-write, as Docker and runc follow the link. A host volume inside another
 that tasks may write is refused when the configuration is read.
+
+And: a job author writes a destination with ``${...}`` in it, which the check of destinations let
+through unchecked, though nothing interpolates it: ``/x${y}/..`` (the container's root, to runc)
+and a relative path reached the drivers. It is checked as written.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from typing import Any
 import pytest
 
 from herder.client.config import ClientConfig, HostVolumeConfig, load_config
-from herder.errors import ConfigError
+from herder.errors import ConfigError, JobError
+from herder.jobspec import load_job_text
 from tests.docker.conftest import busybox_image, docker_client, docker_driver, jobs  # noqa: F401 (fixtures)
 from tests.docker.helpers import DockerJobs, docker_job, events_of, job_name, sh
 from tests.exec.helpers import containers_under
@@ -104,3 +109,12 @@ def test_a_volume_inside_a_read_only_one_or_the_same_path_twice_is_accepted(tmp_
     volumes = {"vols": HostVolumeConfig(outer, read_only=True), "pg": HostVolumeConfig(outer / "pg"),
                "again": HostVolumeConfig(outer / "pg")}
     assert ClientConfig(host_volumes=volumes).host_volumes == volumes
+
+
+@pytest.mark.parametrize("destination", ["/x${y}/..", "${NOMAD_TASK_DIR}/data"])
+def test_a_destination_with_an_interpolation_is_checked_too(destination: str) -> None:
+    document = with_volume(exec_job(exec_sh("true")))
+    document["job"]["groups"][0]["tasks"][0]["volume_mounts"][0]["destination"] = destination
+    with pytest.raises(JobError, match=r"job\.groups\[0\]\.tasks\[0\]\.volume_mounts\[0\]\.destination: "
+                                       r".* must be an absolute path other than /"):
+        load_job_text(json.dumps(document), "json", "job.json")
