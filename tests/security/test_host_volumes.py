@@ -15,6 +15,11 @@ that tasks may write is refused when the configuration is read.
 And: a job author writes a destination with ``${...}`` in it, which the check of destinations let
 through unchecked, though nothing interpolates it: ``/x${y}/..`` (the container's root, to runc)
 and a relative path reached the drivers. It is checked as written.
+
+And: the operator declares ``/tmp/scratch`` with ``create = true``. Another user of the host leaves a
+link there first, to a directory of root's; the kernel (``fs.protected_symlinks``, on in most
+distributions) would not let root follow it, but herder resolved the path itself and handed the
+driver the result: the job's container, root, wrote where the link led.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pwd
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +36,8 @@ from typing import Any
 import pytest
 
 from herder.client.config import ClientConfig, HostVolumeConfig, load_config
-from herder.errors import ConfigError, JobError
+from herder.client.volumes import prepare
+from herder.errors import ConfigError, JobError, PlacementError
 from herder.jobspec import load_job_text
 from tests.docker.conftest import busybox_image, docker_client, docker_driver, jobs  # noqa: F401 (fixtures)
 from tests.docker.helpers import DockerJobs, docker_job, events_of, job_name, sh
@@ -118,3 +125,19 @@ def test_a_destination_with_an_interpolation_is_checked_too(destination: str) ->
     with pytest.raises(JobError, match=r"job\.groups\[0\]\.tasks\[0\]\.volume_mounts\[0\]\.destination: "
                                        r".* must be an absolute path other than /"):
         load_job_text(json.dumps(document), "json", "job.json")
+
+
+def test_a_link_another_user_left_in_a_shared_directory_is_not_followed(tmp_path: Path) -> None:
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # as /tmp
+    target = tmp_path / "roots"
+    target.mkdir(mode=0o700)
+    nobody = pwd.getpwnam("nobody")
+    planted = shared / "scratch"
+    planted.symlink_to(target)
+    os.lchown(planted, nobody.pw_uid, nobody.pw_gid)
+    with pytest.raises(PlacementError, match=f"host volume 'scratch': {planted} is a link of another user"):
+        prepare(HostVolumeConfig(planted, create=True), "scratch")
+    os.lchown(planted, 0, 0)  # the operator's own link is followed
+    assert prepare(HostVolumeConfig(planted, create=True), "scratch") == target

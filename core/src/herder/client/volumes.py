@@ -10,6 +10,7 @@ looks inside a volume, so nothing a task leaves there is followed by herder.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -50,11 +51,30 @@ def group_volume_problems(group: Group, volumes: Mapping[str, HostVolumeConfig])
     return problems
 
 
+def planted_link(path: Path) -> Path | None:
+    """The first link on ``path`` that the kernel's ``protected_symlinks`` would not let root follow: in
+    a sticky directory anyone may write (``/tmp``), owned by neither root nor the directory's owner.
+    Resolving the path here (``realpath``) and handing the driver the result would follow it anyway."""
+    for component in (*reversed(path.parents), path):
+        try:
+            link = os.lstat(component)
+            if not stat.S_ISLNK(link.st_mode):
+                continue
+            directory = os.stat(component.parent)
+        except OSError:
+            return None  # not there (yet): nothing more on the path to follow
+        shared = directory.st_mode & stat.S_ISVTX and directory.st_mode & stat.S_IWOTH
+        if shared and link.st_uid not in (0, directory.st_uid):
+            return component
+    return None
+
+
 def prepare(host: HostVolumeConfig, name: str) -> Path:
     """The host volume's path, made (0755, the agent's user's) if missing and ``create`` says so, with
-    the links in it resolved.
+    the links in it resolved, but for one another user left in ``/tmp`` or the like (:func:`planted_link`).
 
-    :raises PlacementError: it does not exist (and may not be made), or cannot be made.
+    :raises PlacementError: it does not exist (and may not be made), cannot be made, or goes through
+        another user's link.
     """
     if not os.path.lexists(host.path):
         if not host.create:
@@ -64,6 +84,10 @@ def prepare(host: HostVolumeConfig, name: str) -> Path:
             os.chmod(host.path, 0o755)  # mkdir's mode is filtered by the umask
         except OSError as exc:
             raise PlacementError(f"host volume {name!r}: cannot make {host.path}: {exc}") from exc
+    link = planted_link(host.path)
+    if link is not None:
+        raise PlacementError(f"host volume {name!r}: {link} is a link of another user in a directory anyone "
+                             "may write: not followed")
     return Path(os.path.realpath(host.path))
 
 
