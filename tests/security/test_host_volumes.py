@@ -139,5 +139,11 @@ def test_a_link_another_user_left_in_a_shared_directory_is_not_followed(tmp_path
     os.lchown(planted, nobody.pw_uid, nobody.pw_gid)
     with pytest.raises(PlacementError, match=f"host volume 'scratch': {planted} is a link of another user"):
         prepare(HostVolumeConfig(planted, create=True), "scratch")
+    on_the_way = shared / "vols"  # a missing volume is not made through one either
+    on_the_way.symlink_to(target)
+    os.lchown(on_the_way, nobody.pw_uid, nobody.pw_gid)
+    with pytest.raises(PlacementError, match=f"{on_the_way} is a link of another user"):
+        prepare(HostVolumeConfig(on_the_way / "pg", create=True), "pg")
+    assert not (target / "pg").exists()
     os.lchown(planted, 0, 0)  # the operator's own link is followed
     assert prepare(HostVolumeConfig(planted, create=True), "scratch") == target

@@ -76,19 +76,29 @@ def prepare(host: HostVolumeConfig, name: str) -> Path:
     :raises PlacementError: it does not exist (and may not be made), cannot be made, or goes through
         another user's link.
     """
+    _refuse_planted_link(host.path, name)  # before making anything through it
     if not os.path.lexists(host.path):
         if not host.create:
             raise PlacementError(f"{FILTER}: host volume {name!r} has no {host.path}")
         try:
             host.path.mkdir(mode=0o755, parents=True, exist_ok=True)
-            os.chmod(host.path, 0o755)  # mkdir's mode is filtered by the umask
+            # mkdir's mode is filtered by the umask; by a descriptor, so a link put there meanwhile is not followed
+            fd = os.open(host.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                os.fchmod(fd, 0o755)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise PlacementError(f"host volume {name!r}: cannot make {host.path}: {exc}") from exc
-    link = planted_link(host.path)
+    _refuse_planted_link(host.path, name)
+    return Path(os.path.realpath(host.path))
+
+
+def _refuse_planted_link(path: Path, name: str) -> None:
+    link = planted_link(path)
     if link is not None:
         raise PlacementError(f"host volume {name!r}: {link} is a link of another user in a directory anyone "
                              "may write: not followed")
-    return Path(os.path.realpath(host.path))
 
 
 def task_mounts(group: Group, task: Task, index: int, volumes: Mapping[str, HostVolumeConfig]) -> list[HostMount]:
