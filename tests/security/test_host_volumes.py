@@ -20,6 +20,10 @@ And: the operator declares ``/tmp/scratch`` with ``create = true``. Another user
 link there first, to a directory of root's; the kernel (``fs.protected_symlinks``, on in most
 distributions) would not let root follow it, but herder resolved the path itself and handed the
 driver the result: the job's container, root, wrote where the link led.
+
+And: herder makes a missing volume (``create = true``) at ``/srv/scratch``. A container, root in it,
+copies a shell there and makes it setuid (Docker cannot bind with ``nosuid``); the volume was 0755,
+so any other user of the host ran it, as root. herder makes it 0700.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ import dataclasses
 import json
 import os
 import pwd
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,3 +153,21 @@ def test_a_link_another_user_left_in_a_shared_directory_is_not_followed(tmp_path
     assert not (target / "pg").exists()
     os.lchown(planted, 0, 0)  # the operator's own link is followed
     assert prepare(HostVolumeConfig(planted, create=True), "scratch") == target
+
+
+def test_a_made_volume_keeps_a_containers_setuid_program_from_other_users(jobs: DockerJobs) -> None:  # noqa: F811
+    base = Path(tempfile.mkdtemp(dir="/var/tmp"))  # not under pytest's root-only directory: as /srv
+    try:
+        os.chmod(base, 0o755)
+        volume = base / "scratch"
+        client = ClientConfig(host_volumes={"scratch": HostVolumeConfig(volume, create=True)})
+        document = docker_job(job_name("setuid"), sh("cp /bin/sh /data/sh && chmod 4755 /data/sh"), type="batch")
+        document["job"]["groups"][0]["volumes"] = [{"name": "data", "type": "host", "source": "scratch"}]
+        document["job"]["groups"][0]["tasks"][0]["volume_mounts"] = [{"volume": "data", "destination": "/data"}]
+        run = jobs.run(document, client=client)
+        assert run.status == "complete", [(e.type, e.message) for e in events_of(run, "Terminated")]
+        assert (volume / "sh").stat().st_mode & 0o4000, "the container's setuid program is there"
+        reached = subprocess.run(["runuser", "-u", "nobody", "--", "test", "-x", str(volume / "sh")], check=False)
+        assert reached.returncode != 0, "another user of the host may run the container's setuid-root program"
+    finally:
+        shutil.rmtree(base)

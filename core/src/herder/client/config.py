@@ -92,7 +92,7 @@ def parse_bind(bind: str) -> tuple[str, int]:
 class HostVolumeConfig:
     """``[client.host_volume.NAME]``, as Nomad's ``client { host_volume "NAME" { ... } }``: a
     directory (or file) of the host that jobs may mount by ``NAME``. The path is the operator's: a
-    link in it is followed. ``create``: herder makes a missing directory (0755, root's) when an
+    link in it is followed. ``create``: herder makes a missing directory (0700, root's) when an
     allocation that mounts it is placed; without it a missing path fails the placement."""
 
     path: Path

@@ -22,6 +22,10 @@ from herder.model import Group, Job, Task
 FILTER = "missing compatible host volumes"
 """Nomad's name for the check that filters a node without a group's host volumes."""
 
+MADE_MODE = 0o700
+"""A host volume herder makes is root's alone: a container, root in it, may leave a setuid-root
+program there (Docker cannot bind with ``nosuid``), which another user of the host could run."""
+
 
 def missing_host_volumes(job: Job, volumes: Mapping[str, HostVolumeConfig]) -> list[str]:
     """Why this node cannot hold the host volumes ``job`` asks for, one line per volume; empty if it can."""
@@ -70,7 +74,7 @@ def planted_link(path: Path) -> Path | None:
 
 
 def prepare(host: HostVolumeConfig, name: str) -> Path:
-    """The host volume's path, made (0755, the agent's user's) if missing and ``create`` says so, with
+    """The host volume's path, made (0700, the agent's user's) if missing and ``create`` says so, with
     the links in it resolved, but for one another user left in ``/tmp`` or the like (:func:`planted_link`).
 
     :raises PlacementError: it does not exist (and may not be made), cannot be made, or goes through
@@ -81,11 +85,11 @@ def prepare(host: HostVolumeConfig, name: str) -> Path:
         if not host.create:
             raise PlacementError(f"{FILTER}: host volume {name!r} has no {host.path}")
         try:
-            host.path.mkdir(mode=0o755, parents=True, exist_ok=True)
+            host.path.mkdir(mode=MADE_MODE, parents=True, exist_ok=True)
             # mkdir's mode is filtered by the umask; by a descriptor, so a link put there meanwhile is not followed
             fd = os.open(host.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
             try:
-                os.fchmod(fd, 0o755)
+                os.fchmod(fd, MADE_MODE)
             finally:
                 os.close(fd)
         except OSError as exc:
