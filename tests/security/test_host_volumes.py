@@ -171,3 +171,11 @@ def test_a_made_volume_keeps_a_containers_setuid_program_from_other_users(jobs: 
         assert reached.returncode != 0, "another user of the host may run the container's setuid-root program"
     finally:
         shutil.rmtree(base)
+
+
+def test_a_destination_with_a_nul_byte_is_refused_by_its_path() -> None:
+    document = with_volume(exec_job(exec_sh("true")))
+    document["job"]["groups"][0]["tasks"][0]["volume_mounts"][0]["destination"] = "/data\0/x"
+    with pytest.raises(JobError, match=r"job\.groups\[0\]\.tasks\[0\]\.volume_mounts\[0\]\.destination: "
+                                       r"'/data\\x00/x' has a NUL byte"):
+        load_job_text(json.dumps(document), "json", "job.json")
