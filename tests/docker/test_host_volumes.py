@@ -25,7 +25,7 @@ def test_a_host_volumes_data_outlives_two_jobs(jobs: DockerJobs, tmp_path: Path)
     first = jobs.run(with_volume(docker_job(writer, sh('echo "$NOMAD_JOB_NAME" > /data/written'), type="batch")),
                      client=client)
     assert first.status == "complete", [(r.event.type, r.event.message) for r in first.events]
-    assert volume.stat().st_mode & 0o777 == 0o755, "herder made the missing volume 0755"
+    assert volume.stat().st_mode & 0o777 == 0o700, "herder made the missing volume 0700"
     second = jobs.run(with_volume(docker_job(job_name("reader"), sh("cat /data/written >> /data/seen"),
                                              type="batch")), client=client)
     assert second.status == "complete", [(r.event.type, r.event.message) for r in second.events]

@@ -91,7 +91,7 @@ def test_a_missing_path_fails_placement_unless_herder_may_create_it(tmp_path: Pa
         prepare(HostVolumeConfig(missing), "pgdata")
     assert missing_host_volumes(load(job()), {"pgdata": HostVolumeConfig(missing, create=True)}) == []
     assert prepare(HostVolumeConfig(missing, create=True), "pgdata") == missing
-    assert missing.is_dir() and missing.stat().st_mode & 0o777 == 0o755
+    assert missing.is_dir() and missing.stat().st_mode & 0o777 == 0o700
 
 
 def test_a_link_in_the_operators_path_is_followed(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import ipaddress
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from herder.client.ports import DEFAULT_MAX_PORT, DEFAULT_MIN_PORT, parse_reserved
@@ -91,7 +92,7 @@ def parse_bind(bind: str) -> tuple[str, int]:
 class HostVolumeConfig:
     """``[client.host_volume.NAME]``, as Nomad's ``client { host_volume "NAME" { ... } }``: a
     directory (or file) of the host that jobs may mount by ``NAME``. The path is the operator's: a
-    link in it is followed. ``create``: herder makes a missing directory (0755, root's) when an
+    link in it is followed. ``create``: herder makes a missing directory (0700, root's) when an
     allocation that mounts it is placed; without it a missing path fails the placement."""
 
     path: Path
@@ -141,6 +142,9 @@ class ClientConfig:
     """The node's metadata (``${meta.KEY}``), as Nomad's ``client { meta }``."""
     host_volumes: dict[str, HostVolumeConfig] = field(default_factory=dict)
     """The host volumes jobs may mount, by name (``[client.host_volume.NAME]``)."""
+
+    def __post_init__(self) -> None:
+        _refuse_nested_volumes(self.host_volumes)
 
 
 @dataclass(frozen=True)
@@ -317,6 +321,28 @@ def _host_volumes(raw: Any) -> dict[str, HostVolumeConfig]:
                 raise ConfigError(f"{where} {key} must be true or false, not {value!r}")
         volumes[name] = HostVolumeConfig(Path(path), **flags)
     return volumes
+
+
+def _refuse_nested_volumes(volumes: Mapping[str, HostVolumeConfig]) -> None:
+    """A host volume inside another that tasks may write is refused: a task mounting the outer one
+    could put a link where the inner one's path goes, and the next task mounting the inner one would
+    get whatever host directory the link names (``/``), as Docker and runc follow it.
+
+    :raises ConfigError: naming both volumes.
+    """
+    def spellings(path: Path) -> set[PurePosixPath]:
+        return {PurePosixPath(os.path.normpath(path)), PurePosixPath(os.path.realpath(path))}
+
+    for name, volume in volumes.items():
+        for outer_name, outer in volumes.items():
+            if outer_name == name or outer.read_only:
+                continue
+            if any(inner != around and inner.is_relative_to(around)
+                   for inner in spellings(volume.path) for around in spellings(outer.path)):
+                raise ConfigError(f"[client.host_volume.{name}] path {volume.path} is inside host volume "
+                                  f"{outer_name!r} ({outer.path}), which tasks may write: a link a task left there "
+                                  f"would lead {name!r} anywhere on the host; make {outer_name!r} read_only = true "
+                                  "or keep the paths apart")
 
 
 def _build(raw: dict[str, Any], data_dir: Path | None, agent: bool, disabled: tuple[str, ...],

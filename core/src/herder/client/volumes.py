@@ -10,6 +10,7 @@ looks inside a volume, so nothing a task leaves there is followed by herder.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,6 +21,10 @@ from herder.model import Group, Job, Task
 
 FILTER = "missing compatible host volumes"
 """Nomad's name for the check that filters a node without a group's host volumes."""
+
+MADE_MODE = 0o700
+"""A host volume herder makes is root's alone: a container, root in it, may leave a setuid-root
+program there (Docker cannot bind with ``nosuid``), which another user of the host could run."""
 
 
 def missing_host_volumes(job: Job, volumes: Mapping[str, HostVolumeConfig]) -> list[str]:
@@ -50,21 +55,54 @@ def group_volume_problems(group: Group, volumes: Mapping[str, HostVolumeConfig])
     return problems
 
 
-def prepare(host: HostVolumeConfig, name: str) -> Path:
-    """The host volume's path, made (0755, the agent's user's) if missing and ``create`` says so, with
-    the links in it resolved.
+def planted_link(path: Path) -> Path | None:
+    """The first link on ``path`` that the kernel's ``protected_symlinks`` would not let root follow: in
+    a sticky directory anyone may write (``/tmp``), owned by neither root nor the directory's owner.
+    Resolving the path here (``realpath``) and handing the driver the result would follow it anyway."""
+    for component in (*reversed(path.parents), path):
+        try:
+            link = os.lstat(component)
+            if not stat.S_ISLNK(link.st_mode):
+                continue
+            directory = os.stat(component.parent)
+        except OSError:
+            return None  # not there (yet): nothing more on the path to follow
+        shared = directory.st_mode & stat.S_ISVTX and directory.st_mode & stat.S_IWOTH
+        if shared and link.st_uid not in (0, directory.st_uid):
+            return component
+    return None
 
-    :raises PlacementError: it does not exist (and may not be made), or cannot be made.
+
+def prepare(host: HostVolumeConfig, name: str) -> Path:
+    """The host volume's path, made (0700, the agent's user's) if missing and ``create`` says so, with
+    the links in it resolved, but for one another user left in ``/tmp`` or the like (:func:`planted_link`).
+
+    :raises PlacementError: it does not exist (and may not be made), cannot be made, or goes through
+        another user's link.
     """
+    _refuse_planted_link(host.path, name)  # before making anything through it
     if not os.path.lexists(host.path):
         if not host.create:
             raise PlacementError(f"{FILTER}: host volume {name!r} has no {host.path}")
         try:
-            host.path.mkdir(mode=0o755, parents=True, exist_ok=True)
-            os.chmod(host.path, 0o755)  # mkdir's mode is filtered by the umask
+            host.path.mkdir(mode=MADE_MODE, parents=True, exist_ok=True)
+            # mkdir's mode is filtered by the umask; by a descriptor, so a link put there meanwhile is not followed
+            fd = os.open(host.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                os.fchmod(fd, MADE_MODE)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise PlacementError(f"host volume {name!r}: cannot make {host.path}: {exc}") from exc
+    _refuse_planted_link(host.path, name)
     return Path(os.path.realpath(host.path))
+
+
+def _refuse_planted_link(path: Path, name: str) -> None:
+    link = planted_link(path)
+    if link is not None:
+        raise PlacementError(f"host volume {name!r}: {link} is a link of another user in a directory anyone "
+                             "may write: not followed")
 
 
 def task_mounts(group: Group, task: Task, index: int, volumes: Mapping[str, HostVolumeConfig]) -> list[HostMount]:

@@ -62,13 +62,16 @@ def task_mounts(specs: list[dict[str, Any]], path: Path, volumes: set[str],
         if volume not in volumes:
             known = ", ".join(sorted(volumes)) or "none"
             problem((*where, "volume"), f"names no volume of the group ({known})")
-        if "${" not in destination:
-            normal = posixpath.normpath(destination)
-            if not destination.startswith("/") or normal == "/":
-                problem((*where, "destination"), f"{destination!r} must be an absolute path other than /")
-            elif normal in destinations:
-                problem((*where, "destination"), f"{destination!r} is mounted twice")
-            destinations.add(normal)
+        # Checked as written, ``${...}`` included: the drivers get the destination as it is (herder does
+        # not interpolate it), so "/x${y}/.." would be the container's root.
+        normal = posixpath.normpath(destination)
+        if "\0" in destination:  # no path has one: runc and Docker fail the start with no word of why
+            problem((*where, "destination"), f"{destination!r} has a NUL byte")
+        elif not destination.startswith("/") or normal == "/":
+            problem((*where, "destination"), f"{destination!r} must be an absolute path other than /")
+        elif normal in destinations:
+            problem((*where, "destination"), f"{destination!r} is mounted twice")
+        destinations.add(normal)
         mounts.append(VolumeMount(volume=volume, destination=destination, read_only=spec.get("read_only", False),
                                   propagation_mode=spec.get("propagation_mode", "private")))
     return tuple(mounts)

@@ -16,8 +16,12 @@ PROPAGATION = {"private": "rprivate", "host-to-task": "rslave", "bidirectional":
 
 
 def host_volume_mounts(mounts: Sequence[HostMount]) -> list[dict[str, Any]]:
-    """The OCI ``mounts`` entries of ``mounts``: recursive binds, no setuid files or devices."""
+    """The OCI ``mounts`` entries of ``mounts``: recursive binds, no setuid files or devices.
+
+    A read-only one is read-only all the way down (``rro``): ``ro`` alone covers the top of the bind
+    only, not what is mounted inside the volume on the host.
+    """
     return [{"destination": mount.destination, "type": "bind", "source": str(mount.source),
-             "options": ["rbind", "nosuid", "nodev", "ro" if mount.read_only else "rw",
+             "options": ["rbind", "nosuid", "nodev", *(("ro", "rro") if mount.read_only else ("rw",)),
                          PROPAGATION.get(mount.propagation, "rprivate")]}
             for mount in mounts]
