@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 DRIVER = (HERE / "faulty_driver.py").read_text()
 CONTRACT = (HERE / "faulty_contract.py").read_text()
 
-KIT_TESTS = 32
+KIT_TESTS = 33
 """The number of DriverContract's tests, parametrized cases counted: every one must have run."""
 EXEC_TESTS = ("test_exec_output_and_exit_code", "test_exec_timeout_raises", "test_exec_output_is_capped")
 SESSION_TESTS = ("test_exec_session_on_a_terminal", "test_exec_session_resizes_its_terminal",
@@ -31,6 +31,8 @@ SESSION_TESTS = ("test_exec_session_on_a_terminal", "test_exec_session_resizes_i
                  "test_exec_session_close_ends_a_shells_jobs")
 STATS_TESTS = ("test_stats_show_memory", "test_stats_show_cpu")
 NETWORK_TEST = "test_joins_the_allocations_network"
+VOLUME_TEST = "test_volume_mounts_are_mounted_and_read_only_refuses_writes"
+"""Skipped for driver ``faulty``: it declares no ``volume_mounts``."""
 WITHOUT_A_TASK = ("test_fingerprint_is_quick_and_never_raises", "test_fingerprint_with_broken_config",
                   "test_config_errors_name_their_path", "test_declares_its_network_isolation")
 """The tests that run no task, so need no available driver."""
@@ -99,7 +101,7 @@ class Case:
         return ({"test_exec_not_supported"} if self.supports_exec else set(EXEC_TESTS)) | \
             ({"test_exec_session_not_supported"} if self.supports_exec_session else set(SESSION_TESTS)) | \
             ({"test_stats_not_supported"} if self.supports_stats else set(STATS_TESTS)) | \
-            ({NETWORK_TEST} if no_join else set())
+            ({NETWORK_TEST} if no_join else set()) | {VOLUME_TEST}
 
 
 CASES = {

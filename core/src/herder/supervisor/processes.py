@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from herder.supervisor import netns
 from herder.supervisor.logfiles import STREAMS, RotatingFile
 from herder.supervisor.loop import Loop, Timer
+from herder.supervisor.netns import NamespaceError, entered
 from herder.supervisor.proctree import Cgroup, ProcessTree, SessionTree, cgroup_prefix, own_cgroup, process_table
 from herder.supervisor.protocol import process_start_time
 from herder.supervisor.pump import Dropped, LogPump
@@ -242,13 +242,13 @@ class Processes:
         """Start ``command`` with these as its stdout and stderr, in a tree of its own, and watch it exit."""
         tree = self._new_tree()
         try:
-            with tree.spawning(), netns.entered(command.netns):
+            with tree.spawning(), entered(command.netns):
                 popen = subprocess.Popen(
                     command.argv, env=command.env, cwd=command.cwd, stdin=self._devnull, stdout=stdout,
                     stderr=stderr, start_new_session=True, close_fds=True, preexec_fn=self._child_fd_limit,
                     **_identity(command.user, command.groups),
                 )
-        except netns.NamespaceError as err:
+        except NamespaceError as err:
             self._release(tree)
             raise CannotStart(f"cannot start {command.argv[0]!r}: {err}") from err
         except _START_ERRORS as err:
