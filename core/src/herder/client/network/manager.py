@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from herder.client.config import ClientConfig
 from herder.client.env import ALLOC_INTERFACE as IFNAME
@@ -76,9 +77,9 @@ class AllocNetworks:
         Raises whatever a driver's ``herder_alloc_network_create`` raised.
         """
         record = self.store.network(alloc.id)
-        if record is not None and record.result is not None and (record.driver or namespace.exists(alloc.id)):
+        if record is not None and record.result is not None and self._still_there(record, alloc, network, hostname):
             return self._alloc_network(record, network, hostname)
-        if record is not None:  # half-made, or half-removed, by a herder that was killed
+        if record is not None:  # half-made, half-removed, or its namespace gone (a pause container that died)
             self.remove(record, alloc)
         conflist = self.conflist(network.mode)
         mappings = mappings_for((port.value, port.to or port.value, port.host_ip) for port in ports)
@@ -147,15 +148,31 @@ class AllocNetworks:
             mappings = tuple(PortMapping(host_port=int(m["hostPort"]), container_port=int(m["containerPort"]),
                                          protocol=str(m.get("protocol", "tcp")), host_ip=str(m.get("hostIP", "")))
                              for m in record.port_mappings)
-            attachment = Attachment(record.alloc_id, Path(record.path), IFNAME, mappings)
+            netns = Path(record.path)
+            if record.driver or not namespace.exists(record.alloc_id):
+                # A driver's namespace is named by a path that outlives it: /proc/<pid>/ns/net of a pause
+                # container, which may have died (a daemon restart, a reboot), its pid since taken by a
+                # process of the host's own network or another allocation's. DEL there would take down
+                # that namespace's loopback and delete its eth0. The plugins run in a stand-in instead,
+                # as they do when herder's own namespace is gone; the driver removes the real one.
+                netns = namespace.stand_in(record.alloc_id, IFNAME, _addresses(record.result))
+            attachment = Attachment(record.alloc_id, netns, IFNAME, mappings)
             for failure in self.cni.delete(conflist, attachment, record.result, strict=False):
                 log.warning("allocation %s: %s", record.alloc_id, failure)
         if record.driver:
             self.hooks.alloc_network_destroy(record.driver, alloc,
                                              NetworkIsolation(path=Path(record.path), labels=dict(record.labels)))
-        else:
-            namespace.remove(record.alloc_id)
+        namespace.remove(record.alloc_id)  # herder's own, or the stand-in
         self.store.remove_network(record.alloc_id)
+
+    def _still_there(self, record: NetworkRecord, alloc: Alloc, network: GroupNetwork, hostname: str) -> bool:
+        """Whether the recorded namespace is still the allocation's: herder's own while it exists; a
+        driver's when the driver, asked again, gives the same one (a pause container that died and
+        was restarted has another pid, and its old path names whatever process took that pid)."""
+        if not record.driver:
+            return namespace.exists(alloc.id)
+        made = self.hooks.alloc_network_create(alloc, hostname, network.dns)
+        return made is not None and made[0] == record.driver and str(made[1].path) == record.path
 
     def _alloc_network(self, record: NetworkRecord, network: GroupNetwork, hostname: str) -> AllocNetwork:
         # The job's dns block wins over what the plugins say, as in Nomad.
@@ -172,3 +189,10 @@ class AllocNetworks:
                          dir=Path(), tasks=[])
         return Alloc(id=stored.id, name=stored.name, index=stored.index, job_name=stored.job_name,
                      group_name=stored.group_name, dir=stored.dir, tasks=[])
+
+
+def _addresses(result: dict[str, Any] | None) -> list[str]:
+    """The allocation's addresses in a CNI result (``172.26.64.5/20``)."""
+    listed = (result or {}).get("ips")
+    return [str(ip["address"]) for ip in listed if isinstance(ip, dict) and "address" in ip] \
+        if isinstance(listed, list) else []

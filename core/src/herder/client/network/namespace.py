@@ -7,8 +7,10 @@ leftover mount; doing that by hand would repeat it, less tested.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 from herder.client.network.cni import CniError
@@ -33,7 +35,7 @@ def create(alloc_id: str) -> Path:
 
     :raises CniError: when ``ip`` cannot make it, with what it said.
     """
-    _ip("add", namespace_name(alloc_id))
+    _ip("netns", "add", namespace_name(alloc_id))
     return namespace_path(alloc_id)
 
 
@@ -41,19 +43,42 @@ def remove(alloc_id: str) -> None:
     """Remove the allocation's namespace, if it is there: its interfaces (the inside end of a veth pair,
     and with it the outside end) go with it once no process is left in it."""
     if os.path.lexists(namespace_path(alloc_id)):
-        _ip("delete", namespace_name(alloc_id))
+        _ip("netns", "delete", namespace_name(alloc_id))
 
 
 def exists(alloc_id: str) -> bool:
     return os.path.lexists(namespace_path(alloc_id))
 
 
-def _ip(command: str, name: str) -> None:
+def stand_in(alloc_id: str, ifname: str, addresses: Iterable[str]) -> Path:
+    """A namespace of herder's own at the allocation's name (whatever was there is removed first)
+    holding only an interface ``ifname`` with ``addresses`` (``172.26.64.5/20``): where the CNI
+    plugins' DEL runs when the allocation's own namespace is gone or cannot be trusted to be the
+    allocation's. The plugins find there what they release by the interface (the bridge plugin its
+    masquerading rules, by the interface's address), and touch nothing of anyone else's.
+
+    :raises CniError: when ``ip`` cannot make it (an address that is none is left out).
+    """
+    remove(alloc_id)
+    create(alloc_id)
+    name = namespace_name(alloc_id)
+    # Both ends of a veth pair inside: a link of any type does, and veth needs no module of its own.
+    _ip("-n", name, "link", "add", ifname, "type", "veth", "peer", "name", f"{ifname}-peer")
+    for address in addresses:
+        try:
+            interface = ipaddress.ip_interface(address)
+        except ValueError:
+            continue
+        _ip("-n", name, "addr", "add", str(interface), "dev", ifname)
+    return namespace_path(alloc_id)
+
+
+def _ip(*args: str) -> None:
+    argv = ["ip", *args]
     try:
-        done = subprocess.run(["ip", "netns", command, name], capture_output=True, timeout=IP_TIMEOUT,
-                              stdin=subprocess.DEVNULL, check=False)
+        done = subprocess.run(argv, capture_output=True, timeout=IP_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
-        raise CniError(f"cannot run ip netns {command} {name}: {err}") from None
+        raise CniError(f"cannot run {' '.join(argv)}: {err}") from None
     if done.returncode != 0:
         said = done.stderr.decode(errors="replace").strip()[:500]
-        raise CniError(f"ip netns {command} {name} failed: {said or f'exit code {done.returncode}'}")
+        raise CniError(f"{' '.join(argv)} failed: {said or f'exit code {done.returncode}'}")

@@ -1,0 +1,122 @@
+"""herder (root) must never run the CNI plugins in, nor hand a task, a network namespace that is not
+its allocation's.
+
+A driver that owns an allocation's namespace (docker: a pause container) names it by a path that
+outlives it: ``/proc/<pid>/ns/net``. When the pause container dies (a daemon restart, a reboot, with
+herder down or not) that path names whatever process takes the pid next: a process of the host's
+own network, which any local user can arrange by cycling pids, or another allocation's. The attack
+stands for it with a namespace mounted at the path the driver gave, once the driver's is gone: a
+bystander with its loopback up and an ``eth0``. The CNI plugins' DEL run there would take the
+bystander's loopback down and delete its ``eth0`` (on the host: the host's); a reattached allocation
+handed that path would run its tasks in the bystander's network.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from herder import Alloc, NetworkDNS, NetworkIsolation, Task
+from herder.client.config import ClientConfig
+from herder.client.network import AllocNetworks
+from herder.model import GroupNetwork
+from herder.state import Store
+from tests.core.state.factory import make_alloc, make_job
+from tests.support.network import leftovers, remove_leftovers, require_networking
+
+BRIDGE = GroupNetwork(mode="bridge")
+NETNS = Path("/var/run/netns")
+
+
+def _ip(*args: str) -> str:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, check=True).stdout
+
+
+class PauseDriver:
+    """The hooks of a driver that owns its allocations' namespaces, as docker's pause containers: the
+    live one given again, a new one (a new pid, so a new path) once it died; removing it removes the
+    live one, whatever path the caller names."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.live: str | None = None
+
+    def alloc_network_create(self, alloc: Alloc, hostname: str,
+                             dns: NetworkDNS | None = None) -> tuple[str, NetworkIsolation]:
+        if self.live is None:
+            self.live = f"herder-test-pause-{uuid.uuid4().hex[:12]}"
+            self.names.append(self.live)
+            _ip("netns", "add", self.live)
+        return "pause", NetworkIsolation(path=NETNS / self.live, labels={})
+
+    def alloc_network_destroy(self, driver: str, alloc: Alloc, isolation: NetworkIsolation) -> None:
+        if self.live is not None:
+            _ip("netns", "delete", self.live)
+            self.live = None
+
+    def die(self) -> str:
+        """The pause container dies: its namespace goes; a bystander's is at its path from now on."""
+        assert self.live is not None
+        name, self.live = self.live, None
+        _ip("netns", "delete", name)
+        _ip("netns", "add", name)
+        _ip("-n", name, "link", "add", "eth0", "type", "veth", "peer", "name", "peer0")
+        for link in ("lo", "eth0", "peer0"):
+            _ip("-n", name, "link", "set", link, "up")
+        return name
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[Store, AllocNetworks, Alloc, PauseDriver]]:
+    require_networking()
+    store = Store(tmp_path / "state.db")
+    job = make_job()
+    store.put_job(job)
+    record, _, _ = make_alloc(str(uuid.uuid4()), job)
+    alloc = Alloc(id=record.id, name=record.name, index=0, job_name="shop", group_name="web", dir=tmp_path,
+                  tasks=[Task(name="t", driver="pause")])
+    store.put_alloc(record, [], [])
+    driver = PauseDriver()
+    with store:
+        try:
+            yield store, AllocNetworks(ClientConfig(), store, driver), alloc, driver  # type: ignore[arg-type]
+        finally:
+            for name in driver.names:
+                subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=30, check=False)
+            left = leftovers(alloc.id)
+            remove_leftovers(alloc.id)
+            assert not left, f"left behind: {left}"
+
+
+def _bystander_intact(name: str) -> None:
+    links = _ip("-n", name, "-o", "link", "show")
+    assert "eth0" in links, f"the CNI plugins deleted the bystander's eth0: {links}"
+    assert "state UNKNOWN" in _ip("-n", name, "-o", "link", "show", "lo"), "the bystander's loopback was taken down"
+
+
+def test_the_plugins_never_run_in_a_namespace_that_took_a_dead_ones_path(
+        setup: tuple[Store, AllocNetworks, Alloc, PauseDriver]) -> None:
+    store, networks, alloc, driver = setup
+    networks.attach(alloc, BRIDGE, [], "")
+    bystander = driver.die()
+    store.update_alloc(alloc.id, status="complete")
+    networks.detach(alloc)
+    _bystander_intact(bystander)
+    assert store.network(alloc.id) is None
+
+
+def test_a_reattached_allocation_never_gets_a_namespace_that_took_a_dead_ones_path(
+        setup: tuple[Store, AllocNetworks, Alloc, PauseDriver]) -> None:
+    store, networks, alloc, driver = setup
+    first = networks.attach(alloc, BRIDGE, [], "")
+    bystander = driver.die()
+    # herder restarts and reattaches the allocation, which still runs.
+    again = AllocNetworks(ClientConfig(), store, driver).attach(alloc, BRIDGE, [], "")  # type: ignore[arg-type]
+    assert again.path != first.path, "the tasks were handed the bystander's namespace"
+    assert "eth0" in _ip("-n", again.path.name, "-o", "addr", "show", "eth0") and again.ip
+    _bystander_intact(bystander)
+    networks.detach(alloc)
