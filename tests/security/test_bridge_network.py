@@ -13,7 +13,9 @@ handed that path would run its tasks in the bystander's network.
 
 from __future__ import annotations
 
+import socket
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +25,13 @@ import pytest
 from herder import Alloc, NetworkDNS, NetworkIsolation, Task
 from herder.client.config import ClientConfig
 from herder.client.network import AllocNetworks
+from herder.context import AllocatedPort
 from herder.model import GroupNetwork
+from herder.plugins.hooks import Hooks
+from herder.plugins.loader import load_plugins
 from herder.state import Store
 from tests.core.state.factory import make_alloc, make_job
+from tests.support.consul import free_ports
 from tests.support.network import leftovers, remove_leftovers, require_networking
 
 BRIDGE = GroupNetwork(mode="bridge")
@@ -120,3 +126,49 @@ def test_a_reattached_allocation_never_gets_a_namespace_that_took_a_dead_ones_pa
     assert "eth0" in _ip("-n", again.path.name, "-o", "addr", "show", "eth0") and again.ip
     _bystander_intact(bystander)
     networks.detach(alloc)
+
+
+# Run as root inside an allocation's namespace (a task given NET_RAW: `allow_caps` and `cap_add`, or root in
+# a raw_exec task joined to it): one UDP datagram in a hand-made frame to the bridge's MAC, addressed to
+# argv[3] port argv[4]. Its own routes would keep 127.0.0.1 on its loopback: a packet socket does not ask them.
+SPOOF = r"""
+import socket, struct, sys
+source, gateway_mac, destination, port, payload = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+own_mac = open("/sys/class/net/eth0/address").read().strip()
+udp = struct.pack("!HHHH", 40000, port, 8 + len(payload), 0) + payload.encode()
+header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0,
+                     socket.inet_aton(source), socket.inet_aton(destination))
+total = sum(struct.unpack("!10H", header))
+total = (total & 0xFFFF) + (total >> 16)
+header = header[:10] + struct.pack("!H", ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF) + header[12:]
+frame = bytes.fromhex(gateway_mac.replace(":", "")) + bytes.fromhex(own_mac.replace(":", "")) + b"\x08\x00"
+with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as raw:
+    raw.bind(("eth0", 0))
+    raw.send(frame + header + udp)
+"""
+
+
+def test_a_task_in_the_bridge_network_never_reaches_the_hosts_loopback(
+        setup: tuple[Store, AllocNetworks, Alloc, PauseDriver]) -> None:
+    """The portmap plugin sets ``route_localnet`` on the bridge (so that the host reaches mapped ports on
+    127.0.0.1): the kernel then takes packets for 127.0.0.0/8 arriving on the bridge, for whatever listens
+    on the host's loopback only (the agent, Consul, a database)."""
+    store, _, alloc, _ = setup
+    [mapped, listening] = free_ports(2)
+    networks = AllocNetworks(ClientConfig(), store, Hooks(load_plugins({})))  # herder's own namespace
+    joined = networks.attach(alloc, BRIDGE, [AllocatedPort(label="http", value=mapped, to=8080)], "")
+    try:
+        bridge = ClientConfig().bridge_network_name
+        gateway_mac = Path(f"/sys/class/net/{bridge}/address").read_text().strip()
+        gateway_ip = _ip("-4", "-o", "addr", "show", "dev", bridge).split()[3].split("/")[0]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as host:
+            host.bind(("0.0.0.0", listening))  # both destinations below reach it
+            host.settimeout(30)
+            for destination, payload in (("127.0.0.1", "to-loopback"), (gateway_ip, "to-gateway")):
+                subprocess.run(["ip", "netns", "exec", joined.path.name, sys.executable, "-c", SPOOF, joined.ip,
+                                gateway_mac, destination, str(listening), payload], check=True, timeout=30)
+            # In order, on one link: the datagram to the gateway's address comes after the other, if that came.
+            received = host.recv(100).decode()
+        assert received == "to-gateway", "a datagram from the allocation reached a socket on the host's loopback"
+    finally:
+        networks.detach(alloc)
