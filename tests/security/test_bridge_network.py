@@ -122,8 +122,8 @@ def test_a_reattached_allocation_never_gets_a_namespace_that_took_a_dead_ones_pa
     bystander = driver.die()
     # herder restarts and reattaches the allocation, which still runs.
     again = AllocNetworks(ClientConfig(), store, driver).attach(alloc, BRIDGE, [], "")  # type: ignore[arg-type]
-    assert again.path != first.path, "the tasks were handed the bystander's namespace"
-    assert "eth0" in _ip("-n", again.path.name, "-o", "addr", "show", "eth0") and again.ip
+    assert again.path.stat().st_ino != (NETNS / bystander).stat().st_ino, "the tasks were handed the bystander's"
+    assert again.ip == first.ip and f"inet {first.ip}/" in _ip("-n", again.path.name, "-o", "addr", "show", "eth0")
     _bystander_intact(bystander)
     networks.detach(alloc)
 

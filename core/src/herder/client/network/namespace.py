@@ -1,4 +1,5 @@
-"""Network namespaces of herder's own: bind mounts under ``/var/run/netns``, made as ``ip netns add`` makes them.
+"""Network namespaces of herder's own: bind mounts under ``/var/run/netns``, made as ``ip netns add`` makes them
+(or, for a namespace a driver made, as ``ip netns attach`` names one).
 
 ``ip`` (iproute2) makes the mount point shared and private as it must be for a
 namespace to outlive the process that made it, and to be removed without a
@@ -50,6 +51,25 @@ def exists(alloc_id: str) -> bool:
     return os.path.lexists(namespace_path(alloc_id))
 
 
+def pin(alloc_id: str, source: Path) -> Path:
+    """Give a namespace a driver made (``/proc/<pid>/ns/net`` of a pause container) the allocation's
+    name, a bind mount of herder's own, as ``ip netns attach`` does: that path names the allocation's
+    namespace for as long as it is mounted, whereas the driver's names whatever process has the pid
+    (once the pause container died: a process of the host's network, or of another allocation's).
+
+    :raises CniError: when it cannot be mounted.
+    """
+    target = namespace_path(alloc_id)
+    NETNS_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444))
+    try:
+        _run(["mount", "--bind", str(source), str(target)])
+    except CniError:
+        os.unlink(target)
+        raise
+    return target
+
+
 def stand_in(alloc_id: str, ifname: str, addresses: Iterable[str]) -> Path:
     """A namespace of herder's own at the allocation's name (whatever was there is removed first)
     holding only an interface ``ifname`` with ``addresses`` (``172.26.64.5/20``): where the CNI
@@ -74,7 +94,10 @@ def stand_in(alloc_id: str, ifname: str, addresses: Iterable[str]) -> Path:
 
 
 def _ip(*args: str) -> None:
-    argv = ["ip", *args]
+    _run(["ip", *args])
+
+
+def _run(argv: list[str]) -> None:
     try:
         done = subprocess.run(argv, capture_output=True, timeout=IP_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
