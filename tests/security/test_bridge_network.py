@@ -172,3 +172,17 @@ def test_a_task_in_the_bridge_network_never_reaches_the_hosts_loopback(
         assert received == "to-gateway", "a datagram from the allocation reached a socket on the host's loopback"
     finally:
         networks.detach(alloc)
+
+
+def test_a_network_whose_namespace_is_gone_leaves_no_rule_behind(
+        setup: tuple[Store, AllocNetworks, Alloc, PauseDriver]) -> None:
+    """After a reboot the namespaces are gone, the state database and the iptables rules are not (an
+    iptables-restore at boot, or a host that was not rebooted but had its namespace removed): the bridge
+    plugin finds the masquerading rules it removes through the address of the namespace's eth0."""
+    store, _, alloc, _ = setup
+    networks = AllocNetworks(ClientConfig(), store, Hooks(load_plugins({})))
+    networks.attach(alloc, BRIDGE, [], "")
+    _ip("netns", "delete", f"herder-{alloc.id}")
+    store.update_alloc(alloc.id, status="complete")
+    assert AllocNetworks(ClientConfig(), store, networks.hooks).remove_stale() == [alloc.id]
+    assert leftovers(alloc.id) == []
