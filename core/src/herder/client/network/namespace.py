@@ -60,8 +60,12 @@ def pin(alloc_id: str, source: Path) -> Path:
     :raises CniError: when it cannot be mounted.
     """
     target = namespace_path(alloc_id)
-    NETNS_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
-    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444))
+    remove(alloc_id)  # what a herder killed between this and the record's removal left
+    try:
+        NETNS_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444))
+    except OSError as err:
+        raise CniError(f"cannot make {target}: {err.strerror}") from None
     try:
         _run(["mount", "--bind", str(source), str(target)])
     except CniError:
