@@ -4,9 +4,9 @@ An allocation of a group whose network mode is ``bridge``, ``none`` or
 ``cni/NAME`` gets a namespace: one a driver of the allocation makes
 (``herder_alloc_network_create``: docker's pause container), else herder's own
 (``/var/run/netns/herder-<alloc id>``; a driver's is given that name too, a
-bind mount that keeps naming it whatever becomes of the driver's own path). The CNI plugins attach it (ADD, with
-the allocation's port mappings), and detach it (DEL) at the allocation's end,
-before the namespace is removed.
+bind mount that keeps naming it whatever becomes of the driver's own path).
+The CNI plugins attach it (ADD, with the allocation's port mappings), and
+detach it (DEL) at the allocation's end, before the namespace is removed.
 
 Each step is recorded in the state database before it is taken, so that a
 herder killed at any instant leaves a record of what it made: the next one
@@ -189,5 +189,6 @@ class AllocNetworks:
 def _addresses(result: dict[str, Any] | None) -> list[str]:
     """The allocation's addresses in a CNI result (``172.26.64.5/20``)."""
     listed = (result or {}).get("ips")
-    return [str(ip["address"]) for ip in listed if isinstance(ip, dict) and "address" in ip] \
-        if isinstance(listed, list) else []
+    if not isinstance(listed, list):
+        return []
+    return [str(ip["address"]) for ip in listed if isinstance(ip, dict) and "address" in ip]
