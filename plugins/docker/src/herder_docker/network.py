@@ -3,10 +3,10 @@
 A container can join another container's network (``network_mode =
 "container:<id>"``) but not a namespace by path. So for an allocation in
 bridge mode the driver starts a pause container of the ``infra_image`` with
-``network_mode = "none"`` (a namespace with only a loopback): herder runs the
-CNI plugins in its namespace (``/proc/<pid>/ns/net``), the other drivers' tasks
-enter it by that path, and every docker task of the allocation joins the pause
-container. The joining containers share its hostname, ``/etc/hosts`` and
+``network_mode = "none"`` (a namespace with only a loopback): herder gives its
+namespace (``/proc/<pid>/ns/net``) a name of its own at once, runs the CNI
+plugins there, the other drivers' tasks enter it by that name, and every docker
+task of the allocation joins the pause container. The joining containers share its hostname, ``/etc/hosts`` and
 ``resolv.conf`` too, which is why the group's hostname and DNS are set on it.
 
 The pause container is named after the allocation and labelled with its id, its

@@ -23,6 +23,14 @@ IPAM_DATA_DIR = "/var/run/cni"
 
 IPTABLES_TIMEOUT = 30.0
 
+LOOPBACK_GUARD = ("-d", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT",
+                  "-m", "comment", "--comment", "herder: allocations never reach the host loopback", "-j", "DROP")
+"""The portmap plugin sets ``route_localnet`` on the bridge, so that the host reaches a mapped port on
+127.0.0.1 (the answers come back over the bridge to 127.0.0.1). The kernel then also takes a packet a task
+with ``NET_RAW`` makes, from the bridge to 127.0.0.1, for whatever listens on the host's loopback alone
+(the agent, Consul): only the answers of connections the host made are let in (as Kubernetes' rule for the
+same setting, CVE-2020-8558)."""
+
 
 def bridge_conflist(bridge_name: str, subnet: str) -> ConfList:
     """The configuration list of Nomad's bridge network, named ``nomad`` as Nomad's is."""
@@ -47,7 +55,8 @@ def none_conflist() -> ConfList:
 def ensure_forwarding(bridge_name: str, subnet: str) -> None:
     """Accept what is forwarded to the bridge's subnet, in the admin chain (as Nomad's
     ``ensureForwardingRules``): a host whose FORWARD policy is DROP (Docker sets it) still
-    lets answers reach the allocations.
+    lets answers reach the allocations. And drop what comes from the bridge for the host's
+    loopback addresses (:data:`LOOPBACK_GUARD`).
 
     :raises CniError: when iptables fails.
     """
@@ -56,6 +65,8 @@ def ensure_forwarding(bridge_name: str, subnet: str) -> None:
     rule = ("-o", bridge_name, "-d", subnet, "-j", "ACCEPT")
     if _iptables("-t", "filter", "-C", ADMIN_CHAIN, *rule, check=False) != 0:
         _iptables("-t", "filter", "-A", ADMIN_CHAIN, *rule)
+    if _iptables("-t", "filter", "-C", "INPUT", *LOOPBACK_GUARD, "-i", bridge_name, check=False) != 0:
+        _iptables("-t", "filter", "-I", "INPUT", "1", *LOOPBACK_GUARD, "-i", bridge_name)
 
 
 def _iptables(*args: str, check: bool = True) -> int:

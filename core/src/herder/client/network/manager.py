@@ -3,9 +3,10 @@
 An allocation of a group whose network mode is ``bridge``, ``none`` or
 ``cni/NAME`` gets a namespace: one a driver of the allocation makes
 (``herder_alloc_network_create``: docker's pause container), else herder's own
-(``/var/run/netns/herder-<alloc id>``). The CNI plugins attach it (ADD, with
-the allocation's port mappings), and detach it (DEL) at the allocation's end,
-before the namespace is removed.
+(``/var/run/netns/herder-<alloc id>``; a driver's is given that name too, a
+bind mount that keeps naming it whatever becomes of the driver's own path).
+The CNI plugins attach it (ADD, with the allocation's port mappings), and
+detach it (DEL) at the allocation's end, before the namespace is removed.
 
 Each step is recorded in the state database before it is taken, so that a
 herder killed at any instant leaves a record of what it made: the next one
@@ -21,6 +22,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from herder.client.config import ClientConfig
 from herder.client.env import ALLOC_INTERFACE as IFNAME
@@ -76,7 +78,7 @@ class AllocNetworks:
         Raises whatever a driver's ``herder_alloc_network_create`` raised.
         """
         record = self.store.network(alloc.id)
-        if record is not None and record.result is not None and (record.driver or namespace.exists(alloc.id)):
+        if record is not None and record.result is not None and namespace.exists(alloc.id):
             return self._alloc_network(record, network, hostname)
         if record is not None:  # half-made, or half-removed, by a herder that was killed
             self.remove(record, alloc)
@@ -92,14 +94,17 @@ class AllocNetworks:
                                created_at=time.time())
         self.store.put_network(record)  # before the namespace exists: a crash from here on leaves its record
         try:
-            if not driver:
+            if driver:
+                namespace.pin(alloc.id, path)  # the path every task and plugin is given
+            else:
                 namespace.create(alloc.id)
             if network.mode == "bridge":
                 with self._forwarding:
                     if not self._forwarding_ready:
                         ensure_forwarding(self.config.bridge_network_name, self.config.bridge_network_subnet)
                         self._forwarding_ready = True
-            result = self.cni.add(conflist, Attachment(alloc.id, Path(path), IFNAME, mappings))
+            result = self.cni.add(conflist, Attachment(alloc.id, namespace.namespace_path(alloc.id), IFNAME,
+                                                       mappings))
         except BaseException:
             try:
                 self.remove(record, alloc)
@@ -147,21 +152,28 @@ class AllocNetworks:
             mappings = tuple(PortMapping(host_port=int(m["hostPort"]), container_port=int(m["containerPort"]),
                                          protocol=str(m.get("protocol", "tcp")), host_ip=str(m.get("hostIP", "")))
                              for m in record.port_mappings)
-            attachment = Attachment(record.alloc_id, Path(record.path), IFNAME, mappings)
+            netns = namespace.namespace_path(record.alloc_id)
+            if not namespace.exists(record.alloc_id):
+                # Gone (a reboot), or a driver's never pinned (a herder killed before it was): never the
+                # driver's path, /proc/<pid>/ns/net of a pause container that may have died, its pid since
+                # taken by a process of the host's own network or another allocation's, whose loopback
+                # DEL would take down and whose eth0 it would delete. The plugins run in a stand-in.
+                netns = namespace.stand_in(record.alloc_id, IFNAME, _addresses(record.result))
+            attachment = Attachment(record.alloc_id, netns, IFNAME, mappings)
             for failure in self.cni.delete(conflist, attachment, record.result, strict=False):
                 log.warning("allocation %s: %s", record.alloc_id, failure)
         if record.driver:
             self.hooks.alloc_network_destroy(record.driver, alloc,
                                              NetworkIsolation(path=Path(record.path), labels=dict(record.labels)))
-        else:
-            namespace.remove(record.alloc_id)
+        namespace.remove(record.alloc_id)  # herder's own, a driver's pinned, or the stand-in
         self.store.remove_network(record.alloc_id)
 
     def _alloc_network(self, record: NetworkRecord, network: GroupNetwork, hostname: str) -> AllocNetwork:
         # The job's dns block wins over what the plugins say, as in Nomad.
         dns = network.dns or result_dns(record.result or {})
-        return AllocNetwork(mode=record.mode, path=Path(record.path), ip=first_address(record.result or {}),
-                            hostname=hostname, dns=dns, labels=dict(record.labels))
+        return AllocNetwork(mode=record.mode, path=namespace.namespace_path(record.alloc_id),
+                            ip=first_address(record.result or {}), hostname=hostname, dns=dns,
+                            labels=dict(record.labels))
 
     def _alloc_of(self, record: NetworkRecord) -> Alloc:
         """The allocation of a stale network, as far as the state database still knows it (a driver
@@ -172,3 +184,11 @@ class AllocNetworks:
                          dir=Path(), tasks=[])
         return Alloc(id=stored.id, name=stored.name, index=stored.index, job_name=stored.job_name,
                      group_name=stored.group_name, dir=stored.dir, tasks=[])
+
+
+def _addresses(result: dict[str, Any] | None) -> list[str]:
+    """The allocation's addresses in a CNI result (``172.26.64.5/20``)."""
+    listed = (result or {}).get("ips")
+    if not isinstance(listed, list):
+        return []
+    return [str(ip["address"]) for ip in listed if isinstance(ip, dict) and "address" in ip]
