@@ -1,0 +1,88 @@
+"""Attacks of a task on the socket in ``alloc/tmp`` that relays to Consul: a client that asks for a
+large answer and never reads it must stall neither the allocation's other connections (its sidecar
+renewing certificates) nor the relay's stop, which would leave a thread and its connections behind in
+the agent after the allocation ended."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import socket
+import struct
+import termios
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from herder.client.unix_relay import CHUNK, UnixRelay
+from tests.support.consul import free_ports
+from tests.support.waiting import TIMEOUT, wait_for
+
+ANSWER = 64 * CHUNK
+"""What the target sends for ``big``: far more than the sockets' buffers on the way hold."""
+
+
+@pytest.fixture
+def target() -> Iterator[tuple[str, int]]:
+    """A TCP server on loopback: it answers ``big`` with :data:`ANSWER` bytes and echoes anything else."""
+    server = socket.create_server(("127.0.0.1", free_ports(1)[0]))
+    connections: list[socket.socket] = []
+
+    def answer(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            request = conn.recv(64)
+            conn.sendall(b"x" * ANSWER if request == b"big" else request)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            connections.append(conn)
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()
+    finally:
+        server.shutdown(socket.SHUT_RDWR)
+        server.close()
+        thread.join(TIMEOUT)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+
+def _connect(path: Path) -> socket.socket:
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(TIMEOUT)
+    client.connect(str(path))
+    return client
+
+
+def test_a_client_that_never_reads_stalls_neither_the_others_nor_the_stop(
+        tmp_path: Path, target: tuple[str, int]) -> None:
+    relay = UnixRelay(tmp_path, "consul_http.sock", target)
+    stuck = _connect(relay.path)
+    try:
+        stuck.sendall(b"big")
+        # The answer is on its way: the stuck client's socket holds a good part of what it can.
+        wait_for(lambda: _queued(stuck) >= CHUNK or None, what="the answer queued for the stuck client")
+        with _connect(relay.path) as other:
+            other.sendall(b"ping")
+            assert other.recv(16) == b"ping"
+    finally:
+        relay.close()
+        stuck.close()
+    assert not relay._thread.is_alive()
+    assert list(tmp_path.iterdir()) == []
+
+
+def _queued(client: socket.socket) -> int:
+    """The bytes waiting in ``client``'s socket to be read."""
+    return struct.unpack("i", fcntl.ioctl(client, termios.FIONREAD, b"\0\0\0\0"))[0]
