@@ -1,7 +1,8 @@
 """Attacks of a task on the socket in ``alloc/tmp`` that relays to Consul: a client that asks for a
 large answer and never reads it must stall neither the allocation's other connections (its sidecar
 renewing certificates) nor the relay's stop, which would leave a thread and its connections behind in
-the agent after the allocation ended."""
+the agent after the allocation ended; the allocations of one job holding all the connections their
+sockets take must not lock the agent and every other job out of Consul."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ import termios
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
+import httpx
 import pytest
 
+from herder.client.hooks.connect import HTTP_SOCKET, ConnectPlugin
 from herder.client.unix_relay import CHUNK, UnixRelay
-from tests.support.consul import free_ports
+from tests.support.consul import ConsulAgent, free_ports
 from tests.support.waiting import TIMEOUT, wait_for
 
 ANSWER = 64 * CHUNK
@@ -86,3 +90,34 @@ def test_a_client_that_never_reads_stalls_neither_the_others_nor_the_stop(
 def _queued(client: socket.socket) -> int:
     """The bytes waiting in ``client``'s socket to be read."""
     return struct.unpack("i", fcntl.ioctl(client, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+ALLOCATIONS = 4
+HELD = 64
+"""Connections a task of each allocation opens to its socket and keeps."""
+REQUEST = b"GET /v1/status/leader HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def test_the_allocations_of_a_job_do_not_lock_the_agent_out_of_consul(
+        tmp_path: Path, own_consul: ConsulAgent) -> None:
+    consul = SimpleNamespace(address=own_consul.address, grpc_address=f"127.0.0.1:{own_consul.ports['grpc']}")
+    plugin = ConnectPlugin(SimpleNamespace(config=SimpleNamespace(consul=vars(consul))), None)  # type: ignore[arg-type]
+    held: list[socket.socket] = []
+    try:
+        for index in range(ALLOCATIONS):
+            alloc_dir = tmp_path / f"alloc{index}"
+            (alloc_dir / "alloc" / "tmp").mkdir(parents=True)
+            plugin._ensure_relays(f"alloc{index}", alloc_dir)
+            for _ in range(HELD):
+                client = _connect(alloc_dir / "alloc" / "tmp" / HTTP_SOCKET)
+                held.append(client)
+                # Consul's answer, or the relay's refusal: the connection is settled either way.
+                with contextlib.suppress(ConnectionError):
+                    client.sendall(REQUEST)
+                    client.recv(16)
+        # The agent's own requests (registrations, other jobs' services) still reach Consul.
+        assert httpx.get(f"{own_consul.url}/v1/agent/services", timeout=TIMEOUT).status_code == 200
+    finally:
+        for client in held:
+            client.close()
+        plugin.close()

@@ -29,16 +29,45 @@ from herder.sdk import safefs
 log = logging.getLogger(__name__)
 
 CHUNK = 64 * 1024
-MAX_CONNECTIONS = 64
+MAX_CONNECTIONS = 32
 """More at once are refused: the relay serves a proxy's few long polls, not a crowd."""
 CONNECT_TIMEOUT = 5.0
 
 
-class UnixRelay:
-    """Relay connections to ``directory/name`` on to ``target`` (host, port) until :meth:`close`."""
+class ConnectionBudget:
+    """How many connections the relays sharing it may hold to their targets at once, all together.
 
-    def __init__(self, directory: Path, name: str, target: tuple[str, int]) -> None:
+    Every relayed connection reaches its target from the host's own address, as
+    the agent's and other local programs' do; a target that limits each address
+    (Consul's ``limits.http_max_conns_per_client``, 200) would refuse them all
+    once the relays of a few allocations filled it.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._free = limit
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        """One connection more, if the budget has room."""
+        with self._lock:
+            if self._free <= 0:
+                return False
+            self._free -= 1
+            return True
+
+    def give(self, count: int = 1) -> None:
+        with self._lock:
+            self._free += count
+
+
+class UnixRelay:
+    """Relay connections to ``directory/name`` on to ``target`` (host, port) until :meth:`close`,
+    at most :data:`MAX_CONNECTIONS` of them and as many as ``budget`` (shared with other relays) allows."""
+
+    def __init__(self, directory: Path, name: str, target: tuple[str, int],
+                 budget: ConnectionBudget | None = None) -> None:
         self.directory, self.name, self.target = directory, name, target
+        self._budget = budget or ConnectionBudget(MAX_CONNECTIONS)
         self._dir_fd = safefs.open_root(directory)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -92,6 +121,7 @@ class UnixRelay:
             finally:
                 for sock in list(self._peers):
                     sock.close()
+                self._budget.give(len(self._peers) // 2)
                 self._peers.clear()
                 self._pending.clear()
                 self._listener.close()
@@ -101,13 +131,14 @@ class UnixRelay:
             client, _ = self._listener.accept()
         except BlockingIOError:
             return
-        if len(self._peers) >= 2 * MAX_CONNECTIONS:
+        if len(self._peers) >= 2 * MAX_CONNECTIONS or not self._budget.take():
             client.close()
             return
         try:
             upstream = socket.create_connection(self.target, timeout=CONNECT_TIMEOUT)
         except OSError as exc:
             log.warning("relay %s: cannot reach %s:%d: %s", self.path, *self.target, exc)
+            self._budget.give()
             client.close()
             return
         for sock in (client, upstream):
@@ -173,6 +204,7 @@ class UnixRelay:
 
     def _drop(self, selector: selectors.BaseSelector, sock: socket.socket) -> None:
         """Close ``sock``'s connection, both sides."""
+        self._budget.give()
         for side in (sock, self._peers[sock]):
             if side in selector.get_map():
                 selector.unregister(side)
