@@ -2,7 +2,8 @@
 large answer and never reads it must stall neither the allocation's other connections (its sidecar
 renewing certificates) nor the relay's stop, which would leave a thread and its connections behind in
 the agent after the allocation ended; the allocations of one job holding all the connections their
-sockets take must not lock the agent and every other job out of Consul."""
+sockets take must not lock the agent and every other job out of Consul. A job's sidecar registration
+that Consul refuses must not hold up every other job's services either."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ import pytest
 
 from herder.client.hooks.connect import HTTP_SOCKET, ConnectPlugin
 from herder.client.unix_relay import CHUNK, UnixRelay
+from herder.errors import JobError
+from herder.jobspec import load_job_text
+from herder.services import ExposedPath, Owner, ProxyRegistration, ServiceRegistration, ServiceSync
+from herder.services.consul import ConsulBackend
 from tests.support.consul import ConsulAgent, free_ports
 from tests.support.waiting import TIMEOUT, wait_for
 
@@ -121,3 +126,73 @@ def test_the_allocations_of_a_job_do_not_lock_the_agent_out_of_consul(
         for client in held:
             client.close()
         plugin.close()
+
+
+def test_a_sidecar_consul_refuses_holds_up_no_other_service(own_consul: ConsulAgent) -> None:
+    # Two paths on one listener: Consul answers 400 to the registration, whatever herder tries again.
+    refused = ServiceRegistration(
+        id="_herder-group-a1-api-api-http-sidecar-proxy", name="api-sidecar-proxy", address="127.0.0.1", port=2345,
+        proxy=ProxyRegistration(destination_name="api", destination_id="_herder-group-a1-api-api-http",
+                                local_service_address="127.0.0.1", local_service_port=9001,
+                                expose=(ExposedPath("/a", "http", 9001, 3000), ExposedPath("/b", "http", 9001, 3000))))
+    other = ServiceRegistration(id="_herder-group-a2-web-web-http", name="web", address="127.0.0.1", port=2346)
+    backend = ConsulBackend({"address": own_consul.address}, Owner("scope", "session"))
+    sync = ServiceSync(backend)
+    sync.start()
+    try:
+        sync.set("a1/api", [refused])
+        sync.set("a2/web", [other])
+        assert sync.flush(TIMEOUT)
+        assert other.id in own_consul.services()
+        assert refused.id not in own_consul.services()
+    finally:
+        sync.set("a1/api", [])
+        sync.set("a2/web", [])
+        sync.flush(TIMEOUT)
+        sync.close()
+        backend.close()
+
+
+DUPLICATE_EXPOSE = """
+job "demo" {
+  group "api" {
+    network {
+      mode = "bridge"
+      port "http" { to = 9001 }
+      port "health" {}
+    }
+    service {
+      name = "api"
+      port = "http"
+      connect {
+        sidecar_service {
+          proxy {
+            expose {
+              path {
+                path            = "/a"
+                local_path_port = 9001
+                listener_port   = "health"
+              }
+              path {
+                path            = "/b"
+                local_path_port = 9001
+                listener_port   = "health"
+              }
+            }
+          }
+        }
+      }
+    }
+    task "web" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"""
+
+
+def test_two_exposed_paths_on_one_listener_are_refused_naming_the_second() -> None:
+    with pytest.raises(JobError) as refused:
+        load_job_text(DUPLICATE_EXPOSE, "hcl", "job.hcl")
+    assert "job.groups[0].services[0].connect.sidecar_service.proxy.expose.paths[1].listener_port" in str(refused.value)

@@ -205,12 +205,16 @@ class ConnectBuilder:
                              f"(of service {self.listeners[listener]!r})")
             self.listeners.setdefault(listener, service)
             upstreams.append(upstream)
-        expose = []
+        expose: list[ExposePath] = []
         for index, exposed in enumerate(proxy_spec.get("expose", {}).get("paths", [])):
             listener_port = str(exposed["listener_port"])
             if listener_port not in self.ports:
                 self.problem((*path, "proxy", "expose", "paths", index, "listener_port"),
                              f"{listener_port!r} is not a port label of the group")
+            elif listener_port in (other.listener_port for other in expose):
+                # Consul refuses the sidecar's registration: each path is a listener of its own.
+                self.problem((*path, "proxy", "expose", "paths", index, "listener_port"),
+                             f"port {listener_port!r} is the listener of another exposed path")
             expose.append(ExposePath(path=exposed["path"], local_path_port=int(exposed["local_path_port"]),
                                      listener_port=listener_port, protocol=exposed.get("protocol", "http")))
         proxy = ConnectProxy(
@@ -242,6 +246,10 @@ class ConnectBuilder:
                 self.problem((*path, "checks", index, "expose"), "only http and grpc checks can be exposed")
                 continue
             label = exposed_check_label(service.name, index)
+            if label in (other.listener_port for other in paths):
+                self.problem((*path, "checks", index, "expose"), f"its port {label!r} is the listener of an "
+                                                                 "exposed path of the sidecar")
+                continue
             paths.append(ExposePath(path=check.path or f"/{check.grpc_service}", local_path_port=local_port,
                                     listener_port=label, protocol="http2" if check.type == "grpc" else "http"))
             checks[index] = dataclasses.replace(check, port=label)

@@ -185,6 +185,11 @@ class RegistryUnavailable(Exception):
     """The registry cannot be reached, or answered with a server error: try again later."""
 
 
+class RegistrationRejected(Exception):
+    """The registry refused one registration as invalid (Consul's 400): it is refused again whenever it
+    is tried, and says nothing of the registry nor of the other registrations."""
+
+
 def check_id(service_id: str, check: object) -> str:
     """A check's ID: a stable hash of its service and every field of ``check``
     (a dataclass), so that an edited check gets a new ID and replaces the old one."""
