@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from herder.client.hooks.connect import HTTP_SOCKET, ConnectPlugin
+from herder.client.hooks.connect import GRPC_SOCKET, HTTP_SOCKET, ConnectPlugin
 from herder.client.unix_relay import CHUNK, UnixRelay
 from herder.errors import JobError
 from herder.jobspec import load_job_text
@@ -196,3 +196,22 @@ def test_two_exposed_paths_on_one_listener_are_refused_naming_the_second() -> No
     with pytest.raises(JobError) as refused:
         load_job_text(DUPLICATE_EXPOSE, "hcl", "job.hcl")
     assert "job.groups[0].services[0].connect.sidecar_service.proxy.expose.paths[1].listener_port" in str(refused.value)
+
+
+def test_a_socket_that_cannot_be_made_leaves_no_other_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the agent restarts, a task plants a directory where Envoy's socket goes: the allocation's
+    other socket, made first, was left relaying with its thread for good, one more at each try."""
+    monkeypatch.setattr(ConnectPlugin, "envoy", staticmethod(lambda: True))
+    consul = {"address": f"127.0.0.1:{free_ports(1)[0]}", "grpc_address": f"127.0.0.1:{free_ports(1)[0]}"}
+    plugin = ConnectPlugin(SimpleNamespace(config=SimpleNamespace(consul=consul)), None)  # type: ignore[arg-type]
+    tmp = tmp_path / "alloc" / "tmp"
+    (tmp / GRPC_SOCKET).mkdir(parents=True)
+    relays = {thread for thread in threading.enumerate() if thread.name.startswith("relay-")}
+    try:
+        for _ in range(3):
+            with pytest.raises(OSError):
+                plugin._ensure_relays("a1", tmp_path)
+        assert {thread for thread in threading.enumerate() if thread.name.startswith("relay-")} == relays
+        assert sorted(path.name for path in tmp.iterdir()) == [GRPC_SOCKET]
+    finally:
+        plugin.close()

@@ -139,7 +139,12 @@ class ConnectPlugin:
                 tmp = alloc_dir / "alloc" / "tmp"
                 relays = [UnixRelay(tmp, HTTP_SOCKET, self._http, self._budget)]
                 if envoy:
-                    relays.append(UnixRelay(tmp, GRPC_SOCKET, self._grpc, self._budget))
+                    try:
+                        relays.append(UnixRelay(tmp, GRPC_SOCKET, self._grpc, self._budget))
+                    except BaseException:
+                        # Not kept, so never closed: its thread would relay on after the allocation.
+                        relays[0].close()
+                        raise
                 self._relays[alloc_id] = relays
             return len(self._relays[alloc_id]) > 1
 
