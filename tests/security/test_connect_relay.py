@@ -215,3 +215,42 @@ def test_a_socket_that_cannot_be_made_leaves_no_other_behind(tmp_path: Path, mon
         assert sorted(path.name for path in tmp.iterdir()) == [GRPC_SOCKET]
     finally:
         plugin.close()
+
+
+
+def _sidecar_job(service: str, sidecar_task: str) -> str:
+    return f"""
+job "demo" {{
+  group "api" {{
+    network {{
+      mode = "bridge"
+      port "http" {{ to = 9001 }}
+    }}
+    service {{
+      name = "{service}"
+      port = "http"
+      connect {{
+        sidecar_service {{}}
+        {sidecar_task}
+      }}
+    }}
+    task "web" {{
+      driver = "raw_exec"
+      config {{ command = "/bin/true" }}
+    }}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize(("service", "sidecar_task", "where"), [
+    ("a/../../../../tmp/x", "", "job.groups[0].services[0].name"),
+    ("api", 'sidecar_task { name = "../x" }', "job.groups[0].services[0].connect.sidecar_task.name"),
+])
+def test_a_sidecar_task_is_named_as_any_task(service: str, sidecar_task: str, where: str) -> None:
+    """The sidecar's task is named after its service (or by ``sidecar_task``): a name with ``/`` or ``..``
+    was taken for a task, whose directory and log files the client would make there (herder run stopped
+    on an internal error)."""
+    with pytest.raises(JobError) as refused:
+        load_job_text(_sidecar_job(service, sidecar_task), "hcl", "job.hcl")
+    assert f"{where}:" in str(refused.value)

@@ -20,6 +20,7 @@ reach the agent through the socket herder serves in the allocation's ``alloc/tmp
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,8 @@ PROXY_MODE_VAR = "HERDER_CONNECT_PROXY"
 PROXY_OPTION_VAR = "HERDER_CONNECT_PROXY_OPTION"
 """Set by herder in a sidecar's environment: the one option the proxy needs of its own, as one
 argument (Envoy's admin listener, distinct for each sidecar of the allocation)."""
+TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+"""A task's name, as the job schema has it: the sidecar's is made of its service's, which may hold anything."""
 NAMESPACE_MODES = ("bridge",)
 """Network modes that give an allocation a namespace of its own (besides ``cni/NAME``)."""
 
@@ -179,6 +182,9 @@ class ConnectBuilder:
         task = self.build_task(sidecar_spec(service, str(self.group["name"]), port, spec.get("sidecar_task")),
                                task_path)
         task = dataclasses.replace(task, kind=proxy_kind(service))
+        if not TASK_NAME.fullmatch(task.name):  # a name sidecar_task gives is checked as any task's
+            self.problem((*path[:-1], "name"), f"names the task of its sidecar, {task.name!r}, which must be 1-128 "
+                                               "letters, digits, '_', '-' or '.'")
         if task.name in task_names or task.name in (t.name for t in self.sidecars):
             self.problem((*task_path, "name"), f"the sidecar task {task.name!r} has the name of another task "
                                                "of the group")
