@@ -254,3 +254,12 @@ def test_a_sidecar_task_is_named_as_any_task(service: str, sidecar_task: str, wh
     with pytest.raises(JobError) as refused:
         load_job_text(_sidecar_job(service, sidecar_task), "hcl", "job.hcl")
     assert f"{where}:" in str(refused.value)
+
+
+def test_a_sidecar_port_label_is_checked_as_any_port_label() -> None:
+    """``sidecar_service.port`` names a label the group does not declare, which is added to its ports: one
+    with a terminal's escape sequence was printed onto the operator's terminal (``port ... is``)."""
+    text = _sidecar_job("api", "").replace("sidecar_service {}", 'sidecar_service { port = "x\\u001b]0;owned\\u0007" }')
+    with pytest.raises(JobError) as refused:
+        load_job_text(text, "hcl", "job.hcl")
+    assert "job.groups[0].services[0].connect.sidecar_service.port:" in str(refused.value)

@@ -46,6 +46,8 @@ PROXY_OPTION_VAR = "HERDER_CONNECT_PROXY_OPTION"
 argument (Envoy's admin listener, distinct for each sidecar of the allocation)."""
 TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 """A task's name, as the job schema has it: the sidecar's is made of its service's, which may hold anything."""
+PORT_LABEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+"""A group port's label, as the job schema has it."""
 NAMESPACE_MODES = ("bridge",)
 """Network modes that give an allocation a namespace of its own (besides ``cni/NAME``)."""
 
@@ -228,6 +230,10 @@ class ConnectBuilder:
             local_service_port=int(proxy_spec.get("local_service_port", 0)),
             upstreams=tuple(upstreams), expose=tuple(expose), config=dict(proxy_spec.get("config", {})),
         )
+        if "port" in spec and not PORT_LABEL.fullmatch(str(spec["port"])):
+            # A label the group does not declare is added to it, unchecked as those are: it reaches the
+            # environment's names and the operator's terminal.
+            self.problem((*path, "port"), "must be letters, digits, '_' or '-' (a port label)")
         return SidecarService(port=str(spec.get("port") or f"{PROXY_PREFIX}-{service}"),
                               tags=tuple(spec.get("tags", [])), proxy=proxy,
                               disable_default_tcp_check=bool(spec.get("disable_default_tcp_check", False)))
