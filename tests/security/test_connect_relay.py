@@ -246,6 +246,8 @@ job "demo" {{
 @pytest.mark.parametrize(("service", "sidecar_task", "where"), [
     ("a/../../../../tmp/x", "", "job.groups[0].services[0].name"),
     ("api", 'sidecar_task { name = "../x" }', "job.groups[0].services[0].connect.sidecar_task.name"),
+    # Its own task name given, the service's still names its ports (connect-proxy-NAME, svc_NAME_ck_0).
+    ("x\\u001b]0;owned\\u0007", 'sidecar_task { name = "proxy" }', "job.groups[0].services[0].name"),
 ])
 def test_a_sidecar_task_is_named_as_any_task(service: str, sidecar_task: str, where: str) -> None:
     """The sidecar's task is named after its service (or by ``sidecar_task``): a name with ``/`` or ``..``

@@ -176,6 +176,9 @@ class ConnectBuilder:
                 self.problem((*path, "sidecar_task"), "is only for a service with a sidecar_service")
             return Connect(native=native)
         self.needs_namespace(path)
+        if not PORT_LABEL.fullmatch(service):
+            self.problem((*path[:-1], "name"), "a Connect service with a sidecar must have a name of letters, "
+                                               "digits, '_' or '-': it names the sidecar's task and ports")
         if self.group["name"] != str(self.group["name"]).lower():
             self.problem((*self.path, "name"), "a group with a Connect sidecar must not have uppercase letters "
                                                "in its name (Consul assumes it)")
