@@ -128,13 +128,22 @@ def test_the_allocations_of_a_job_do_not_lock_the_agent_out_of_consul(
         plugin.close()
 
 
-def test_a_sidecar_consul_refuses_holds_up_no_other_service(own_consul: ConsulAgent) -> None:
+REFUSED = [
     # Two paths on one listener: Consul answers 400 to the registration, whatever herder tries again.
-    refused = ServiceRegistration(
+    ServiceRegistration(
         id="_herder-group-a1-api-api-http-sidecar-proxy", name="api-sidecar-proxy", address="127.0.0.1", port=2345,
         proxy=ProxyRegistration(destination_name="api", destination_id="_herder-group-a1-api-api-http",
                                 local_service_address="127.0.0.1", local_service_port=9001,
-                                expose=(ExposedPath("/a", "http", 9001, 3000), ExposedPath("/b", "http", 9001, 3000))))
+                                expose=(ExposedPath("/a", "http", 9001, 3000), ExposedPath("/b", "http", 9001, 3000)))),
+    # A job's service meta with a key Consul reserves.
+    ServiceRegistration(id="_herder-group-a1-api-api-http", name="api", address="127.0.0.1", port=2345,
+                        meta={"consul-version": "1"}),
+]
+
+
+@pytest.mark.parametrize("refused", REFUSED, ids=["sidecar", "meta"])
+def test_a_registration_consul_refuses_holds_up_no_other_service(
+        refused: ServiceRegistration, own_consul: ConsulAgent) -> None:
     other = ServiceRegistration(id="_herder-group-a2-web-web-http", name="web", address="127.0.0.1", port=2346)
     backend = ConsulBackend({"address": own_consul.address}, Owner("scope", "session"))
     sync = ServiceSync(backend)
