@@ -169,7 +169,11 @@ class Backend(Protocol):
         them: a constant number of calls, whatever their number."""
 
     def register(self, service: ServiceRegistration) -> None:
-        """Add or replace a service and its checks; checks it had but no longer lists go."""
+        """Add or replace a service and its checks; checks it had but no longer lists go.
+
+        :raises RegistrationRejected: the registry refuses this one as invalid (the others may go on).
+        :raises RegistryUnavailable: the registry cannot take it now.
+        """
 
     def deregister(self, service_id: str) -> None:
         """Remove a service and its checks (an unknown ID is not an error)."""

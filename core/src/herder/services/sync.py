@@ -171,7 +171,8 @@ class ServiceSync:
         except RegistrationRejected as exc:
             fingerprint = service.fingerprint()
             if self._rejected.get(service.id) != fingerprint:
-                log.warning("service %s is not registered: %s", service.id, exc)
+                # Both carry job text: quoted, a line break of it starts no line of the log.
+                log.warning("service %r is not registered: %r", service.id, str(exc))
                 self._rejected[service.id] = fingerprint
         else:
             self._rejected.pop(service.id, None)
