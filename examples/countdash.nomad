@@ -31,6 +31,7 @@ job "countdash" {
 
     task "web" {
       driver = "raw_exec"
+      user   = "nobody"
 
       config {
         command = "busybox"
@@ -72,6 +73,7 @@ job "countdash" {
 
     task "dashboard" {
       driver = "raw_exec"
+      user   = "nobody" # a web server reachable from the network, and its CGI: not as root
 
       env {
         COUNTING_SERVICE_URL = "http://${NOMAD_UPSTREAM_ADDR_count_api}"

@@ -20,6 +20,7 @@ reach the agent through the socket herder serves in the allocation's ``alloc/tmp
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,10 @@ PROXY_MODE_VAR = "HERDER_CONNECT_PROXY"
 PROXY_OPTION_VAR = "HERDER_CONNECT_PROXY_OPTION"
 """Set by herder in a sidecar's environment: the one option the proxy needs of its own, as one
 argument (Envoy's admin listener, distinct for each sidecar of the allocation)."""
+TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+"""A task's name, as the job schema has it: the sidecar's is made of its service's, which may hold anything."""
+PORT_LABEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+"""A group port's label, as the job schema has it."""
 NAMESPACE_MODES = ("bridge",)
 """Network modes that give an allocation a namespace of its own (besides ``cni/NAME``)."""
 
@@ -171,6 +176,9 @@ class ConnectBuilder:
                 self.problem((*path, "sidecar_task"), "is only for a service with a sidecar_service")
             return Connect(native=native)
         self.needs_namespace(path)
+        if not PORT_LABEL.fullmatch(service):
+            self.problem((*path[:-1], "name"), "a Connect service with a sidecar must have a name of letters, "
+                                               "digits, '_' or '-': it names the sidecar's task and ports")
         if self.group["name"] != str(self.group["name"]).lower():
             self.problem((*self.path, "name"), "a group with a Connect sidecar must not have uppercase letters "
                                                "in its name (Consul assumes it)")
@@ -179,6 +187,9 @@ class ConnectBuilder:
         task = self.build_task(sidecar_spec(service, str(self.group["name"]), port, spec.get("sidecar_task")),
                                task_path)
         task = dataclasses.replace(task, kind=proxy_kind(service))
+        if not TASK_NAME.fullmatch(task.name):  # a name sidecar_task gives is checked as any task's
+            self.problem((*path[:-1], "name"), f"names the task of its sidecar, {task.name!r}, which must be 1-128 "
+                                               "letters, digits, '_', '-' or '.'")
         if task.name in task_names or task.name in (t.name for t in self.sidecars):
             self.problem((*task_path, "name"), f"the sidecar task {task.name!r} has the name of another task "
                                                "of the group")
@@ -205,12 +216,16 @@ class ConnectBuilder:
                              f"(of service {self.listeners[listener]!r})")
             self.listeners.setdefault(listener, service)
             upstreams.append(upstream)
-        expose = []
+        expose: list[ExposePath] = []
         for index, exposed in enumerate(proxy_spec.get("expose", {}).get("paths", [])):
             listener_port = str(exposed["listener_port"])
             if listener_port not in self.ports:
                 self.problem((*path, "proxy", "expose", "paths", index, "listener_port"),
                              f"{listener_port!r} is not a port label of the group")
+            elif listener_port in (other.listener_port for other in expose):
+                # Consul refuses the sidecar's registration: each path is a listener of its own.
+                self.problem((*path, "proxy", "expose", "paths", index, "listener_port"),
+                             f"port {listener_port!r} is the listener of another exposed path")
             expose.append(ExposePath(path=exposed["path"], local_path_port=int(exposed["local_path_port"]),
                                      listener_port=listener_port, protocol=exposed.get("protocol", "http")))
         proxy = ConnectProxy(
@@ -218,6 +233,10 @@ class ConnectBuilder:
             local_service_port=int(proxy_spec.get("local_service_port", 0)),
             upstreams=tuple(upstreams), expose=tuple(expose), config=dict(proxy_spec.get("config", {})),
         )
+        if "port" in spec and not PORT_LABEL.fullmatch(str(spec["port"])):
+            # A label the group does not declare is added to it, unchecked as those are: it reaches the
+            # environment's names and the operator's terminal.
+            self.problem((*path, "port"), "must be letters, digits, '_' or '-' (a port label)")
         return SidecarService(port=str(spec.get("port") or f"{PROXY_PREFIX}-{service}"),
                               tags=tuple(spec.get("tags", [])), proxy=proxy,
                               disable_default_tcp_check=bool(spec.get("disable_default_tcp_check", False)))
@@ -242,6 +261,10 @@ class ConnectBuilder:
                 self.problem((*path, "checks", index, "expose"), "only http and grpc checks can be exposed")
                 continue
             label = exposed_check_label(service.name, index)
+            if label in (other.listener_port for other in paths):
+                self.problem((*path, "checks", index, "expose"), f"its port {label!r} is the listener of an "
+                                                                 "exposed path of the sidecar")
+                continue
             paths.append(ExposePath(path=check.path or f"/{check.grpc_service}", local_path_port=local_port,
                                     listener_port=label, protocol="http2" if check.type == "grpc" else "http"))
             checks[index] = dataclasses.replace(check, port=label)

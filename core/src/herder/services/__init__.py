@@ -24,6 +24,7 @@ from herder.services.model import (
     Owner,
     ProxyRegistration,
     RegisteredService,
+    RegistrationRejected,
     RegistryUnavailable,
     RegistryView,
     ServiceRegistration,
@@ -37,7 +38,8 @@ ENTRY_POINT_GROUP = "herder.service_backends"
 __all__ = [
     "CRITICAL", "ENTRY_POINT_GROUP", "PASSING", "SCRIPT_TTL_GRACE", "SERVICE_PREFIX", "WARNING",
     "Backend", "CheckRegistration", "CheckStatus", "ExposedPath", "Owner", "ProxyRegistration", "RegisteredService",
-    "RegistryUnavailable", "RegistryView", "ServiceRegistration", "ServiceSync", "UpstreamRegistration",
+    "RegistrationRejected", "RegistryUnavailable", "RegistryView", "ServiceRegistration", "ServiceSync",
+    "UpstreamRegistration",
     "check_backend", "check_id", "open_backend",
 ]
 

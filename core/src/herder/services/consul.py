@@ -29,6 +29,7 @@ from herder.services.model import (
     Owner,
     ProxyRegistration,
     RegisteredService,
+    RegistrationRejected,
     RegistryUnavailable,
     RegistryView,
     ServiceRegistration,
@@ -82,11 +83,17 @@ class ConsulBackend:
         meta = {**service.meta, META_FINGERPRINT: service.fingerprint(), META_SCOPE: self.owner.scope,
                 META_SESSION: self.owner.session}
         connect = {"Native": True} if service.connect_native else None
-        self._call(lambda: self._client.agent.service.register(
-            service.name, service_id=service.id, address=service.address, port=service.port,
-            tags=list(service.tags), meta=meta, check=checks[0] if checks else None, extra_checks=checks[1:],
-            replace_existing_checks=True, connect=connect, kind="connect-proxy" if service.proxy else None,
-            proxy=_proxy(service.proxy) if service.proxy else None))
+        try:
+            self._call(lambda: self._client.agent.service.register(
+                service.name, service_id=service.id, address=service.address, port=service.port,
+                tags=list(service.tags), meta=meta, check=checks[0] if checks else None, extra_checks=checks[1:],
+                replace_existing_checks=True, connect=connect, kind="connect-proxy" if service.proxy else None,
+                proxy=_proxy(service.proxy) if service.proxy else None))
+        except RegistryUnavailable as exc:
+            if isinstance(exc.__cause__, consul.exceptions.BadRequest):
+                raise RegistrationRejected(f"consul at {self.address} refuses service {service.id}: "
+                                           f"{exc.__cause__}") from exc.__cause__
+            raise
 
     def deregister(self, service_id: str) -> None:
         self._call(lambda: self._client.agent.service.deregister(service_id))

@@ -169,7 +169,11 @@ class Backend(Protocol):
         them: a constant number of calls, whatever their number."""
 
     def register(self, service: ServiceRegistration) -> None:
-        """Add or replace a service and its checks; checks it had but no longer lists go."""
+        """Add or replace a service and its checks; checks it had but no longer lists go.
+
+        :raises RegistrationRejected: the registry refuses this one as invalid (the others may go on).
+        :raises RegistryUnavailable: the registry cannot take it now.
+        """
 
     def deregister(self, service_id: str) -> None:
         """Remove a service and its checks (an unknown ID is not an error)."""
@@ -183,6 +187,11 @@ class Backend(Protocol):
 
 class RegistryUnavailable(Exception):
     """The registry cannot be reached, or answered with a server error: try again later."""
+
+
+class RegistrationRejected(Exception):
+    """The registry refused one registration as invalid (Consul's 400): it is refused again whenever it
+    is tried, and says nothing of the registry nor of the other registrations."""
 
 
 def check_id(service_id: str, check: object) -> str:

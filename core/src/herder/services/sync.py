@@ -18,7 +18,14 @@ import time
 from collections.abc import Callable, Iterable
 
 from herder.background import Background
-from herder.services.model import Backend, CheckStatus, RegistryUnavailable, RegistryView, ServiceRegistration
+from herder.services.model import (
+    Backend,
+    CheckStatus,
+    RegistrationRejected,
+    RegistryUnavailable,
+    RegistryView,
+    ServiceRegistration,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +63,8 @@ class ServiceSync:
         self._synced = 0      # the generation the registry last matched
         self._synced_cond = threading.Condition(self._lock)
         self._failing = False
+        self._rejected: dict[str, str] = {}
+        """The fingerprint of each service the registry refused, as last said in the log."""
         self._backoff = min_backoff
         self._background = Background("service-sync", self._step)
 
@@ -142,7 +151,9 @@ class ServiceSync:
         for service_id, service in desired.items():
             registered = view.services.get(service_id)
             if registered is None or registered.fingerprint != service.fingerprint():
-                self.backend.register(service)
+                self._register(service)
+        for service_id in self._rejected.keys() - desired.keys():
+            del self._rejected[service_id]
         for service_id in view.services.keys() - desired.keys():
             if self._removable(view.services[service_id].session):
                 self.backend.deregister(service_id)
@@ -151,6 +162,20 @@ class ServiceSync:
             self._failing = False
             self._synced_cond.notify_all()
         return view
+
+    def _register(self, service: ServiceRegistration) -> None:
+        """Register ``service``; one the registry refuses (a job's, whatever its text) is left out, said
+        once in the log, and tried again next round: it holds up neither the other services nor a flush."""
+        try:
+            self.backend.register(service)
+        except RegistrationRejected as exc:
+            fingerprint = service.fingerprint()
+            if self._rejected.get(service.id) != fingerprint:
+                # Both carry job text: quoted, a line break of it starts no line of the log.
+                log.warning("service %r is not registered: %r", service.id, str(exc))
+                self._rejected[service.id] = fingerprint
+        else:
+            self._rejected.pop(service.id, None)
 
     def _step(self) -> float:
         """One round of the loop; the seconds until the next (a change brings it sooner)."""

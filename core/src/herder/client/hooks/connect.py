@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from herder import events, hookimpl
 from herder.client.hooks.host import Host
 from herder.client.hooks.services import ServicesPlugin
-from herder.client.unix_relay import UnixRelay
+from herder.client.unix_relay import ConnectionBudget, UnixRelay
 from herder.context import TaskContext
 from herder.errors import HerderError, RecoverableError
 from herder.jobspec.connect import PROXY_MODE_VAR, PROXY_OPTION_VAR, PROXY_PREFIX
@@ -37,6 +37,10 @@ REGISTER_WAIT = 30.0
 """How long a sidecar's start waits for its registration to reach Consul before it is retried."""
 ENVOY_ADMIN_PORT = 19000
 """The first sidecar's Envoy admin port in the namespace (Nomad's and Consul's default); the next +1."""
+CONSUL_CONNECTIONS = 96
+"""The connections the sockets of all allocations may hold to Consul at once: about half of what Consul
+takes from one address (``limits.http_max_conns_per_client``, 200), which the agent's own connections
+and other programs of the host share; the allocations of a few jobs cannot lock them out of Consul."""
 MAX_SOCKET_PATH = 107
 """The longest path a Unix socket address holds (``sun_path`` less its terminating NUL)."""
 
@@ -62,6 +66,7 @@ class ConnectPlugin:
         self._grpc = _host_port(str(consul.get("grpc_address") or DEFAULT_GRPC_ADDRESS), 8502)
         self._lock = threading.Lock()
         self._relays: dict[str, list[UnixRelay]] = {}
+        self._budget = ConnectionBudget(CONSUL_CONNECTIONS)
 
     def start(self) -> None:
         pass
@@ -132,9 +137,14 @@ class ConnectPlugin:
         with self._lock:
             if alloc_id not in self._relays:
                 tmp = alloc_dir / "alloc" / "tmp"
-                relays = [UnixRelay(tmp, HTTP_SOCKET, self._http)]
+                relays = [UnixRelay(tmp, HTTP_SOCKET, self._http, self._budget)]
                 if envoy:
-                    relays.append(UnixRelay(tmp, GRPC_SOCKET, self._grpc))
+                    try:
+                        relays.append(UnixRelay(tmp, GRPC_SOCKET, self._grpc, self._budget))
+                    except BaseException:
+                        # Not kept, so never closed: its thread would relay on after the allocation.
+                        relays[0].close()
+                        raise
                 self._relays[alloc_id] = relays
             return len(self._relays[alloc_id]) > 1
 
