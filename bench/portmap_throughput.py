@@ -2,8 +2,9 @@
 
     python bench/portmap_throughput.py [--rounds 5] [--seconds 5] [--connections 16] [--dir DIR]
 
-Each side is one raw_exec task running the same HTTP/1.1 server (Python's
-``ThreadingHTTPServer``, keep-alive, a 2-byte body), on a static host port:
+Each side is one raw_exec task running the same HTTP/1.1 server (a keep-alive
+asyncio loop answering every request with a 2-byte body, so that the server
+is not what bounds the rate), on a static host port:
 in host mode it listens on that port itself; in bridge mode it listens on
 8080 inside its allocation's namespace and ``wrk`` reaches it through the
 portmap plugin's DNAT of the host port (on the host's loopback address).
@@ -36,21 +37,24 @@ from jobs import load, until_started
 from results import where, write_section
 
 SERVER = """
-import http.server, os
+import asyncio, os
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+RESPONSE = b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok"
 
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
+async def answer(reader, writer):
+    try:
+        while True:
+            await reader.readuntil(b"\\r\\n\\r\\n")
+            writer.write(RESPONSE)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        writer.close()
 
-    def log_message(self, *args):
-        pass
+async def main():
+    server = await asyncio.start_server(answer, "", int(os.environ["NOMAD_PORT_http"]))
+    await server.serve_forever()
 
-http.server.ThreadingHTTPServer(("", int(os.environ["NOMAD_PORT_http"])), Handler).serve_forever()
+asyncio.run(main())
 """
 
 JOB = """
