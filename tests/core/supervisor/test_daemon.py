@@ -27,7 +27,7 @@ from herder.supervisor.server import MAX_LOG_SIZE
 from tests.core.supervisor.helpers import supervisor_pids
 
 DAEMON_MODULES = ("__main__.py", "server.py", "dispatch.py", "loop.py", "sessions.py", "processes.py", "pump.py",
-                  "logfiles.py", "proctree.py", "protocol.py")
+                  "logfiles.py", "proctree.py", "protocol.py", "netns.py")
 
 
 def test_peer_credentials_are_the_kernels() -> None:
