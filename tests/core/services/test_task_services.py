@@ -96,8 +96,8 @@ def test_services_are_deregistered_before_the_task_is_killed(data_dir: Path, con
                                                              tmp_path: Path) -> None:
     """Clients stop being sent traffic before the task stops: the task, on its stop
     signal, finds itself gone from the registry already."""
-    seen = tmp_path / "seen"
-    trap = (f"trap 'curl -s {consul.url}/v1/agent/services > {seen}; exit 0' TERM; "
+    seen, trapping = tmp_path / "seen", tmp_path / "trapping"
+    trap = (f"trap 'curl -s {consul.url}/v1/agent/services > {seen}; exit 0' TERM; touch {trapping}; "
             "python3 -m http.server --bind 127.0.0.1 $NOMAD_PORT_http & wait")
     text = web_job(extra='kill_signal = "SIGTERM"').replace(SERVER, f'["-c", "{trap}"]')
     config = dataclasses.replace(make_config(data_dir), services_backend="consul",
@@ -105,6 +105,7 @@ def test_services_are_deregistered_before_the_task_is_killed(data_dir: Path, con
     run, wait = start_job(text, data_dir, config=config)
     run.wait_for("Started", "server")
     wait_for(lambda: any(s.startswith("_herder-task-") for s in consul.services()), what="the service registered")
+    wait_for(trapping.exists, what="the task's shell to trap its stop signal")  # a loaded machine may lag
     run.runner.stop()
     wait()
     assert seen.exists() and "_herder-task-" not in seen.read_text()
