@@ -26,7 +26,7 @@ http.server.ThreadingHTTPServer(("", int(os.environ["NOMAD_PORT_http"])), Handle
 CLIENT = """
 import os, signal, time, urllib.request
 url = "http://127.0.0.1:%s/" % os.environ["NOMAD_PORT_http"]
-for _ in range(600):
+while True:  # until the sibling listens, however long a loaded machine takes to start it
     try:
         with urllib.request.urlopen(url, timeout=2) as answer:
             print("sibling said", answer.read().decode(), flush=True)
