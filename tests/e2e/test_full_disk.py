@@ -28,6 +28,7 @@ JOB = """
 job "filled" {{
   type = "batch"
   group "g" {{
+    ephemeral_disk {{ size = 1 }}  # MB: placement checks it against the small disk's free space
     task "sleeper" {{
       driver       = "raw_exec"
       kill_timeout = "2s"
@@ -51,6 +52,7 @@ job "filled" {{
 LATER = """
 job "later" {
   group "g" {
+    ephemeral_disk { size = 0 }  # asks no room: what refuses it on the full disk is its state not being written
     task "t" {
       driver       = "raw_exec"
       kill_timeout = "2s"
