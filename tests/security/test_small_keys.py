@@ -97,8 +97,9 @@ from pathlib import Path
 from herder.client import signing
 
 made = []
-generate = signing.rsa.generate_private_key
-signing.rsa.generate_private_key = lambda **options: made.append(1) or generate(**options)
+from cryptography.hazmat.primitives.asymmetric import rsa
+generate = rsa.generate_private_key
+rsa.generate_private_key = lambda **options: made.append(1) or generate(**options)
 resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))  # a PEM is 1.7 kB: as a full disk
 signer = signing.IdentitySigner(Path(sys.argv[1]))
 refused = 0

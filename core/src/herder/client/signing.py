@@ -20,16 +20,17 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import jwt
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from typing import TYPE_CHECKING, Any
 
 from herder.client.taskdir import make_data_dir
 from herder.errors import HerderError
 from herder.sdk.safefs import UnsafePathError, open_file, publish_once, read_file, safe_root
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+# PyJWT and cryptography are imported where a key is first made, read or used: every herder process
+# imports this module, and only those that hand out identities need them (a tenth of a second of start).
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ class IdentitySigner:
             payload["aud"] = claims.audience[0] if len(claims.audience) == 1 else list(claims.audience)
         if ttl > 0:
             payload["exp"] = issued + int(ttl)
+        import jwt
+
         return jwt.encode(payload, self._private(), algorithm=ALGORITHM, headers={"kid": self.key_id()})
 
     def jwks(self) -> dict[str, list[dict[str, str]]]:
@@ -125,6 +128,9 @@ def _load_or_make(data_dir: Path) -> rsa.RSAPrivateKey:
 
     :raises SigningKeyError: the file is a link, another's, open to others, or holds no RSA key.
     """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     where = data_dir / KEY_FILE
     try:
         make_data_dir(data_dir)
@@ -147,6 +153,10 @@ def _load_or_make(data_dir: Path) -> rsa.RSAPrivateKey:
 
 
 def _read(dir_fd: int) -> rsa.RSAPrivateKey:
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     fd = open_file(dir_fd, KEY_FILE)
     try:
         status = os.fstat(fd)
