@@ -11,6 +11,9 @@ from tests.support.waiting import wait_for
 
 from .conftest import NomadAgent, require_nomad
 
+# An agent and the real nomad command line as subprocesses: the same on every Python.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[NomadAgent]:

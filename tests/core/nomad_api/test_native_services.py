@@ -22,6 +22,9 @@ from tests.support.agent import AgentProcess
 from tests.support.consul import ConsulAgent
 from tests.support.waiting import wait_for
 
+# Agents, Consul and tasks as subprocesses: what they test is the same on every Python.
+pytestmark = pytest.mark.slow
+
 REGISTRATION_KEYS = {"ID", "ServiceName", "Namespace", "NodeID", "Datacenter", "JobID", "AllocID", "Tags",
                      "Address", "Port", "CreateIndex", "ModifyIndex"}
 

@@ -26,6 +26,9 @@ from tests.support.consul import ConsulAgent, free_ports
 from tests.support.running import make_config, start_job
 from tests.support.waiting import wait_for
 
+# A real Consul and a relay between processes: the same on every Python.
+pytestmark = pytest.mark.slow
+
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "countdash.nomad"
 
 
