@@ -48,6 +48,7 @@ from herder.testing.harness import (
     DriverNotLoaded,
     TaskRun,
     bounded,
+    call_own_hook,
     load_hooks,
 )
 from herder.testing.harness import diagnosis as _diagnosis
@@ -679,12 +680,8 @@ class DriverContract(NetworkContract, VolumeMountContract):
     def _fingerprint(self, hooks: Hooks) -> Fingerprint | None:
         """The driver's own fingerprint hook, called directly (the facade would turn an exception
         into an unhealthy fingerprint), checked to return in time and never raise."""
-        plugins = hooks.plugins
-        driver = plugins.plugins("driver")[self.driver]
-        others = [plugin for _, plugin in plugins.pm.list_name_plugin() if plugin is not driver]
-        call = plugins.pm.subset_hook_caller("herder_driver_fingerprint", others)
         try:
-            fingerprint: object = bounded(call, FINGERPRINT_DEADLINE, "herder_driver_fingerprint")
+            fingerprint = call_own_hook(hooks, self.driver, "herder_driver_fingerprint", FINGERPRINT_DEADLINE)
         except DidNotReturn:
             raise
         except Exception as exc:

@@ -116,6 +116,19 @@ def bounded(call: Callable[[], T], limit: float, what: str) -> T:
     return outcome[0]
 
 
+def call_own_hook(hooks: Hooks, driver: str, hook: str, limit: float) -> object:
+    """The driver's own implementation of ``hook`` (no argument), called directly rather than through
+    the facade, which would turn an exception into a default: bounded by ``limit`` seconds.
+
+    :raises DidNotReturn: it did not return in time.
+    :raises Exception: whatever the hook raised.
+    """
+    plugins = hooks.plugins
+    own = plugins.plugins("driver")[driver]
+    others = [plugin for _, plugin in plugins.pm.list_name_plugin() if plugin is not own]
+    return bounded(plugins.pm.subset_hook_caller(hook, others), limit, hook)
+
+
 def job_document(driver: str, config: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
     """A canonical job document of one batch job, one group, one task of ``driver`` with ``config``.
 

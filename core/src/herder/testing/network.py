@@ -16,7 +16,16 @@ import pytest
 from herder.objects import DriverCapabilities
 from herder.plugins.hooks import Hooks
 from herder.testing import netns
-from herder.testing.harness import CALL_LIMIT, PORT_RANGE, DidNotReturn, DriverHarness, bounded, diagnosis, load_hooks
+from herder.testing.harness import (
+    CALL_LIMIT,
+    PORT_RANGE,
+    DidNotReturn,
+    DriverHarness,
+    bounded,
+    call_own_hook,
+    diagnosis,
+    load_hooks,
+)
 
 NETWORK_ISOLATION = frozenset({"host", "group"})
 """What ``DriverCapabilities.network_isolation`` may hold."""
@@ -93,12 +102,8 @@ class NetworkContract:
     def _capabilities(self, hooks: Hooks) -> DriverCapabilities:
         """The driver's own capabilities hook, called directly (the facade would turn an exception into
         the defaults), checked to return in time and never raise; the defaults when it has none."""
-        plugins = hooks.plugins
-        driver = plugins.plugins("driver")[self.driver]
-        others = [plugin for _, plugin in plugins.pm.list_name_plugin() if plugin is not driver]
-        call = plugins.pm.subset_hook_caller("herder_driver_capabilities", others)
         try:
-            capabilities: object = bounded(call, CAPABILITIES_DEADLINE, "herder_driver_capabilities")
+            capabilities = call_own_hook(hooks, self.driver, "herder_driver_capabilities", CAPABILITIES_DEADLINE)
         except DidNotReturn:
             raise
         except Exception as exc:
